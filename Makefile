@@ -1,0 +1,64 @@
+# SPDX-License-Identifier: GPL-2.0
+# roxe: a soft RoCEv2 HCA in Rust.
+#
+#   make run     build what is missing, boot Debian's stock kernel in QEMU, load roxe, show it
+#                working with stock rdma-core tools
+#   make test    everything: host tests, then the QEMU suite on the debug kernel; ends with
+#                "N passed, N failed"
+#   make         build the modules (against KDIR= if given, else the harness's debug kernel)
+#
+# Caches (kernels, build root, guest image) live in ROXE_CACHE (default /var/cache/roxe), keyed by
+# their inputs. See README.md and Documentation/testing.md.
+
+ROXE_CACHE ?= /var/cache/roxe
+export ROXE_CACHE
+Q := qemu
+
+.PHONY: all modules deps kernels kernel-debug kernel-stock image hosttest qemu-test test run \
+	bench soak fuzz clean distclean
+
+ifneq ($(KDIR),)
+# A kernel tree of the user's own (Rust-enabled, prepared with `make modules_prepare`), built with
+# the compiler that is on PATH. Pass LLVM=1 if that kernel was built with clang.
+all modules:
+	$(MAKE) -C $(KDIR) M=$(CURDIR) modules
+clean:
+	$(MAKE) -C $(KDIR) M=$(CURDIR) clean
+else
+all modules: kernel-debug
+	$(Q)/build-module.sh debug
+clean:
+	rm -rf build
+endif
+
+deps:
+	$(Q)/host-deps.sh
+	$(Q)/buildroot.sh
+
+kernel-debug: deps
+	$(Q)/kernel-debug.sh >/dev/null
+
+kernel-stock: deps
+	$(Q)/kernel-stock.sh >/dev/null
+
+kernels: kernel-debug kernel-stock
+
+image: deps
+	$(Q)/guest-image.sh >/dev/null
+
+hosttest:
+	tools/hosttest.sh
+
+qemu-test: kernels image
+	$(Q)/test-all.sh --qemu-only
+
+test: deps
+	$(Q)/test-all.sh
+
+run: kernel-stock image
+	$(Q)/build-module.sh stock
+	$(Q)/run-vm.sh --flavour stock --script qemu/tests/demo.sh --name demo --timeout 300 && \
+		cat build/vm/demo/vm0/demo.txt
+
+distclean: clean
+	rm -rf $(ROXE_CACHE)

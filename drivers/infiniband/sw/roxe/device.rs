@@ -1,0 +1,232 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The roxe device: creation on a netdev, attributes, port state, teardown.
+//!
+//! Rust counterpart of rxe's `rxe.c` and the device part of `rxe_verbs.c`.
+
+#![deny(unsafe_code)]
+
+use crate::{param, proto::{guid::eui64_from_mac, mtu::IbMtu}};
+use crate::rdma::{
+    attr::{self, AtomicCap, DeviceAttr, DeviceCaps, KernelCaps, PhysState, PortAttr, PortImmutable, PortState},
+    device::{Device, DriverId, PortEvent},
+    link::{Link, LinkOps},
+    netdev::{NetDevice, NetdevEvent, NetdevNotifier},
+};
+use kernel::{
+    prelude::*,
+    sync::atomic::{AtomicFlag, Relaxed}, //
+};
+
+/// The one port of a roxe device (IB numbers ports from 1).
+pub(crate) const PORT: u32 = 1;
+
+/// The roxe driver type: its verbs, link type and netdev event handling.
+pub(crate) struct Roxe;
+
+/// The link type table the RDMA core calls `newlink`/`dellink` through.
+pub(crate) static LINK_OPS: LinkOps<Roxe> = LinkOps::new();
+
+/// Per-device state.
+pub(crate) struct RoxeDevice {
+    /// Node GUID (EUI-64 of the netdev's MAC), wire order.
+    guid: [u8; 8],
+    /// Whether the port was last reported active, so that events fire only on transitions.
+    /// Written only from the netdev notifier (serialised by RTNL).
+    port_active: AtomicFlag,
+}
+
+/// Per-process state. Empty until the verbs objects arrive.
+pub(crate) struct RoxeUContext;
+
+/// The logical state of the port on `netdev`: active when the interface is up with a carrier.
+fn port_state(netdev: &NetDevice) -> PortState {
+    if netdev.is_running() && netdev.has_carrier() {
+        PortState::Active
+    } else {
+        PortState::Down
+    }
+}
+
+/// A MAC for netdevs without one (tunnels, `lo` has one): locally administered, unique per
+/// interface index, so that connection management still sees distinct GUIDs.
+fn fallback_mac(netdev: &NetDevice) -> [u8; 6] {
+    let i = netdev.ifindex().to_be_bytes();
+    [0x02, 0x52, i[0], i[1], i[2], i[3]]
+}
+
+#[vtable]
+impl crate::rdma::device::Driver for Roxe {
+    type Data = RoxeDevice;
+    type UContext = RoxeUContext;
+    const DRIVER_ID: DriverId = DriverId::Rxe;
+    /// rxe's `RXE_UVERBS_ABI_VERSION`, the only one rdma-core's rxe provider accepts.
+    const UVERBS_ABI_VERSION: u32 = 2;
+
+    fn query_device(dev: &Device<Self>) -> Result<DeviceAttr> {
+        let caps = [
+            DeviceCaps::BAD_PKEY_CNTR,
+            DeviceCaps::BAD_QKEY_CNTR,
+            DeviceCaps::AUTO_PATH_MIG,
+            DeviceCaps::CHANGE_PHY_PORT,
+            DeviceCaps::UD_AV_PORT_ENFORCE,
+            DeviceCaps::PORT_ACTIVE_EVENT,
+            DeviceCaps::SYS_IMAGE_GUID,
+            DeviceCaps::RC_RNR_NAK_GEN,
+            DeviceCaps::SRQ_RESIZE,
+            DeviceCaps::MEM_MGT_EXTENSIONS,
+            DeviceCaps::MEM_WINDOW,
+            DeviceCaps::MEM_WINDOW_TYPE_2B,
+            DeviceCaps::FLUSH_GLOBAL,
+            DeviceCaps::FLUSH_PERSISTENT,
+            DeviceCaps::ATOMIC_WRITE,
+        ]
+        .iter()
+        .fold(DeviceCaps::default(), |acc, c| acc.with(*c));
+        Ok(DeviceAttr {
+            sys_image_guid: dev.data().guid,
+            max_mr_size: u64::MAX,
+            page_size_cap: param::PAGE_SIZE_CAP,
+            vendor_id: param::VENDOR_ID,
+            max_qp: param::MAX_QP,
+            max_qp_wr: param::MAX_QP_WR,
+            device_cap_flags: caps,
+            kernel_cap_flags: KernelCaps::ALLOW_USER_UNREG,
+            max_send_sge: param::MAX_SGE,
+            max_recv_sge: param::MAX_SGE,
+            max_sge_rd: param::MAX_SGE_RD,
+            max_cq: param::MAX_CQ,
+            max_cqe: (1 << param::MAX_LOG_CQE) - 1,
+            max_mr: param::MAX_MR,
+            max_pd: param::MAX_PD,
+            max_qp_rd_atom: param::MAX_QP_RD_ATOM,
+            max_res_rd_atom: param::MAX_RES_RD_ATOM,
+            max_qp_init_rd_atom: param::MAX_QP_INIT_RD_ATOM,
+            atomic_cap: AtomicCap::Hca,
+            max_mcast_grp: param::MAX_MCAST_GRP,
+            max_mcast_qp_attach: param::MAX_MCAST_QP_ATTACH,
+            max_total_mcast_qp_attach: param::MAX_TOT_MCAST_QP_ATTACH,
+            max_ah: param::MAX_AH,
+            max_srq: param::MAX_SRQ,
+            max_srq_wr: param::MAX_SRQ_WR,
+            max_srq_sge: param::MAX_SRQ_SGE,
+            max_fast_reg_page_list_len: param::MAX_FMR_PAGE_LIST_LEN,
+            max_pkeys: param::MAX_PKEYS,
+            local_ca_ack_delay: param::LOCAL_CA_ACK_DELAY,
+            max_mw: param::MAX_MW,
+            ..Default::default()
+        })
+    }
+
+    fn query_port(dev: &Device<Self>, port: u32) -> Result<PortAttr> {
+        if port != PORT {
+            return Err(EINVAL);
+        }
+        let mut attr = PortAttr {
+            max_mtu: IbMtu::Mtu4096.as_raw(),
+            active_mtu: IbMtu::Mtu256.as_raw(),
+            gid_tbl_len: param::PORT_GID_TBL_LEN,
+            port_cap_flags: attr::PORT_CAP_CM_SUP,
+            max_msg_sz: param::PORT_MAX_MSG_SZ,
+            pkey_tbl_len: param::PORT_PKEY_TBL_LEN,
+            max_vl_num: 1,
+            ..Default::default()
+        };
+        // Everything is read live from the netdev, so MTU and link changes show at once. Once
+        // the netdev is gone the port reports down until the core unregisters the device.
+        if let Some(netdev) = dev.netdev(PORT) {
+            attr.state = port_state(&netdev);
+            attr.phys_state = match attr.state {
+                PortState::Active => PhysState::LinkUp,
+                PortState::Down => PhysState::Disabled,
+            };
+            attr.active_mtu = IbMtu::for_netdev_mtu(netdev.mtu()).as_raw();
+        }
+        // Speed and width follow the netdev's link settings; a netdev without them (virtio,
+        // veth) gets the core's default.
+        if let Ok((speed, width)) = dev.eth_speed(PORT) {
+            attr.active_speed = speed;
+            attr.active_width = width;
+        }
+        Ok(attr)
+    }
+
+    fn port_immutable(_dev: &Device<Self>, port: u32) -> Result<PortImmutable> {
+        if port != PORT {
+            return Err(EINVAL);
+        }
+        Ok(PortImmutable {
+            pkey_tbl_len: i32::from(param::PORT_PKEY_TBL_LEN),
+            gid_tbl_len: param::PORT_GID_TBL_LEN,
+            core_cap_flags: attr::CORE_CAP_ROCE_UDP_ENCAP,
+            max_mad_size: attr::MGMT_MAD_SIZE,
+        })
+    }
+
+    fn query_pkey(_dev: &Device<Self>, port: u32, index: u16) -> Result<u16> {
+        if port != PORT || index >= param::PORT_PKEY_TBL_LEN {
+            return Err(EINVAL);
+        }
+        Ok(param::DEFAULT_PKEY)
+    }
+
+    fn alloc_ucontext(_dev: &Device<Self>) -> Result<RoxeUContext> {
+        Ok(RoxeUContext)
+    }
+}
+
+impl Link for Roxe {
+    const TYPE: &'static CStr = c"roxe";
+
+    fn newlink(name: &CStr, netdev: &NetDevice) -> Result {
+        // As rxe: a VLAN device has its own GIDs on the real device; bind to that one.
+        if netdev.is_vlan() {
+            pr_err!("{}: create roxe on the real device, not on a VLAN\n", netdev.name().to_str().unwrap_or("?"));
+            return Err(EPERM);
+        }
+        if Device::<Roxe>::get_by_netdev(netdev).is_some() {
+            pr_err!("{}: already has a roxe device\n", netdev.name().to_str().unwrap_or("?"));
+            return Err(EEXIST);
+        }
+        let mac = netdev.mac().unwrap_or_else(|| fallback_mac(netdev));
+        let guid = eui64_from_mac(mac);
+        let active = port_state(netdev) == PortState::Active;
+        Device::<Roxe>::register(
+            crate::this_module(),
+            &LINK_OPS,
+            name,
+            netdev,
+            guid,
+            c"roxe",
+            try_pin_init!(RoxeDevice { guid, port_active: AtomicFlag::new(active) }),
+        )?;
+        pr_info!(
+            "{}: created on {} (mtu {})\n",
+            name.to_str().unwrap_or("?"),
+            netdev.name().to_str().unwrap_or("?"),
+            netdev.mtu()
+        );
+        Ok(())
+    }
+}
+
+impl NetdevNotifier for Roxe {
+    fn event(event: NetdevEvent, netdev: &NetDevice) {
+        let Some(dev) = Device::<Roxe>::get_by_netdev(netdev) else {
+            return;
+        };
+        match event {
+            // RTNL is held here, and unregistration needs it: queue it.
+            NetdevEvent::Unregister => dev.unregister_queued(),
+            NetdevEvent::Up | NetdevEvent::Down | NetdevEvent::Change => {
+                let active = port_state(netdev) == PortState::Active;
+                if dev.data().port_active.xchg(active, Relaxed) != active {
+                    dev.dispatch_port_event(PORT, if active { PortEvent::Active } else { PortEvent::Error });
+                    pr_info!("{}: port {}\n", dev.name().to_str().unwrap_or("?"), if active { "ACTIVE" } else { "DOWN" });
+                }
+            }
+            // query_port reads the MTU live; the data path will cache it here.
+            NetdevEvent::ChangeMtu | NetdevEvent::Other => {}
+        }
+    }
+}

@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Device limits and identifiers.
+//!
+//! The limits are the ones the rxe ABI advertises (rxe's `rxe_param.h`), so that programs tuned
+//! for Soft-RoCE see the same device. rdma-core's tests recognise the rxe ABI by the vendor id.
+
+/// Vendor id of software RoCE devices (`RXE_VENDOR_ID`).
+pub(crate) const VENDOR_ID: u32 = 0x00ff_ffff;
+
+/// Largest value most object counts take (rxe's `DEFAULT_MAX_VALUE`).
+const DEFAULT_MAX: i32 = 1 << 20;
+
+pub(crate) const MAX_QP: i32 = 0x10000;
+pub(crate) const MAX_QP_WR: i32 = DEFAULT_MAX;
+pub(crate) const MAX_SGE: i32 = 32;
+pub(crate) const MAX_SGE_RD: i32 = 32;
+pub(crate) const MAX_CQ: i32 = 16384;
+pub(crate) const MAX_LOG_CQE: u32 = 15;
+pub(crate) const MAX_MR: i32 = DEFAULT_MAX;
+pub(crate) const MAX_MW: i32 = DEFAULT_MAX;
+pub(crate) const MAX_PD: i32 = DEFAULT_MAX;
+pub(crate) const MAX_QP_RD_ATOM: i32 = 128;
+pub(crate) const MAX_RES_RD_ATOM: i32 = 0x3f000;
+pub(crate) const MAX_QP_INIT_RD_ATOM: i32 = 128;
+pub(crate) const MAX_MCAST_GRP: i32 = 8192;
+pub(crate) const MAX_MCAST_QP_ATTACH: i32 = 56;
+pub(crate) const MAX_TOT_MCAST_QP_ATTACH: i32 = 0x70000;
+pub(crate) const MAX_AH: i32 = 0x7fff;
+pub(crate) const MAX_SRQ: i32 = DEFAULT_MAX;
+pub(crate) const MAX_SRQ_WR: i32 = DEFAULT_MAX;
+pub(crate) const MAX_SRQ_SGE: i32 = 27;
+pub(crate) const MAX_FMR_PAGE_LIST_LEN: u32 = 512;
+pub(crate) const MAX_PKEYS: u16 = 64;
+pub(crate) const LOCAL_CA_ACK_DELAY: u8 = 15;
+/// Page sizes an MR may use: every power of two from 4 KiB up.
+pub(crate) const PAGE_SIZE_CAP: u64 = 0xffff_f000;
+
+/// GID table length of the port.
+pub(crate) const PORT_GID_TBL_LEN: i32 = 1024;
+/// Largest message (IBA allows 2^31; rxe and we advertise 8 MiB).
+pub(crate) const PORT_MAX_MSG_SZ: u32 = 0x80_0000;
+/// P_Key table length: only the default partition.
+pub(crate) const PORT_PKEY_TBL_LEN: u16 = 1;
+/// The default, full-membership P_Key (IBA 10.9.1.2).
+pub(crate) const DEFAULT_PKEY: u16 = 0xffff;

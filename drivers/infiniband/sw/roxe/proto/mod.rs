@@ -1,0 +1,11 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Pure protocol logic of roxe: no `kernel`, no allocation, no `unsafe`.
+//!
+//! This module is built twice: into `roxe.ko` (through `#[path]` from the crate root) and as the
+//! host crate `tools/proto` for `cargo test`, property tests and fuzzing. Anything that needs a
+//! kernel service reaches it through a trait implemented by the caller.
+
+pub mod guid;
+pub mod mtu;
+pub mod psn;

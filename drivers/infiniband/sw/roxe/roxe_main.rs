@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! roxe: a software RoCEv2 host channel adapter.
+//!
+//! `rdma link add roxe0 type roxe netdev eth0` creates an RDMA device on any netdev. It speaks the
+//! rxe user ABI, so stock rdma-core (its rxe provider) and the tools built on it work unchanged,
+//! and RoCEv2 on the wire (UDP port 4791). See `Documentation/architecture.md`.
+//!
+//! This file is the crate root: the module declaration and the module's lifetime. Each stage
+//! of the HCA has a file of its own, after rxe's layout.
+
+#![deny(unsafe_code)]
+
+#[path = "../../../../rust/rdma/mod.rs"]
+#[allow(unsafe_code)]
+mod rdma;
+
+mod device;
+mod net;
+mod param;
+mod proto;
+
+use kernel::prelude::*;
+use rdma::{
+    device::unregister_all,
+    link::LinkRegistration,
+    module_guard::ModuleBlocker,
+    netdev::NetdevNotifierRegistration, //
+};
+
+module! {
+    type: RoxeModule,
+    name: "roxe",
+    authors: ["roxe developers"],
+    description: "Software RoCEv2 HCA (rxe ABI), in Rust",
+    license: "GPL",
+    alias: ["rdma-link-roxe"],
+}
+
+/// Unregisters every roxe device when dropped.
+struct Devices;
+
+impl Drop for Devices {
+    fn drop(&mut self) {
+        unregister_all::<device::Roxe>();
+    }
+}
+
+/// The module's state. Fields drop in declaration order, which is the teardown order: first no
+/// new devices, then no devices, then no events, then no packets, and last the guard that keeps
+/// `rdma_rxe` out.
+#[pin_data]
+struct RoxeModule {
+    link: LinkRegistration<device::Roxe>,
+    devices: Devices,
+    #[pin]
+    notifier: NetdevNotifierRegistration<device::Roxe>,
+    sockets: net::Sockets,
+    #[pin]
+    rxe_guard: ModuleBlocker,
+}
+
+impl kernel::InPlaceModule for RoxeModule {
+    fn init(module: &'static ThisModule) -> impl PinInit<Self, Error> {
+        // Initialised in the reverse of the teardown order.
+        try_pin_init!(Self {
+            rxe_guard <- ModuleBlocker::new(
+                module,
+                c"rdma_rxe",
+                c"roxe and rdma_rxe share the rxe driver id and UDP port 4791 and cannot run together; unload one of them",
+            ),
+            sockets: net::Sockets::bind()?,
+            notifier <- NetdevNotifierRegistration::new(),
+            devices: Devices,
+            link: LinkRegistration::new(&device::LINK_OPS),
+        })
+    }
+}
+
+/// This module, for the RDMA core's reference counting of open devices.
+pub(crate) fn this_module() -> &'static ThisModule {
+    &<RoxeModule as kernel::ModuleMetadata>::THIS_MODULE
+}

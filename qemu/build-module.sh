@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# Builds the project's kernel modules for a harness kernel flavour inside the build root (the
+# compiler must be the one that built the kernel's Rust metadata). Sources are mirrored into
+# build/<flavour>/ so the two flavours' objects and generated bindings never mix.
+#   qemu/build-module.sh debug|stock
+. "$(dirname "$0")/lib.sh"
+flavour=${1:?usage: build-module.sh debug|stock}
+case "$flavour" in
+debug) kdir="$ROXE_CACHE/kernel-debug/build"; mkargs=(LLVM=-19) ;;
+stock) kdir="$ROXE_CACHE/kernel-stock/build"; mkargs=(CC=x86_64-linux-gnu-gcc-14 HOSTCC=gcc-14) ;;
+*) die "unknown flavour $flavour" ;;
+esac
+[ -d "$kdir" ] || die "no $flavour kernel tree: run qemu/kernel-$flavour.sh"
+kdir=$(readlink -f "$kdir")
+out="$ROXE_TOP/build/$flavour"
+mkdir -p "$out"
+rsync -a --delete --exclude '*.o' --exclude '*.ko' --exclude '*.cmd' --exclude '*.mod*' \
+	--exclude 'generated' --exclude '.*.d' --exclude 'modules.order' --exclude 'Module.symvers' \
+	--include 'Kbuild' --include 'Makefile' \
+	--include 'rust/***' --include 'drivers/***' --include 'qemu/' --include 'qemu/selftest/***' \
+	--include 'tools/' --include 'tools/proto/***' --exclude '*' \
+	"$ROXE_TOP/" "$out/"
+in_buildroot make -C "$kdir" M="$out" "${mkargs[@]}" -j"$(nproc)" modules
+ls "$out"/*.ko

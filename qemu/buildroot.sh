@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# Creates the trixie build root: Debian's own kernel toolchain (gcc-14, clang-19, rustc, rust-src,
+# bindgen, pahole) plus linux-source-7.3 from trixie-backports. Both kernels and roxe.ko are built
+# with it, so the stock kernel's Rust metadata and our modules come from one compiler.
+# Cached in $ROXE_CACHE/buildroot-<key>; the key covers this script, so any change rebuilds it.
+. "$(dirname "$0")/lib.sh"
+
+PKGS=(
+	build-essential gcc-14 clang-19 lld-19 llvm-19 libclang-19-dev
+	rustc rust-src bindgen rustfmt rust-clippy
+	flex bison bc libelf-dev libssl-dev dwarves kmod cpio rsync python3 xz-utils zstd
+	ca-certificates
+)
+key=$(cat "$0" "$(dirname "$0")/lib.sh" | key_of)
+root="$ROXE_CACHE/buildroot-$key"
+
+if [ -e "$root/.complete" ]; then
+	ln -sfn "$root" "$BUILDROOT_LINK"
+	exit 0
+fi
+
+mirror=$(debian_mirror)
+tmp="$root.tmp"
+umount -R "$tmp"/{proc,sys,dev} 2>/dev/null || true
+rm -rf "$tmp"
+log "debootstrap trixie build root (about 3 minutes)"
+debootstrap --variant=minbase trixie "$tmp" "$mirror" >"$ROXE_CACHE/buildroot.log" 2>&1 ||
+	{ tail -20 "$ROXE_CACHE/buildroot.log"; die "debootstrap failed"; }
+cat >"$tmp/etc/apt/sources.list" <<SRC
+deb $mirror trixie main
+deb $mirror trixie-updates main
+deb $mirror trixie-backports main
+SRC
+cp /etc/resolv.conf "$tmp/etc/resolv.conf" 2>/dev/null || true
+for d in proc sys dev; do mount --rbind "/$d" "$tmp/$d"; done
+trap 'umount -R "$tmp"/{proc,sys,dev} 2>/dev/null || true' EXIT
+chroot "$tmp" apt-get update -qq -o Acquire::Retries=3
+log "installing the toolchain in the build root"
+chroot "$tmp" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	"${PKGS[@]}" >>"$ROXE_CACHE/buildroot.log" 2>&1 || { tail -20 "$ROXE_CACHE/buildroot.log"; die "toolchain install failed"; }
+# linux-source-7.3 exists only in trixie-backports: take the newest 7.3 the suite offers.
+src_pkg=$(chroot "$tmp" apt-cache search --names-only '^linux-source-7\.3$' | awk '{print $1}' | head -1)
+[ -n "$src_pkg" ] || die "linux-source-7.3 is not offered by trixie-backports"
+chroot "$tmp" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	-t trixie-backports "$src_pkg" >>"$ROXE_CACHE/buildroot.log" 2>&1 || die "cannot install $src_pkg"
+chroot "$tmp" apt-get clean
+umount -R "$tmp"/{proc,sys,dev}
+trap - EXIT
+touch "$tmp/.complete"
+mv "$tmp" "$root"
+ln -sfn "$root" "$BUILDROOT_LINK"
+log "build root ready: $root"

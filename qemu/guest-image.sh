@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# Builds the guest root image: Debian trixie minbase with stock rdma-core (libibverbs, the rxe
+# provider, ibverbs-utils, rdmacm-utils, pyverbs and its test suite), perftest, iproute2 and kmod.
+# The image holds no kernel, no modules and no tests: those come in over 9p at boot, so the
+# image is built once. Cached as $ROXE_CACHE/guest-<key>.img (link: guest.img); a run never
+# modifies it (QEMU opens it with snapshot=on).
+. "$(dirname "$0")/lib.sh"
+
+PKGS=(
+	rdma-core ibverbs-utils rdmacm-utils ibverbs-providers libibverbs-dev python3-pyverbs perftest
+	iproute2 kmod procps iputils-ping python3 psmisc util-linux coreutils
+	netcat-openbsd gcc libc6-dev
+)
+key=$(cat "$0" "$ROXE_TOP/qemu/guest/roxe-boot" | key_of)
+img="$ROXE_CACHE/guest-$key.img"
+if [ -e "$img" ]; then
+	ln -sfn "$img" "$ROXE_CACHE/guest.img"
+	echo "$img"
+	exit 0
+fi
+
+build() {
+	[ -e "$img" ] && return 0
+	local tree="$ROXE_CACHE/guest-tree.tmp" mirror
+	mirror=$(debian_mirror)
+	rm -rf "$tree"
+	log "debootstrap the guest (about a minute)"
+	debootstrap --variant=minbase --include="$(IFS=,; echo "${PKGS[*]}")" trixie "$tree" "$mirror" \
+		>"$ROXE_CACHE/guest.log" 2>&1 || { tail -20 "$ROXE_CACHE/guest.log"; die "guest debootstrap failed"; }
+	# The rdma-core test suite ships compressed among pyverbs' docs in Debian: unpack a runnable
+	# copy at /opt/rdma-core-tests (run it as `python3 -m tests` from /opt/rdma-core-tests/..).
+	mkdir -p "$tree/opt/rdma-core"
+	cp -a "$tree/usr/share/doc/rdma-core/tests" "$tree/opt/rdma-core/tests"
+	find "$tree/opt/rdma-core/tests" -name '*.gz' -exec gunzip -f {} +
+	install -m 0755 "$ROXE_TOP/qemu/guest/roxe-boot" "$tree/sbin/roxe-boot"
+	mkdir -p "$tree/roxe" "$tree/out" "$tree/lib/modules"
+	echo roxe-guest >"$tree/etc/hostname"
+	rm -rf "$tree/var/cache/apt/archives"/*.deb "$tree/var/lib/apt/lists"/*
+	mkfs.ext4 -q -L roxe-root -d "$tree" "$img.tmp" 1536M
+	mv "$img.tmp" "$img"
+	rm -rf "$tree"
+}
+with_lock guest build
+ln -sfn "$img" "$ROXE_CACHE/guest.img"
+log "guest image ready: $img"
+echo "$img"

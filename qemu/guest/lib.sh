@@ -1,0 +1,116 @@
+# SPDX-License-Identifier: GPL-2.0
+# Helpers for guest test scripts (sourced). Results go to /out/results as PASS/FAIL lines that the
+# host runner counts; a script's exit code is 0 only when nothing failed.
+set -u
+ROXE_TESTS_FAILED=0
+PEER_IP="192.168.77.$((2 - ROXE_VM))"
+SELF_IP="192.168.77.$((ROXE_VM + 1))"
+NETDEV=eth0
+
+say() { printf '[vm%s %5ss] %s\n' "$ROXE_VM" "$SECONDS" "$*"; }
+pass() { echo "PASS $*" >>/out/results; say "PASS $*"; }
+fail() { echo "FAIL $*" >>/out/results; say "FAIL $*"; ROXE_TESTS_FAILED=1; }
+
+# check NAME TIMEOUT CMD...: run CMD with a timeout, record PASS/FAIL, keep its output in /out.
+check() {
+	local name=$1 t=$2; shift 2
+	local log="/out/$name.log"
+	say "run  $name: $*"
+	if timeout -k 5 "$t" "$@" >"$log" 2>&1; then pass "$name"; return 0; fi
+	local rc=$?
+	fail "$name (exit $rc)"; tail -15 "$log" | sed 's/^/    /'
+	return 1
+}
+
+# expect_fail NAME TIMEOUT CMD...: the command must fail (a negative test).
+expect_fail() {
+	local name=$1 t=$2; shift 2
+	if timeout -k 5 "$t" "$@" >"/out/$name.log" 2>&1; then fail "$name (unexpectedly succeeded)"; return 1; fi
+	pass "$name"
+}
+
+# Two-VM barrier on the shared /sync directory: both VMs wait until both arrived.
+barrier() {
+	local name=$1 t=${2:-300} i=0
+	touch "/sync/$name.$ROXE_VM"
+	while [ ! -e "/sync/$name.$((1 - ROXE_VM))" ]; do
+		sleep 0.5; i=$((i + 1))
+		[ $i -gt $((t * 2)) ] && { fail "barrier $name timed out"; return 1; }
+	done
+}
+
+# The kernel's RDMA core and the UDP tunnel, which both drivers sit on.
+load_rdma_core() {
+	modprobe ib_uverbs && modprobe rdma_ucm && modprobe udp_tunnel && modprobe ip6_udp_tunnel
+}
+
+# load_driver rxe|roxe: load the driver and create device $1 on eth0 (name in $RDMA_DEV).
+load_driver() {
+	local drv=$1
+	load_rdma_core || return 1
+	case "$drv" in
+	rxe) modprobe rdma_rxe || return 1; RDMA_DEV=rxe0 ;;
+	roxe) insmod "/roxe/build/$ROXE_FLAVOUR/roxe.ko" || return 1; RDMA_DEV=roxe0 ;;
+	selftest) insmod "/roxe/build/$ROXE_FLAVOUR/roxe_selftest.ko" || return 1; return 0 ;;
+	*) return 1 ;;
+	esac
+	rdma link add "$RDMA_DEV" type "$drv" netdev "$NETDEV" || return 1
+	export RDMA_DEV
+	wait_port_active "$RDMA_DEV"
+}
+
+unload_driver() {
+	local drv=$1
+	rdma link delete "$RDMA_DEV" 2>/dev/null
+	case "$drv" in
+	rxe) rmmod rdma_rxe ;;
+	roxe) rmmod roxe ;;
+	esac
+}
+
+wait_port_active() {
+	local i
+	for i in $(seq 1 40); do
+		ibv_devinfo -d "$1" 2>/dev/null | grep -q PORT_ACTIVE && return 0
+		sleep 0.5
+	done
+	return 1
+}
+
+# The RoCE v2 GID index of our IPv4 address (GID 1 on rxe, but never assume).
+gid_index_v4() {
+	local dev=${1:-$RDMA_DEV} d
+	for d in /sys/class/infiniband/"$dev"/ports/1/gids/*; do
+		local i=${d##*/}
+		local t=$(cat "/sys/class/infiniband/$dev/ports/1/gid_attrs/types/$i" 2>/dev/null)
+		case "$(cat "$d")" in
+		0000:0000:0000:0000:0000:ffff:*) [ "$t" = "RoCE v2" ] && { echo "$i"; return 0; } ;;
+		esac
+	done
+	return 1
+}
+
+# Retry a client command until the server side is listening (server start is not instant).
+retry_client() {
+	local t=$1; shift
+	local end=$((SECONDS + t))
+	while [ $SECONDS -lt $end ]; do
+		"$@" && return 0
+		sleep 1
+	done
+	return 1
+}
+
+kmemleak_check() {
+	local f=/sys/kernel/debug/kmemleak
+	[ -w $f ] || return 0
+	echo scan >$f; sleep 1; echo scan >$f
+	if [ -s $f ]; then
+		cp $f /out/kmemleak
+		fail "kmemleak: $(grep -c unreferenced $f) leaks"; head -30 $f
+		return 1
+	fi
+	pass "kmemleak clean"
+}
+
+finish_tests() { exit $ROXE_TESTS_FAILED; }

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# The `stock` flavour: Debian's own Rust-enabled 7.3 kernel (the one users run), made usable for
+# out-of-tree Rust modules. Debian's headers package carries no Rust metadata, so we regenerate it:
+# `make modules_prepare` on linux-source-7.3 with Debian's .config, Module.symvers and
+# KERNELRELEASE, using Debian's own compiler (the .rmeta files are tied to the exact rustc).
+#
+# Usage: qemu/kernel-stock.sh [RELEASE]   (default: the newest 7.3 amd64 flavour the suite offers)
+# Output: $ROXE_CACHE/kernel-stock-<key>/{vmlinuz,build/,modules/lib/modules/<release>} and the
+# link $ROXE_CACHE/kernel-stock. Prints the output directory. Point `make KDIR=` at build/.
+. "$(dirname "$0")/lib.sh"
+"$ROXE_TOP/qemu/buildroot.sh"
+
+rel=${1:-}
+if [ -z "$rel" ]; then
+	rel=$(in_buildroot apt-cache search --names-only '^linux-headers-7\.3\.[0-9]+\+deb[0-9]+-amd64$' |
+		awk '{print $1}' | sed 's/^linux-headers-//' | sort -V | tail -1)
+fi
+[ -n "$rel" ] || die "no Debian 7.3 amd64 kernel offered by the configured suites"
+hdr_ver=$(in_buildroot apt-cache policy "linux-headers-$rel" | awk '/Candidate:/ {print $2}')
+src_ver=$(in_buildroot dpkg-query -W -f='${Version}' linux-source-7.3)
+[ "$hdr_ver" = "$src_ver" ] ||
+	die "linux-headers-$rel is $hdr_ver but linux-source-7.3 is $src_ver: the Rust metadata would not match"
+key=$( { echo "$rel $hdr_ver"; in_buildroot rustc --version; cat "$0"; } | key_of)
+out="$ROXE_CACHE/kernel-stock-$key"
+if [ -e "$out/.complete" ]; then
+	ln -sfn "$out" "$ROXE_CACHE/kernel-stock"
+	echo "$out"
+	exit 0
+fi
+
+src="$ROXE_CACHE/linux-source-$src_ver"
+if [ ! -e "$src/.complete" ]; then
+	log "unpacking linux-source $src_ver"
+	rm -rf "$src"; mkdir -p "$src"
+	in_buildroot sh -c "tar -xaf /usr/src/linux-source-7.3.tar.* -C '$src' --strip-components=1"
+	touch "$src/.complete"
+fi
+
+prepare() {
+	rm -rf "$out"; mkdir -p "$out/debs" "$out/pkg"
+	log "downloading Debian's $rel kernel, modules and headers"
+	(cd "$out/debs" && in_buildroot sh -c "cd '$out/debs' && apt-get download -q \
+		linux-binary-$rel linux-modules-$rel linux-headers-$rel" >/dev/null) || die "download failed"
+	local d
+	for d in "$out"/debs/*.deb; do dpkg-deb -x "$d" "$out/pkg"; done
+	local vmlinuz=$(ls "$out"/pkg/boot/vmlinuz-"$rel" 2>/dev/null || true)
+	[ -n "$vmlinuz" ] || die "no vmlinuz-$rel in Debian's packages"
+	cp "$vmlinuz" "$out/vmlinuz"
+	local hdr="$out/pkg/usr/src/linux-headers-$rel"
+	[ -f "$hdr/.config" ] && [ -f "$hdr/Module.symvers" ] || die "headers lack .config or Module.symvers"
+	grep -qx 'CONFIG_RUST=y' "$hdr/.config" || die "Debian's $rel is not built with CONFIG_RUST"
+	# The metadata is only loadable when built by the compiler Debian used.
+	local want have
+	want=$(sed -n 's/^CONFIG_RUSTC_VERSION_TEXT="\(.*\)"/\1/p' "$hdr/.config")
+	have=$(in_buildroot rustc --version)
+	[ "$want" = "$have" ] || die "Debian built $rel with '$want' but the build root has '$have'"
+
+	local b="$out/build"
+	mkdir -p "$b"
+	cp "$hdr/.config" "$b/.config"
+	cp "$hdr/Module.symvers" "$b/Module.symvers"
+	log "regenerating the Rust metadata for $rel (about a minute)"
+	in_buildroot make -C "$src" O="$b" CC=x86_64-linux-gnu-gcc-14 HOSTCC=gcc-14 \
+		KERNELRELEASE="$rel" -j"$(nproc)" olddefconfig modules_prepare >"$out/prepare.log" 2>&1 ||
+		{ tail -30 "$out/prepare.log"; die "modules_prepare failed"; }
+	# modules_prepare rewrites nothing of Module.symvers; keep Debian's exactly.
+	cmp -s "$hdr/Module.symvers" "$b/Module.symvers" || cp "$hdr/Module.symvers" "$b/Module.symvers"
+	# Check the regenerated metadata against the binary kernel: every Rust symbol Debian's kernel
+	# exports must have the same CRC in ours, or modules would fail to load.
+	local exported
+	exported=$(grep -c '	_R' "$b/Module.symvers" || true)
+	log "Module.symvers lists $exported Rust symbols"
+
+	mkdir -p "$out/modules/lib/modules"
+	cp -a "$out/pkg/lib/modules/$rel" "$out/modules/lib/modules/" 2>/dev/null ||
+		cp -a "$out/pkg/usr/lib/modules/$rel" "$out/modules/lib/modules/"
+	in_buildroot depmod -b "$out/modules" "$rel"
+	echo "$rel" >"$out/release"
+	rm -rf "$out/debs"
+	touch "$out/.complete"
+}
+with_lock kernel-build prepare
+ln -sfn "$out" "$ROXE_CACHE/kernel-stock"
+log "stock kernel ready: $out"
+echo "$out"

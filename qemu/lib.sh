@@ -1,0 +1,70 @@
+# SPDX-License-Identifier: GPL-2.0
+# Shared helpers for the qemu/ scripts: cache location, mirror discovery, logging.
+# Sourced, never executed.
+
+set -euo pipefail
+
+ROXE_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# Caches live outside the clone so CI runs and later sessions reuse them.
+ROXE_CACHE=${ROXE_CACHE:-/var/cache/roxe}
+mkdir -p "$ROXE_CACHE"
+
+log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+# The Debian mirror this machine is configured for, read at run time: never written into a file
+# of the project.
+debian_mirror() {
+	local f=/etc/apt/sources.list.d/debian.sources uri=""
+	if [ -r "$f" ]; then
+		uri=$(awk '/^URIs:/ { for (i = 2; i <= NF; i++) if ($i !~ /security/) { print $i; exit } }' "$f")
+	fi
+	if [ -z "$uri" ] && [ -r /etc/apt/sources.list ]; then
+		uri=$(awk '$1 == "deb" && $3 !~ /security/ && $2 !~ /security/ { print $2; exit }' /etc/apt/sources.list)
+	fi
+	[ -n "$uri" ] || die "cannot find the Debian mirror in $f"
+	printf '%s\n' "${uri%/}"
+}
+
+# Short content hash of stdin, used as a cache key.
+key_of() { sha256sum | cut -c1-16; }
+
+# Serialise heavy steps (two cores: never two kernel builds at once).
+with_lock() {
+	local name=$1; shift
+	exec {lockfd}>"$ROXE_CACHE/.$name.lock"
+	flock "$lockfd"
+	"$@"
+	local rc=$?
+	exec {lockfd}>&-
+	return $rc
+}
+
+# Run a command inside the trixie build root (Debian's toolchain).
+BUILDROOT_LINK="$ROXE_CACHE/buildroot"
+in_buildroot() {
+	local root
+	root=$(readlink -f "$BUILDROOT_LINK")
+	[ -d "$root" ] || die "no build root: run qemu/buildroot.sh"
+	mount_buildroot "$root"
+	chroot "$root" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+		LANG=C.UTF-8 "$@"
+}
+
+# The build root sees the project and the caches at the same paths as the host, so that paths in
+# build output (Makefiles, .cmd files) are valid on both sides.
+mount_buildroot() {
+	local root=$1 d
+	for d in proc sys dev; do
+		mountpoint -q "$root/$d" || mount --rbind "/$d" "$root/$d"
+	done
+	for d in "$ROXE_CACHE" /work /tmp; do
+		mkdir -p "$root$d"
+		mountpoint -q "$root$d" || mount --rbind "$d" "$root$d"
+	done
+	# Clones may live anywhere (CI clones into a temporary directory): bind the project too.
+	case "$ROXE_TOP" in
+	/work/*|/tmp/*|"$ROXE_CACHE"/*) ;;
+	*) mkdir -p "$root$ROXE_TOP"; mountpoint -q "$root$ROXE_TOP" || mount --rbind "$ROXE_TOP" "$root$ROXE_TOP" ;;
+	esac
+}

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# Boots one or two test VMs under TCG and runs a guest script in each; always returns.
+#
+#   qemu/run-vm.sh --flavour debug|stock --script qemu/tests/X.sh [--name N] [--timeout SECS]
+#                  [--two-vm] [--smp N] [--mem SIZE] [--args a,b,c]
+#
+# The project directory is shared read-only (tag roxe), the kernel's modules as /lib/modules, and a
+# results directory build/vm/<name>/vm<i>/ (tag out). In two-VM mode the VMs are joined by a QEMU
+# `dgram` netdev over 127.0.0.1 (one vCPU each) and share build/vm/<name>/sync for barriers.
+# Exit status: 0 only if every guest script exited 0 and no kernel log shows a splat.
+. "$(dirname "$0")/lib.sh"
+
+flavour=debug script="" name="" timeout=600 two=0 smp=2 mem=2G args=""
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--flavour) flavour=$2; shift ;;
+	--script) script=$2; shift ;;
+	--name) name=$2; shift ;;
+	--timeout) timeout=$2; shift ;;
+	--two-vm) two=1 ;;
+	--smp) smp=$2; shift ;;
+	--mem) mem=$2; shift ;;
+	--args) args=$2; shift ;;
+	*) die "unknown option $1" ;;
+	esac
+	shift
+done
+[ -n "$script" ] && [ -f "$ROXE_TOP/$script" ] || die "--script must name a file under the project"
+[ -n "$name" ] || name=$(basename "$script" .sh)-$flavour
+
+case "$flavour" in
+debug) kdir="$ROXE_CACHE/kernel-debug"; kernel="$kdir/bzImage" ;;
+stock) kdir="$ROXE_CACHE/kernel-stock"; kernel="$kdir/vmlinuz" ;;
+*) die "unknown flavour $flavour" ;;
+esac
+[ -f "$kernel" ] || die "no $flavour kernel: run qemu/kernel-$flavour.sh (or make kernels)"
+img="$ROXE_CACHE/guest.img"
+[ -f "$img" ] || die "no guest image: run qemu/guest-image.sh"
+mods="$(readlink -f "$kdir")/modules/lib/modules"
+
+res="$ROXE_TOP/build/vm/$name"
+rm -rf "$res"; mkdir -p "$res/sync"
+nvm=1; [ $two = 1 ] && { nvm=2; smp=1; }
+# Boot takes ~16 s on the debug kernel under TCG; allow generously for a loaded machine.
+host_timeout=$((timeout + 180))
+port=$((20000 + ($$ % 10000) * 2))
+
+pids=()
+for i in $(seq 0 $((nvm - 1))); do
+	out="$res/vm$i"; mkdir -p "$out"
+	if [ $two = 1 ]; then
+		net="dgram,id=n0,local.type=inet,local.host=127.0.0.1,local.port=$((port + i)),remote.type=inet,remote.host=127.0.0.1,remote.port=$((port + 1 - i))"
+	else
+		# A hub with one port: eth0 has a carrier, and nothing leaves the VM.
+		net="hubport,id=n0,hubid=0"
+	fi
+	timeout -k 10 "$host_timeout" qemu-system-x86_64 \
+		-accel tcg,thread=multi -cpu max -smp "$smp" -m "$mem" \
+		-display none -monitor none -serial "file:$out/console.log" -no-reboot \
+		-kernel "$kernel" \
+		-append "console=ttyS0 root=/dev/vda rw init=/sbin/roxe-boot panic=-1 oops=panic no5lvl \
+roxe.script=$script roxe.vm=$i roxe.timeout=$timeout roxe.flavour=$flavour roxe.args=$args" \
+		-drive "file=$img,if=virtio,format=raw,snapshot=on" \
+		-virtfs "local,path=$ROXE_TOP,mount_tag=roxe,security_model=none,readonly=on" \
+		-virtfs "local,path=$mods,mount_tag=mods,security_model=none,readonly=on" \
+		-virtfs "local,path=$out,mount_tag=out,security_model=none" \
+		-virtfs "local,path=$res/sync,mount_tag=sync,security_model=none" \
+		-netdev "$net" -device "virtio-net-pci,netdev=n0,mac=52:54:00:77:00:0$((i + 1))" \
+		</dev/null >"$out/qemu.log" 2>&1 &
+	pids+=($!)
+done
+
+status=0
+for i in $(seq 0 $((nvm - 1))); do
+	wait "${pids[$i]}"; qrc=$?
+	out="$res/vm$i"
+	[ $qrc = 124 ] || [ $qrc = 137 ] && log "vm$i: QEMU killed after ${host_timeout}s"
+	rc=$(cat "$out/rc" 2>/dev/null || echo "none")
+	if [ "$rc" != 0 ]; then
+		log "vm$i: guest script $script exited with '$rc' (console: $out/console.log)"
+		status=1
+	fi
+	if ! "$ROXE_TOP/qemu/check-dmesg.sh" "$out/console.log" "$out/dmesg"; then
+		log "vm$i: kernel log shows a splat (see above)"
+		status=1
+	fi
+done
+exit $status

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# `make test`: host tests first, then every QEMU test, then one summary line
+# "N passed, N failed". Each guest check counts once, and each VM run counts once more for its own
+# verdict (guest exit code and the kernel-log splat check).
+#   qemu/test-all.sh [--qemu-only] [--only NAME-REGEX]
+. "$(dirname "$0")/lib.sh"
+cd "$ROXE_TOP"
+
+qemu_only=0 only=""
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--qemu-only) qemu_only=1 ;;
+	--only) only=$2; shift ;;
+	*) die "unknown option $1" ;;
+	esac
+	shift
+done
+
+passed=0 failed=0
+failures=()
+count() { # count PASS|FAIL NAME
+	if [ "$1" = PASS ]; then passed=$((passed + 1)); else failed=$((failed + 1)); failures+=("$2"); fi
+}
+t0=$SECONDS
+
+if [ $qemu_only = 0 ]; then
+	log "== host tests"
+	if out=$(tools/hosttest.sh 2>&1); then hrc=0; else hrc=1; fi
+	printf '%s\n' "$out" | tail -25
+	# cargo prints "test result: ok. N passed; M failed; ..." per test binary.
+	hp=$(printf '%s\n' "$out" | sed -n 's/^test result: .* \([0-9]*\) passed; \([0-9]*\) failed.*/\1/p' | paste -sd+ | bc)
+	hf=$(printf '%s\n' "$out" | sed -n 's/^test result: .* \([0-9]*\) passed; \([0-9]*\) failed.*/\2/p' | paste -sd+ | bc)
+	passed=$((passed + ${hp:-0})); failed=$((failed + ${hf:-0}))
+	if [ $hrc != 0 ] || [ -z "$hp" ]; then count FAIL "host tests (exit $hrc)"; else count PASS host-tests; fi
+fi
+
+log "== preparing kernels, guest image and modules"
+qemu/host-deps.sh
+qemu/buildroot.sh
+qemu/kernel-debug.sh >/dev/null
+qemu/kernel-stock.sh >/dev/null
+qemu/guest-image.sh >/dev/null
+qemu/build-module.sh debug >/dev/null || die "module build failed (debug)"
+qemu/build-module.sh stock >/dev/null || die "module build failed (stock)"
+
+# name | flavour | guest script | guest timeout (s) | run-vm options | expected verdict
+TESTS=(
+	"selftest-stock|stock|qemu/tests/selftest.sh|120||pass"
+	"selftest-debug|debug|qemu/tests/selftest.sh|180||pass"
+	"harness-catches-warn|debug|qemu/tests/selftest.sh|180|--args warn|fail"
+	"rxe-loopback|debug|qemu/tests/rxe-loopback.sh|600||pass"
+	"rxe-twovm|stock|qemu/tests/rxe-twovm.sh|400|--two-vm|pass"
+)
+[ -f qemu/tests/extra.list ] && while IFS= read -r l; do
+	case "$l" in ''|'#'*) ;; *) TESTS+=("$l") ;; esac
+done <qemu/tests/extra.list
+
+for t in "${TESTS[@]}"; do
+	IFS='|' read -r name flavour script tmo opts expect <<<"$t"
+	[ -n "$only" ] && ! [[ $name =~ $only ]] && continue
+	log "== $name ($flavour)"
+	s=$SECONDS
+	# shellcheck disable=SC2086
+	if qemu/run-vm.sh --flavour "$flavour" --script "$script" --name "$name" --timeout "$tmo" $opts; then
+		verdict=pass
+	else
+		verdict=fail
+	fi
+	for r in build/vm/"$name"/vm*/results; do
+		[ -f "$r" ] || continue
+		while read -r st rest; do
+			[ "$expect" = fail ] && continue # a run expected to fail counts only by its verdict
+			count "$st" "$name: $rest"
+		done <"$r"
+	done
+	if [ "$verdict" = "$expect" ]; then
+		count PASS "$name"; log "$name: ok (verdict $verdict as expected, $((SECONDS - s)) s)"
+	else
+		count FAIL "$name (verdict $verdict, expected $expect)"; log "$name: FAILED ($((SECONDS - s)) s)"
+	fi
+done
+
+log "== done in $((SECONDS - t0)) s"
+for f in "${failures[@]}"; do echo "  failed: $f"; done
+echo "$passed passed, $failed failed"
+[ $failed = 0 ]

@@ -1,0 +1,444 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! RDMA devices (`struct ib_device`) and their verbs operations (`struct ib_device_ops`).
+//!
+//! The RDMA core allocates the device and the objects hung off it (user contexts, later PDs,
+//! CQs, QPs...). A driver's per-object data lives right after the C object in the same
+//! allocation, as in C's `INIT_RDMA_OBJ_SIZE`: [`Device<T>`] is `#[repr(C)]` with the
+//! `ib_device` first and `T::Data` after it.
+//!
+//! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
+
+use super::{
+    attr::{DeviceAttr, PortAttr, PortImmutable},
+    bindings,
+    link::{Link, LinkOps},
+    netdev::NetDevice,
+};
+use core::{ffi::CStr, marker::PhantomData, mem::size_of, ops::Deref, ptr::NonNull};
+use kernel::{
+    error::from_result,
+    ffi,
+    prelude::*,
+    sync::aref::ARef,
+    types::Opaque, //
+};
+
+/// Driver ids the RDMA core knows (`enum rdma_driver_id`); user space picks its provider by it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DriverId {
+    /// The rxe (Soft-RoCE) ABI: rdma-core's rxe provider binds to the device.
+    Rxe,
+}
+
+impl DriverId {
+    const fn as_raw(self) -> bindings::rdma_driver_id {
+        match self {
+            DriverId::Rxe => bindings::rdma_driver_id_RDMA_DRIVER_RXE,
+        }
+    }
+}
+
+/// Asynchronous port events (`enum ib_event_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PortEvent {
+    /// The port became active.
+    Active,
+    /// The port went down.
+    Error,
+}
+
+/// The verbs a driver implements for its devices.
+///
+/// All methods are called in process context by the RDMA core, with no driver lock held; several
+/// may run concurrently on one device.
+#[vtable]
+pub trait Driver: Sized + Send + Sync + 'static {
+    /// Per-device driver data, initialised in place at device creation, dropped when the core
+    /// frees the device.
+    type Data: Send + Sync;
+
+    /// Per-user-context driver data.
+    type UContext: Send + Sync;
+
+    /// The driver id user space matches providers by.
+    const DRIVER_ID: DriverId;
+
+    /// The driver's uverbs ABI version (`uverbs_abi_ver`).
+    const UVERBS_ABI_VERSION: u32;
+
+    /// Reports the device's attributes (`query_device`).
+    fn query_device(dev: &Device<Self>) -> Result<DeviceAttr>;
+
+    /// Reports a port's attributes (`query_port`). Ports are numbered from 1.
+    fn query_port(dev: &Device<Self>, port: u32) -> Result<PortAttr>;
+
+    /// Reports a port's immutable attributes (`get_port_immutable`), once, at registration.
+    fn port_immutable(dev: &Device<Self>, port: u32) -> Result<PortImmutable>;
+
+    /// Returns entry `index` of a port's P_Key table (`query_pkey`).
+    fn query_pkey(dev: &Device<Self>, port: u32, index: u16) -> Result<u16>;
+
+    /// Creates a user context's driver data (`alloc_ucontext`): a process opened the device.
+    fn alloc_ucontext(dev: &Device<Self>) -> Result<Self::UContext>;
+}
+
+/// An RDMA device created by driver `T`.
+///
+/// # Invariants
+///
+/// - `ibdev` was allocated by `_ib_alloc_device` with the size of `Self`, and `data` is
+///   initialised for as long as the device's ops are `Adapter::<T>`'s (from `register` until
+///   `dealloc_driver`).
+/// - A `&Device<T>` is only handed out while the holder owns a reference on the device or runs in
+///   one of its ops, during which the core keeps it alive.
+#[repr(C)]
+pub struct Device<T: Driver> {
+    ibdev: Opaque<bindings::ib_device>,
+    data: T::Data,
+}
+
+// SAFETY: The core synchronises the `ib_device` itself; `T::Data` is `Send + Sync`.
+unsafe impl<T: Driver> Send for Device<T> {}
+// SAFETY: See above.
+unsafe impl<T: Driver> Sync for Device<T> {}
+
+impl<T: Driver> Device<T> {
+    /// # Safety
+    ///
+    /// `ibdev` was created by [`Device::<T>::register`] and is alive for `'a`.
+    pub(crate) unsafe fn from_raw<'a>(ibdev: *mut bindings::ib_device) -> &'a Self {
+        // CAST: `ibdev` is the first field of the `#[repr(C)]` `Device<T>`.
+        // SAFETY: By the function's safety requirements.
+        unsafe { &*ibdev.cast::<Self>() }
+    }
+
+    fn as_raw(&self) -> *mut bindings::ib_device {
+        self.ibdev.get()
+    }
+
+    /// The driver's data of this device.
+    pub fn data(&self) -> &T::Data {
+        &self.data
+    }
+
+    /// The device's name, e.g. `roxe0`.
+    pub fn name(&self) -> &CStr {
+        // SAFETY: The device is alive (type invariant); its name is a NUL-terminated array that
+        // only changes under the core's rename lock, always to a complete new name.
+        let name = unsafe { &(*self.as_raw()).name };
+        // SAFETY: `c_char` and `u8` have the same layout; the slice covers the same array.
+        let bytes = unsafe { core::slice::from_raw_parts(name.as_ptr().cast::<u8>(), name.len()) };
+        CStr::from_bytes_until_nul(bytes).unwrap_or(c"?")
+    }
+
+    /// The netdev bound to `port`, with a reference held, or `None` once it is gone.
+    pub fn netdev(&self, port: u32) -> Option<ARef<NetDevice>> {
+        // SAFETY: The device is alive; `ib_device_get_netdev` returns a held netdev or NULL.
+        let ndev = unsafe { bindings::ib_device_get_netdev(self.as_raw(), port) };
+        let ndev = NonNull::new(ndev)?;
+        // SAFETY: We own the reference `ib_device_get_netdev` took.
+        Some(unsafe { ARef::from_raw(ndev.cast::<NetDevice>()) })
+    }
+
+    /// The port's speed and width from the netdev's link settings (`ib_get_eth_speed`).
+    ///
+    /// Takes RTNL: must not be called from a netdev notifier.
+    pub fn eth_speed(&self, port: u32) -> Result<(u16, u8)> {
+        let (mut speed, mut width) = (0u16, 0u8);
+        // SAFETY: The device is alive; the out-pointers are valid locals.
+        kernel::error::to_result(unsafe {
+            bindings::ib_get_eth_speed(self.as_raw(), port, &mut speed, &mut width)
+        })?;
+        Ok((speed, width))
+    }
+
+    /// Reports an asynchronous event on `port` to the core and user space.
+    pub fn dispatch_port_event(&self, port: u32, event: PortEvent) {
+        let mut ev = bindings::ib_event {
+            device: self.as_raw(),
+            event: match event {
+                PortEvent::Active => bindings::ib_event_type_IB_EVENT_PORT_ACTIVE,
+                PortEvent::Error => bindings::ib_event_type_IB_EVENT_PORT_ERR,
+            },
+            ..Default::default()
+        };
+        ev.element.port_num = port;
+        // SAFETY: The device is alive and `ev` is a complete event; the core copies what it keeps.
+        unsafe { bindings::ib_dispatch_event(&ev) };
+    }
+
+    /// Schedules the unregistration of the device (`ib_unregister_device_queued`), for contexts
+    /// that hold locks the unregistration needs, such as RTNL in a netdev notifier.
+    pub fn unregister_queued(&self) {
+        // SAFETY: The device is alive and registered with a `dealloc_driver` op.
+        unsafe { bindings::ib_unregister_device_queued(self.as_raw()) };
+    }
+
+    /// The device of this driver bound to `netdev`, if any, with a reference held.
+    pub fn get_by_netdev(netdev: &NetDevice) -> Option<DeviceRef<T>> {
+        // SAFETY: `netdev` is alive; the call returns a held device or NULL.
+        let ibdev = unsafe { bindings::ib_device_get_by_netdev(netdev.as_raw(), T::DRIVER_ID.as_raw()) };
+        let ibdev = NonNull::new(ibdev)?;
+        // Another driver may use the same driver id (the in-tree one for the rxe ABI): only a
+        // device with our ops table is a `Device<T>`.
+        // SAFETY: The device is alive (we hold a reference); `ops` is immutable after registration.
+        let ours = unsafe { (*ibdev.as_ptr()).ops.query_device } == Some(Adapter::<T>::query_device);
+        if !ours {
+            // SAFETY: We own the reference taken above.
+            unsafe { bindings::ib_device_put(ibdev.as_ptr()) };
+            return None;
+        }
+        // INVARIANT: A held reference on a device created by `register`.
+        Some(DeviceRef { dev: ibdev.cast(), _t: PhantomData })
+    }
+}
+
+impl<T: Link> Device<T> {
+    /// Allocates, initialises and registers a device called `name` on `netdev`. The RDMA core
+    /// owns it from then on; it is freed after unregistration (`rdma link delete`,
+    /// [`Device::unregister_queued`], or [`unregister_all`] at module unload).
+    ///
+    /// `node_guid` is in wire (big-endian) byte order.
+    pub fn register(
+        module: &'static ThisModule,
+        link: &'static LinkOps<T>,
+        name: &CStr,
+        netdev: &NetDevice,
+        node_guid: [u8; 8],
+        node_desc: &CStr,
+        data: impl PinInit<T::Data, Error>,
+    ) -> Result {
+        // SAFETY: `init_net` lives as long as the kernel. The size covers `Device<T>`, whose first
+        // field is the `ib_device` (`_ib_alloc_device` requires this, like INIT_RDMA_OBJ_SIZE).
+        let ibdev = unsafe {
+            bindings::_ib_alloc_device(size_of::<Self>(), core::ptr::addr_of_mut!(bindings::init_net))
+        };
+        let ibdev = NonNull::new(ibdev).ok_or(ENOMEM)?;
+        let dev = ibdev.as_ptr().cast::<Self>();
+
+        // SAFETY: `data` lies inside the fresh allocation, right after the `ib_device`, and is
+        // pinned there (the core never moves the device).
+        let init = unsafe { data.__pinned_init(core::ptr::addr_of_mut!((*dev).data)) };
+        if let Err(e) = init {
+            // No ops are set yet, so no `dealloc_driver` runs over the uninitialised data.
+            // SAFETY: The device was allocated above and never registered.
+            unsafe { bindings::ib_dealloc_device(ibdev.as_ptr()) };
+            return Err(e);
+        }
+
+        let ops = Adapter::<T>::ops(module);
+        // SAFETY: The device is allocated and not yet registered, so we have exclusive access to
+        // it. The core copies the ops table. From here on `dealloc_driver` drops `data`.
+        unsafe {
+            let ib = ibdev.as_ptr();
+            bindings::ib_set_device_ops(ib, &ops);
+            (*ib).node_type = bindings::rdma_node_type_RDMA_NODE_IB_CA as u8;
+            (*ib).phys_port_cnt = 1;
+            (*ib).num_comp_vectors = 1;
+            (*ib).node_guid = u64::from_ne_bytes(node_guid);
+            (*ib).link_ops = link.as_raw();
+            // The rxe provider rings the send doorbell and arms CQs with these legacy commands.
+            (*ib).uverbs_cmd_mask |= (1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND)
+                | (1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ);
+            let desc = node_desc.to_bytes();
+            let n = desc.len().min((*ib).node_desc.len() - 1);
+            for (d, s) in (*ib).node_desc.iter_mut().zip(desc[..n].iter()) {
+                *d = *s as ffi::c_char;
+            }
+        }
+
+        // SAFETY: The device is allocated and exclusively ours; `netdev` is alive (the caller runs
+        // in a link op). The core takes its own reference on the netdev.
+        let err = unsafe { bindings::ib_device_set_netdev(ibdev.as_ptr(), netdev.as_raw(), 1) };
+        if err != 0 {
+            // SAFETY: Not registered; `dealloc_driver` drops `data`.
+            unsafe { bindings::ib_dealloc_device(ibdev.as_ptr()) };
+            return Err(Error::from_errno(err));
+        }
+        // SAFETY: The device is fully initialised; `name` is a valid string for the call. A NULL
+        // DMA device makes the core use virtual DMA, which a software HCA needs.
+        let err = unsafe { bindings::ib_register_device(ibdev.as_ptr(), name.as_ptr(), core::ptr::null_mut()) };
+        if err != 0 {
+            // SAFETY: Registration failed, so the device is still ours to free.
+            unsafe { bindings::ib_dealloc_device(ibdev.as_ptr()) };
+            return Err(Error::from_errno(err));
+        }
+        Ok(())
+    }
+}
+
+/// Unregisters every device of driver `T` and waits for queued unregistrations: call at module
+/// unload, after the link type is unregistered, so that no device outlives the module.
+pub fn unregister_all<T: Driver>() {
+    // SAFETY: Always safe to call; it unregisters only devices with our driver id, all of which
+    // have a `dealloc_driver` op.
+    unsafe { bindings::ib_unregister_driver(T::DRIVER_ID.as_raw()) };
+}
+
+/// A reference-counted handle to a [`Device<T>`]. Drops its reference (`ib_device_put`).
+///
+/// # Invariants
+///
+/// `dev` is a device created by `register`, on which this handle owns a reference.
+pub struct DeviceRef<T: Driver> {
+    dev: NonNull<Device<T>>,
+    _t: PhantomData<T>,
+}
+
+impl<T: Driver> Deref for DeviceRef<T> {
+    type Target = Device<T>;
+
+    fn deref(&self) -> &Device<T> {
+        // SAFETY: By the type invariant the device is alive while the handle exists.
+        unsafe { self.dev.as_ref() }
+    }
+}
+
+impl<T: Driver> Drop for DeviceRef<T> {
+    fn drop(&mut self) {
+        // SAFETY: We own a reference (type invariant).
+        unsafe { bindings::ib_device_put(self.dev.as_ptr().cast()) };
+    }
+}
+
+/// A user context: the driver's view of a process that opened the device.
+///
+/// # Invariants
+///
+/// `ib` was allocated by the core with the size of `Self` (`size_ib_ucontext`), and `data` is
+/// initialised between `alloc_ucontext` returning success and `dealloc_ucontext`.
+#[repr(C)]
+pub struct UContext<T: Driver> {
+    ib: Opaque<bindings::ib_ucontext>,
+    data: T::UContext,
+}
+
+impl<T: Driver> UContext<T> {
+    /// The driver's data of this context.
+    pub fn data(&self) -> &T::UContext {
+        &self.data
+    }
+}
+
+/// The `extern "C"` trampolines of driver `T`'s ops.
+struct Adapter<T: Driver>(PhantomData<T>);
+
+impl<T: Driver> Adapter<T> {
+    fn ops(module: &'static ThisModule) -> bindings::ib_device_ops {
+        bindings::ib_device_ops {
+            owner: module.as_ptr().cast(),
+            driver_id: T::DRIVER_ID.as_raw(),
+            uverbs_abi_ver: T::UVERBS_ABI_VERSION,
+            query_device: Some(Self::query_device),
+            query_port: Some(Self::query_port),
+            get_port_immutable: Some(Self::get_port_immutable),
+            get_link_layer: Some(Self::get_link_layer),
+            query_pkey: Some(Self::query_pkey),
+            alloc_ucontext: Some(Self::alloc_ucontext),
+            dealloc_ucontext: Some(Self::dealloc_ucontext),
+            dealloc_driver: Some(Self::dealloc_driver),
+            size_ib_ucontext: size_of::<UContext<T>>(),
+            ..Default::default()
+        }
+    }
+
+    unsafe extern "C" fn query_device(
+        ibdev: *mut bindings::ib_device,
+        attr: *mut bindings::ib_device_attr,
+        _udata: *mut bindings::ib_udata,
+    ) -> ffi::c_int {
+        from_result(|| {
+            // SAFETY: The core calls ops only on live devices; this op is only set on ours.
+            let dev = unsafe { Device::<T>::from_raw(ibdev) };
+            let a = T::query_device(dev)?;
+            // SAFETY: The core passes a valid attribute structure for the call.
+            a.write_to(unsafe { &mut *attr });
+            Ok(0)
+        })
+    }
+
+    unsafe extern "C" fn query_port(
+        ibdev: *mut bindings::ib_device,
+        port: u32,
+        attr: *mut bindings::ib_port_attr,
+    ) -> ffi::c_int {
+        from_result(|| {
+            // SAFETY: As in `query_device`.
+            let dev = unsafe { Device::<T>::from_raw(ibdev) };
+            let a = T::query_port(dev, port)?;
+            // SAFETY: The core passes a valid, zeroed attribute structure for the call.
+            a.write_to(unsafe { &mut *attr });
+            Ok(0)
+        })
+    }
+
+    unsafe extern "C" fn get_port_immutable(
+        ibdev: *mut bindings::ib_device,
+        port: u32,
+        imm: *mut bindings::ib_port_immutable,
+    ) -> ffi::c_int {
+        from_result(|| {
+            // SAFETY: As in `query_device`.
+            let dev = unsafe { Device::<T>::from_raw(ibdev) };
+            let a = T::port_immutable(dev, port)?;
+            // SAFETY: The core passes a valid structure for the call.
+            a.write_to(unsafe { &mut *imm });
+            Ok(0)
+        })
+    }
+
+    unsafe extern "C" fn get_link_layer(
+        _ibdev: *mut bindings::ib_device,
+        _port: u32,
+    ) -> bindings::rdma_link_layer {
+        // RoCE: IB transport over Ethernet.
+        bindings::rdma_link_layer_IB_LINK_LAYER_ETHERNET
+    }
+
+    unsafe extern "C" fn query_pkey(
+        ibdev: *mut bindings::ib_device,
+        port: u32,
+        index: u16,
+        pkey: *mut u16,
+    ) -> ffi::c_int {
+        from_result(|| {
+            // SAFETY: As in `query_device`.
+            let dev = unsafe { Device::<T>::from_raw(ibdev) };
+            let value = T::query_pkey(dev, port, index)?;
+            // SAFETY: The core passes a valid out-pointer for the call.
+            unsafe { pkey.write(value) };
+            Ok(0)
+        })
+    }
+
+    unsafe extern "C" fn alloc_ucontext(
+        uctx: *mut bindings::ib_ucontext,
+        _udata: *mut bindings::ib_udata,
+    ) -> ffi::c_int {
+        from_result(|| {
+            // SAFETY: The core passes a live context whose `device` is ours.
+            let dev = unsafe { Device::<T>::from_raw((*uctx).device) };
+            let data = T::alloc_ucontext(dev)?;
+            let ctx = uctx.cast::<UContext<T>>();
+            // SAFETY: The core allocated `size_ib_ucontext` = `size_of::<UContext<T>>()` bytes, so
+            // `data` is in bounds; it is uninitialised and ours to write.
+            unsafe { core::ptr::addr_of_mut!((*ctx).data).write(data) };
+            Ok(0)
+        })
+    }
+
+    unsafe extern "C" fn dealloc_ucontext(uctx: *mut bindings::ib_ucontext) {
+        let ctx = uctx.cast::<UContext<T>>();
+        // SAFETY: `alloc_ucontext` succeeded for this context (the core calls dealloc only then),
+        // so `data` is initialised; the core frees the memory after we return.
+        unsafe { core::ptr::drop_in_place(core::ptr::addr_of_mut!((*ctx).data)) };
+    }
+
+    unsafe extern "C" fn dealloc_driver(ibdev: *mut bindings::ib_device) {
+        let dev = ibdev.cast::<Device<T>>();
+        // SAFETY: `dealloc_driver` is set only once `data` is initialised (see `register`), and
+        // the core calls it exactly once, as the last op, before freeing the device.
+        unsafe { core::ptr::drop_in_place(core::ptr::addr_of_mut!((*dev).data)) };
+    }
+}

@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! RDMA core abstractions: safe Rust over the kernel's InfiniBand/RDMA midlayer.
+//!
+//! Written as if it were `rust/kernel/rdma/` upstream. Every `unsafe` block of roxe lives under
+//! `rust/`; the driver in `drivers/` uses only the safe APIs exported here.
+//!
+//! C headers: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h),
+//! [`include/rdma/rdma_netlink.h`](srctree/include/rdma/rdma_netlink.h).
+//!
+//! # Contexts
+//!
+//! - Device ops ([`device::Driver`]) are called by the RDMA core in process context, with no
+//!   driver lock held. Several may run concurrently on one device.
+//! - Link ops ([`link::Link`]) run in process context under the core's netlink locks (`newlink`
+//!   may sleep; RTNL is not held).
+//! - Netdev notifier events ([`netdev::NetdevNotifier`]) run in process context with RTNL held:
+//!   they must not call anything that takes RTNL (such as `ib_get_eth_speed`).
+//! - UDP encapsulation receive ([`udp_tunnel::EncapRecv`]) runs in softirq context.
+
+pub(crate) mod bindings;
+
+pub mod attr;
+pub mod device;
+pub mod link;
+pub mod module_guard;
+pub mod netdev;
+pub mod udp_tunnel;

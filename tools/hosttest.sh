@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# Host-side tests: the pure-logic crate under cargo, plus the source rules that keep unsafe code
+# and raw bindings out of drivers/. The cargo target directory is cached outside the clone.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+export CARGO_TARGET_DIR=${ROXE_CACHE:-/var/cache/roxe}/cargo-target
+mkdir -p "$CARGO_TARGET_DIR"
+status=0
+
+# drivers/ uses safe APIs only: no `unsafe`, no `bindings::`. Comments may mention neither.
+bad=$(grep -rnE '^\s*[^/]*\b(unsafe|bindings::)' "$top/drivers" --include='*.rs' || true)
+if [ -n "$bad" ]; then
+	echo "drivers/ must not contain unsafe code or name bindings::" >&2
+	echo "$bad" >&2
+	status=1
+fi
+# No unwrap/expect/panic in kernel code (host-only `#[cfg(test)]` modules, which close each file
+# by convention, are exempt).
+if ! awk '
+	FNR == 1 { in_test = 0 }
+	/#\[cfg\(test\)\]/ { in_test = 1 }
+	!in_test && $0 !~ /^[[:space:]]*\/\// && /\.unwrap\(\)|\.expect\(|panic!\(/ { print FILENAME ":" FNR ": " $0; bad = 1 }
+	END { exit bad }' $(find "$top/drivers" "$top/rust" -name '*.rs' ! -name generated.rs) >&2; then
+	echo "kernel code must not unwrap, expect or panic (see above)" >&2
+	status=1
+fi
+# Every unsafe block in rust/ carries a SAFETY comment (the kernel's clippy lint checks it too).
+awk '
+	/^\s*\/\/ SAFETY:/ { safe = NR }
+	/unsafe \{/ && $0 !~ /SAFETY/ { if (NR - safe > 6) { print FILENAME ":" NR ": unsafe block without a SAFETY comment"; bad = 1 } }
+	END { exit bad }' $(find "$top/rust" -name '*.rs' ! -name generated.rs) || status=1
+
+cd "$top/tools/proto"
+cargo test --quiet 2>&1 || status=1
+exit $status
