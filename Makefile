@@ -61,4 +61,4 @@ run: kernel-stock image
 		cat build/vm/demo/vm0/demo.txt
 
 distclean: clean
-	rm -rf $(ROXE_CACHE)
+	$(Q)/clean-cache.sh

@@ -4,7 +4,8 @@
 # splat, kmemleak report or RCU stall. Takes the serial console log and/or a saved dmesg.
 set -u
 pat='WARNING:|BUG:|Oops|KASAN:|BUG: KFENCE|UBSAN:|kernel BUG|Kernel panic|general protection fault'
-pat+='|possible circular locking|possible recursive locking|inconsistent lock state|lockdep|DEBUG_LOCKS_WARN_ON'
+pat+='|possible circular locking|possible recursive locking|inconsistent lock state|DEBUG_LOCKS_WARN_ON'
+pat+='|turning off the locking correctness validator|INFO: trying to register non-static key|INFO: possible'
 pat+='|suspected memory leaks|unreferenced object'
 pat+='|rcu: INFO:|detected stalls|self-detected stall|soft lockup|hung_task|blocked for more than'
 pat+='|list_add corruption|list_del corruption|refcount_t:|ODEBUG:|Call Trace:'

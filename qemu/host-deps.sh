@@ -48,7 +48,7 @@ if [ $changed = 1 ] || [ ! -e "$stamp" ] || [ -n "$(find "$stamp" -mmin +1440)" 
 fi
 
 need=()
-for p in debootstrap qemu-system-x86 e2fsprogs zstd xz-utils cpio rsync python3 gnuplot-nox; do
+for p in debootstrap qemu-system-x86 e2fsprogs zstd xz-utils cpio rsync python3 gnuplot-nox busybox-static; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

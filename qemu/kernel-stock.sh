@@ -37,14 +37,49 @@ if [ ! -e "$src/.complete" ]; then
 	touch "$src/.complete"
 fi
 
+# Debian's kernel has virtio-blk, ext4 and 9p as modules: boot it through a small initramfs
+# (static busybox + those modules, decompressed, in dependency order) that mounts the guest image
+# and hands over to its /sbin/roxe-boot, as the debug kernel does directly.
+make_initrd() {
+	local rel=$1 ir="$out/initrd.tmp" i=0 m
+	rm -rf "$ir"; mkdir -p "$ir"/{bin,m,proc,sys,dev,newroot}
+	cp /bin/busybox "$ir/bin/busybox"
+	for m in virtio_blk ext4 9p 9pnet_virtio virtio_net; do
+		in_buildroot modprobe -d "$out/modules" -S "$rel" --show-depends "$m"
+	done | awk '!seen[$2]++' >"$out/initrd.deps"
+	while read -r cmd m _; do
+		[ "$cmd" = insmod ] || continue
+		i=$((i + 1))
+		case "$m" in
+		*.xz) xz -dc "$m" ;; *.zst) zstd -qdc "$m" ;; *.gz) gzip -dc "$m" ;; *) cat "$m" ;;
+		esac >"$ir/m/$(printf %02d $i)-$(basename "${m%.ko*}").ko"
+	done <"$out/initrd.deps"
+	[ $i -gt 0 ] || die "no modules for the initramfs"
+	cat >"$ir/init" <<'INIT'
+#!/bin/busybox sh
+/bin/busybox --install -s /bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+for m in /m/*.ko; do insmod "$m" || echo "initramfs: insmod $m failed"; done
+mount -t ext4 -o rw /dev/vda /newroot || { echo "initramfs: cannot mount /dev/vda"; echo o >/proc/sysrq-trigger; }
+umount /proc /sys /dev
+exec switch_root /newroot /sbin/roxe-boot
+INIT
+	chmod +x "$ir/init"
+	(cd "$ir" && find . | cpio -o -H newc --quiet | gzip -1) >"$out/initrd.img"
+	rm -rf "$ir"
+}
+
 prepare() {
 	rm -rf "$out"; mkdir -p "$out/debs" "$out/pkg"
 	log "downloading Debian's $rel kernel, modules and headers"
-	(cd "$out/debs" && in_buildroot sh -c "cd '$out/debs' && apt-get download -q \
+	(cd "$out/debs" && in_buildroot sh -c "cd '$out/debs' && apt-get download -q -o APT::Sandbox::User=root \
 		linux-binary-$rel linux-modules-$rel linux-headers-$rel" >/dev/null) || die "download failed"
 	local d
 	for d in "$out"/debs/*.deb; do dpkg-deb -x "$d" "$out/pkg"; done
-	local vmlinuz=$(ls "$out"/pkg/boot/vmlinuz-"$rel" 2>/dev/null || true)
+	local vmlinuz
+	vmlinuz=$(ls "$out/pkg/boot/vmlinuz-$rel" "$out/pkg/usr/lib/modules/$rel/vmlinuz" 2>/dev/null | head -1 || true)
 	[ -n "$vmlinuz" ] || die "no vmlinuz-$rel in Debian's packages"
 	cp "$vmlinuz" "$out/vmlinuz"
 	local hdr="$out/pkg/usr/src/linux-headers-$rel"
@@ -76,6 +111,7 @@ prepare() {
 	cp -a "$out/pkg/lib/modules/$rel" "$out/modules/lib/modules/" 2>/dev/null ||
 		cp -a "$out/pkg/usr/lib/modules/$rel" "$out/modules/lib/modules/"
 	in_buildroot depmod -b "$out/modules" "$rel"
+	make_initrd "$rel"
 	echo "$rel" >"$out/release"
 	rm -rf "$out/debs"
 	touch "$out/.complete"

@@ -30,8 +30,8 @@ done
 [ -n "$name" ] || name=$(basename "$script" .sh)-$flavour
 
 case "$flavour" in
-debug) kdir="$ROXE_CACHE/kernel-debug"; kernel="$kdir/bzImage" ;;
-stock) kdir="$ROXE_CACHE/kernel-stock"; kernel="$kdir/vmlinuz" ;;
+debug) kdir="$ROXE_CACHE/kernel-debug"; kernel="$kdir/bzImage"; initrd=() ;;
+stock) kdir="$ROXE_CACHE/kernel-stock"; kernel="$kdir/vmlinuz"; initrd=(-initrd "$kdir/initrd.img") ;;
 *) die "unknown flavour $flavour" ;;
 esac
 [ -f "$kernel" ] || die "no $flavour kernel: run qemu/kernel-$flavour.sh (or make kernels)"
@@ -58,7 +58,7 @@ for i in $(seq 0 $((nvm - 1))); do
 	timeout -k 10 "$host_timeout" qemu-system-x86_64 \
 		-accel tcg,thread=multi -cpu max -smp "$smp" -m "$mem" \
 		-display none -monitor none -serial "file:$out/console.log" -no-reboot \
-		-kernel "$kernel" \
+		-kernel "$kernel" "${initrd[@]}" \
 		-append "console=ttyS0 root=/dev/vda rw init=/sbin/roxe-boot panic=-1 oops=panic no5lvl \
 roxe.script=$script roxe.vm=$i roxe.timeout=$timeout roxe.flavour=$flavour roxe.args=$args" \
 		-drive "file=$img,if=virtio,format=raw,snapshot=on" \

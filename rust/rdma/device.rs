@@ -12,7 +12,7 @@
 use super::{
     attr::{DeviceAttr, PortAttr, PortImmutable},
     bindings,
-    link::{Link, LinkOps},
+    link::Link,
     netdev::NetDevice,
 };
 use core::{ffi::CStr, marker::PhantomData, mem::size_of, ops::Deref, ptr::NonNull};
@@ -174,16 +174,19 @@ impl<T: Driver> Device<T> {
         // SAFETY: The device is alive and registered with a `dealloc_driver` op.
         unsafe { bindings::ib_unregister_device_queued(self.as_raw()) };
     }
+}
 
+impl<T: Link> Device<T> {
     /// The device of this driver bound to `netdev`, if any, with a reference held.
     pub fn get_by_netdev(netdev: &NetDevice) -> Option<DeviceRef<T>> {
         // SAFETY: `netdev` is alive; the call returns a held device or NULL.
         let ibdev = unsafe { bindings::ib_device_get_by_netdev(netdev.as_raw(), T::DRIVER_ID.as_raw()) };
         let ibdev = NonNull::new(ibdev)?;
         // Another driver may use the same driver id (the in-tree one for the rxe ABI): only a
-        // device with our ops table is a `Device<T>`.
-        // SAFETY: The device is alive (we hold a reference); `ops` is immutable after registration.
-        let ours = unsafe { (*ibdev.as_ptr()).ops.query_device } == Some(Adapter::<T>::query_device);
+        // device pointing to our link ops was created by `register` as a `Device<T>`.
+        // SAFETY: The device is alive (we hold a reference); `link_ops` is set before
+        // registration and never changes.
+        let ours = core::ptr::eq(unsafe { (*ibdev.as_ptr()).link_ops }, T::link_ops().as_raw());
         if !ours {
             // SAFETY: We own the reference taken above.
             unsafe { bindings::ib_device_put(ibdev.as_ptr()) };
@@ -192,9 +195,7 @@ impl<T: Driver> Device<T> {
         // INVARIANT: A held reference on a device created by `register`.
         Some(DeviceRef { dev: ibdev.cast(), _t: PhantomData })
     }
-}
 
-impl<T: Link> Device<T> {
     /// Allocates, initialises and registers a device called `name` on `netdev`. The RDMA core
     /// owns it from then on; it is freed after unregistration (`rdma link delete`,
     /// [`Device::unregister_queued`], or [`unregister_all`] at module unload).
@@ -202,7 +203,6 @@ impl<T: Link> Device<T> {
     /// `node_guid` is in wire (big-endian) byte order.
     pub fn register(
         module: &'static ThisModule,
-        link: &'static LinkOps<T>,
         name: &CStr,
         netdev: &NetDevice,
         node_guid: [u8; 8],
@@ -219,7 +219,7 @@ impl<T: Link> Device<T> {
 
         // SAFETY: `data` lies inside the fresh allocation, right after the `ib_device`, and is
         // pinned there (the core never moves the device).
-        let init = unsafe { data.__pinned_init(core::ptr::addr_of_mut!((*dev).data)) };
+        let init = unsafe { pin_init::raw_try_init(core::ptr::addr_of_mut!((*dev).data), data) };
         if let Err(e) = init {
             // No ops are set yet, so no `dealloc_driver` runs over the uninitialised data.
             // SAFETY: The device was allocated above and never registered.
@@ -233,11 +233,11 @@ impl<T: Link> Device<T> {
         unsafe {
             let ib = ibdev.as_ptr();
             bindings::ib_set_device_ops(ib, &ops);
-            (*ib).node_type = bindings::rdma_node_type_RDMA_NODE_IB_CA as u8;
+            (*ib).node_type = bindings::RDMA_NODE_IB_CA as u8;
             (*ib).phys_port_cnt = 1;
             (*ib).num_comp_vectors = 1;
             (*ib).node_guid = u64::from_ne_bytes(node_guid);
-            (*ib).link_ops = link.as_raw();
+            (*ib).link_ops = T::link_ops().as_raw();
             // The rxe provider rings the send doorbell and arms CQs with these legacy commands.
             (*ib).uverbs_cmd_mask |= (1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND)
                 | (1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ);
@@ -258,7 +258,7 @@ impl<T: Link> Device<T> {
         }
         // SAFETY: The device is fully initialised; `name` is a valid string for the call. A NULL
         // DMA device makes the core use virtual DMA, which a software HCA needs.
-        let err = unsafe { bindings::ib_register_device(ibdev.as_ptr(), name.as_ptr(), core::ptr::null_mut()) };
+        let err = unsafe { bindings::ib_register_device(ibdev.as_ptr(), name.as_ptr().cast(), core::ptr::null_mut()) };
         if err != 0 {
             // SAFETY: Registration failed, so the device is still ours to free.
             unsafe { bindings::ib_dealloc_device(ibdev.as_ptr()) };

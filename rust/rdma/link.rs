@@ -13,6 +13,10 @@ pub trait Link: Driver {
     /// The link type users name in `rdma link add ... type TYPE`.
     const TYPE: &'static CStr;
 
+    /// The driver's link operations table (a `static` of the driver). Devices point to it, which
+    /// is also how a device is recognised as this driver's.
+    fn link_ops() -> &'static LinkOps<Self>;
+
     /// Creates and registers a device called `name` on `netdev`.
     ///
     /// Process context; the core serialises link operations.
@@ -48,7 +52,7 @@ impl<T: Link> LinkOps<T> {
                     next: core::ptr::null_mut(),
                     prev: core::ptr::null_mut(),
                 },
-                type_: T::TYPE.as_ptr(),
+                type_: T::TYPE.as_ptr().cast(),
                 newlink: Some(Self::newlink_callback),
                 dellink: Some(Self::dellink_callback),
             }),
@@ -66,7 +70,7 @@ impl<T: Link> LinkOps<T> {
     ) -> ffi::c_int {
         from_result(|| {
             // SAFETY: The core passes a NUL-terminated name valid for the call.
-            let name = unsafe { CStr::from_ptr(name) };
+            let name = unsafe { CStr::from_ptr(name.cast()) };
             // SAFETY: The core holds a reference on `ndev` for the duration of the call.
             let netdev = unsafe { NetDevice::from_raw(ndev) };
             T::newlink(name, netdev)?;

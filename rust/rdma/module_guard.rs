@@ -30,7 +30,7 @@ pub fn module_loaded(this: &ThisModule, name: &CStr) -> bool {
     }
     // SAFETY: `kset` is the module kset, which lives as long as the kernel; `name` is a valid
     // NUL-terminated string for the call.
-    let kobj = unsafe { bindings::kset_find_obj(kset, name.as_ptr()) };
+    let kobj = unsafe { bindings::kset_find_obj(kset, name.as_ptr().cast()) };
     if kobj.is_null() {
         return false;
     }

@@ -28,6 +28,7 @@ pub(crate) struct Roxe;
 pub(crate) static LINK_OPS: LinkOps<Roxe> = LinkOps::new();
 
 /// Per-device state.
+#[pin_data]
 pub(crate) struct RoxeDevice {
     /// Node GUID (EUI-64 of the netdev's MAC), wire order.
     guid: [u8; 8],
@@ -178,6 +179,10 @@ impl crate::rdma::device::Driver for Roxe {
 impl Link for Roxe {
     const TYPE: &'static CStr = c"roxe";
 
+    fn link_ops() -> &'static LinkOps<Self> {
+        &LINK_OPS
+    }
+
     fn newlink(name: &CStr, netdev: &NetDevice) -> Result {
         // As rxe: a VLAN device has its own GIDs on the real device; bind to that one.
         if netdev.is_vlan() {
@@ -193,7 +198,6 @@ impl Link for Roxe {
         let active = port_state(netdev) == PortState::Active;
         Device::<Roxe>::register(
             crate::this_module(),
-            &LINK_OPS,
             name,
             netdev,
             guid,

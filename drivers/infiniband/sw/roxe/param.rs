@@ -9,27 +9,27 @@
 pub(crate) const VENDOR_ID: u32 = 0x00ff_ffff;
 
 /// Largest value most object counts take (rxe's `DEFAULT_MAX_VALUE`).
-const DEFAULT_MAX: i32 = 1 << 20;
+const DEFAULT_MAX: u32 = 1 << 20;
 
-pub(crate) const MAX_QP: i32 = 0x10000;
-pub(crate) const MAX_QP_WR: i32 = DEFAULT_MAX;
-pub(crate) const MAX_SGE: i32 = 32;
-pub(crate) const MAX_SGE_RD: i32 = 32;
-pub(crate) const MAX_CQ: i32 = 16384;
+pub(crate) const MAX_QP: u32 = 0x10000;
+pub(crate) const MAX_QP_WR: u32 = DEFAULT_MAX;
+pub(crate) const MAX_SGE: u32 = 32;
+pub(crate) const MAX_SGE_RD: u32 = 32;
+pub(crate) const MAX_CQ: u32 = 16384;
 pub(crate) const MAX_LOG_CQE: u32 = 15;
-pub(crate) const MAX_MR: i32 = DEFAULT_MAX;
-pub(crate) const MAX_MW: i32 = DEFAULT_MAX;
-pub(crate) const MAX_PD: i32 = DEFAULT_MAX;
-pub(crate) const MAX_QP_RD_ATOM: i32 = 128;
-pub(crate) const MAX_RES_RD_ATOM: i32 = 0x3f000;
-pub(crate) const MAX_QP_INIT_RD_ATOM: i32 = 128;
-pub(crate) const MAX_MCAST_GRP: i32 = 8192;
-pub(crate) const MAX_MCAST_QP_ATTACH: i32 = 56;
-pub(crate) const MAX_TOT_MCAST_QP_ATTACH: i32 = 0x70000;
-pub(crate) const MAX_AH: i32 = 0x7fff;
-pub(crate) const MAX_SRQ: i32 = DEFAULT_MAX;
-pub(crate) const MAX_SRQ_WR: i32 = DEFAULT_MAX;
-pub(crate) const MAX_SRQ_SGE: i32 = 27;
+pub(crate) const MAX_MR: u32 = DEFAULT_MAX;
+pub(crate) const MAX_MW: u32 = DEFAULT_MAX;
+pub(crate) const MAX_PD: u32 = DEFAULT_MAX;
+pub(crate) const MAX_QP_RD_ATOM: u32 = 128;
+pub(crate) const MAX_RES_RD_ATOM: u32 = 0x3f000;
+pub(crate) const MAX_QP_INIT_RD_ATOM: u32 = 128;
+pub(crate) const MAX_MCAST_GRP: u32 = 8192;
+pub(crate) const MAX_MCAST_QP_ATTACH: u32 = 56;
+pub(crate) const MAX_TOT_MCAST_QP_ATTACH: u32 = 0x70000;
+pub(crate) const MAX_AH: u32 = 0x7fff;
+pub(crate) const MAX_SRQ: u32 = DEFAULT_MAX;
+pub(crate) const MAX_SRQ_WR: u32 = DEFAULT_MAX;
+pub(crate) const MAX_SRQ_SGE: u32 = 27;
 pub(crate) const MAX_FMR_PAGE_LIST_LEN: u32 = 512;
 pub(crate) const MAX_PKEYS: u16 = 64;
 pub(crate) const LOCAL_CA_ACK_DELAY: u8 = 15;
