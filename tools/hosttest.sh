@@ -27,8 +27,9 @@ if ! awk '
 fi
 # Every unsafe block in rust/ carries a SAFETY comment (the kernel's clippy lint checks it too).
 awk '
-	/^\s*\/\/ SAFETY:/ { safe = NR }
-	/unsafe \{/ && $0 !~ /SAFETY/ { if (NR - safe > 6) { print FILENAME ":" NR ": unsafe block without a SAFETY comment"; bad = 1 } }
+	FNR == 1 { safe = -100 }
+	/^[[:space:]]*\/\/ SAFETY:/ { safe = FNR }
+	/unsafe \{/ && $0 !~ /SAFETY/ { if (FNR - safe > 8) { print FILENAME ":" FNR ": unsafe block without a SAFETY comment"; bad = 1 } }
 	END { exit bad }' $(find "$top/rust" -name '*.rs' ! -name generated.rs) || status=1
 
 cd "$top/tools/proto"

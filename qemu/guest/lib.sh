@@ -11,21 +11,35 @@ say() { printf '[vm%s %5ss] %s\n' "$ROXE_VM" "$SECONDS" "$*"; }
 pass() { echo "PASS $*" >>/out/results; say "PASS $*"; }
 fail() { echo "FAIL $*" >>/out/results; say "FAIL $*"; ROXE_TESTS_FAILED=1; }
 
-# check NAME TIMEOUT CMD...: run CMD with a timeout, record PASS/FAIL, keep its output in /out.
+# check NAME TIMEOUT CMD...: run CMD (a program, or a function exported with `export -f`) in a
+# child shell with a timeout, record PASS/FAIL, keep its output in /out/NAME.log.
 check() {
 	local name=$1 t=$2; shift 2
 	local log="/out/$name.log"
 	say "run  $name: $*"
-	if timeout -k 5 "$t" "$@" >"$log" 2>&1; then pass "$name"; return 0; fi
+	if timeout -k 5 "$t" bash -c '"$@"' "$name" "$@" >"$log" 2>&1; then pass "$name"; return 0; fi
 	local rc=$?
 	fail "$name (exit $rc)"; tail -15 "$log" | sed 's/^/    /'
+	return 1
+}
+
+# step NAME CMD...: run CMD in this shell (for steps that set variables, like load_driver),
+# record PASS/FAIL. The guest script's own timeout bounds it.
+step() {
+	local name=$1; shift
+	say "step $name: $*"
+	if "$@" >"/out/$name.log" 2>&1; then pass "$name"; return 0; fi
+	local rc=$?
+	fail "$name (exit $rc)"; tail -15 "/out/$name.log" | sed 's/^/    /'
 	return 1
 }
 
 # expect_fail NAME TIMEOUT CMD...: the command must fail (a negative test).
 expect_fail() {
 	local name=$1 t=$2; shift 2
-	if timeout -k 5 "$t" "$@" >"/out/$name.log" 2>&1; then fail "$name (unexpectedly succeeded)"; return 1; fi
+	if timeout -k 5 "$t" bash -c '"$@"' "$name" "$@" >"/out/$name.log" 2>&1; then
+		fail "$name (unexpectedly succeeded)"; return 1
+	fi
 	pass "$name"
 }
 
@@ -35,8 +49,9 @@ barrier() {
 	touch "/sync/$name.$ROXE_VM"
 	while [ ! -e "/sync/$name.$((1 - ROXE_VM))" ]; do
 		sleep 0.5; i=$((i + 1))
-		[ $i -gt $((t * 2)) ] && { fail "barrier $name timed out"; return 1; }
+		if [ $i -gt $((t * 2)) ]; then fail "barrier $name timed out"; return 1; fi
 	done
+	return 0
 }
 
 # The kernel's RDMA core and the UDP tunnel, which both drivers sit on.
@@ -54,8 +69,8 @@ load_driver() {
 	selftest) insmod "/roxe/build/$ROXE_FLAVOUR/roxe_selftest.ko" || return 1; return 0 ;;
 	*) return 1 ;;
 	esac
-	rdma link add "$RDMA_DEV" type "$drv" netdev "$NETDEV" || return 1
 	export RDMA_DEV
+	rdma link add "$RDMA_DEV" type "$drv" netdev "$NETDEV" || return 1
 	wait_port_active "$RDMA_DEV"
 }
 
@@ -114,3 +129,8 @@ kmemleak_check() {
 }
 
 finish_tests() { exit $ROXE_TESTS_FAILED; }
+
+# Helpers that `check` runs in a child shell need to be exported, with the variables they use.
+export -f say pass fail retry_client wait_port_active gid_index_v4 load_rdma_core unload_driver \
+	kmemleak_check
+export ROXE_VM ROXE_FLAVOUR PEER_IP SELF_IP NETDEV

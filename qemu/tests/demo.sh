@@ -7,7 +7,7 @@ echo "== kernel: $(uname -r)"
 echo "== rdma-core: $(dpkg-query -W -f='${Version}' ibverbs-providers)"
 load_rdma_core
 if [ -f "/roxe/build/$ROXE_FLAVOUR/roxe.ko" ]; then DRV=roxe; else DRV=selftest; fi
-check demo-load 60 load_driver "$DRV" || finish_tests
+step demo-load load_driver "$DRV" || finish_tests
 if [ "$DRV" = roxe ]; then
 	echo "== rdma link show"; rdma link show
 	echo "== ibv_devices"; ibv_devices

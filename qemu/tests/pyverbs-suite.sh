@@ -5,7 +5,7 @@
 # qemu/tests/pyverbs-known-<driver>.txt (one test id per line, each with its reason).
 . /roxe/qemu/guest/lib.sh
 DRV=${1:-rxe}
-check "$DRV-load" 60 load_driver "$DRV" || finish_tests
+step "$DRV-load" load_driver "$DRV" || finish_tests
 gid=$(gid_index_v4)
 cd /opt/rdma-core
 timeout -k 10 1500 python3 tests/run_tests.py --dev "$RDMA_DEV" --gid "$gid" -v >/out/pyverbs.log 2>&1

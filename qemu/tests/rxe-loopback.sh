@@ -4,7 +4,7 @@
 # Proves the harness on a known-good driver and records rdma_rxe's numbers.
 . /roxe/qemu/guest/lib.sh
 DRV=${1:-rxe}
-check "$DRV-load" 60 load_driver "$DRV" || finish_tests
+step "$DRV-load" load_driver "$DRV" || finish_tests
 check "$DRV-link-show" 10 sh -c "rdma link show | grep -q '$RDMA_DEV/1 state ACTIVE'"
 check "$DRV-devinfo" 30 sh -c "ibv_devinfo -v -d $RDMA_DEV | tee /out/devinfo.txt | grep -q 'link_layer:.*Ethernet'"
 gid=$(gid_index_v4) || { fail "$DRV: no RoCE v2 IPv4 GID"; finish_tests; }
@@ -19,6 +19,7 @@ pingpong() { # pingpong TOOL EXTRA...: server in the background, client against 
 	wait $srv || rc=1
 	return $rc
 }
+export -f pingpong; export gid
 check "$DRV-rc-pingpong" 120 pingpong ibv_rc_pingpong -n 200
 
 perf() { # perf TOOL ARGS...: run a perftest pair and keep the client's report
@@ -31,6 +32,7 @@ perf() { # perf TOOL ARGS...: run a perftest pair and keep the client's report
 	cat /out/$tool.txt
 	return $rc
 }
+export -f perf
 check "$DRV-write-bw" 180 perf ib_write_bw -s 65536 -D 3 -F
 check "$DRV-read-bw" 180 perf ib_read_bw -s 65536 -D 3 -F
 check "$DRV-send-bw" 180 perf ib_send_bw -s 65536 -D 3 -F

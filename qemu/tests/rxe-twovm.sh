@@ -3,8 +3,9 @@
 # ibv_rc_pingpong and ib_write_bw. VM 0 serves, VM 1 is the client.
 . /roxe/qemu/guest/lib.sh
 DRV=${1:-rxe}
-check "$DRV-load-vm$ROXE_VM" 60 load_driver "$DRV" || finish_tests
+step "$DRV-load-vm$ROXE_VM" load_driver "$DRV" || finish_tests
 gid=$(gid_index_v4) || { fail "no RoCE v2 GID"; finish_tests; }
+export gid
 check "ping-peer-vm$ROXE_VM" 60 retry_client 50 ping -c1 -W1 "$PEER_IP"
 barrier ready 120 || finish_tests
 if [ "$ROXE_VM" = 0 ]; then
