@@ -52,8 +52,9 @@ for i in $(seq 0 $((nvm - 1))); do
 	if [ $two = 1 ]; then
 		net="dgram,id=n0,local.type=inet,local.host=127.0.0.1,local.port=$((port + i)),remote.type=inet,remote.host=127.0.0.1,remote.port=$((port + 1 - i))"
 	else
-		# A hub with one port: eth0 has a carrier, and nothing leaves the VM.
-		net="hubport,id=n0,hubid=0"
+		# QEMU's user-mode network with restrict=on: it drains every frame eth0 sends (a peerless
+		# hub stalls the TX queue instead) and isolates the guest, so nothing leaves the VM.
+		net="user,id=n0,restrict=on"
 	fi
 	timeout -k 10 "$host_timeout" qemu-system-x86_64 \
 		-accel tcg,thread=multi -cpu max -smp "$smp" -m "$mem" \

@@ -51,6 +51,7 @@ TESTS=(
 	"harness-catches-warn|debug|qemu/tests/selftest.sh|180|--args warn|fail"
 	"rxe-loopback|debug|qemu/tests/rxe-loopback.sh|600||pass"
 	"rxe-twovm|stock|qemu/tests/rxe-twovm.sh|400|--two-vm|pass"
+	"rxe-pyverbs|stock|qemu/tests/pyverbs-suite.sh|1500|--args rxe|pass"
 )
 [ -f qemu/tests/extra.list ] && while IFS= read -r l; do
 	case "$l" in ''|'#'*) ;; *) TESTS+=("$l") ;; esac
