@@ -15,6 +15,7 @@ if [ "$DRV" = roxe ]; then
 	ibv_devinfo -v -d roxe0 | grep -E 'hca_id|transport|node_guid|vendor_id|vendor_part|phys_port|state|active_mtu|max_mtu|link_layer|GID'
 	check demo-port-active 10 sh -c "ibv_devinfo -d roxe0 | grep -q PORT_ACTIVE"
 	check demo-pyverbs 30 python3 -c "import pyverbs.device as d; c = d.Context(name='roxe0'); a = c.query_device(); print('pyverbs: roxe0 vendor_id 0x%x max_qp %d port state %d' % (a.vendor_id, a.max_qp, c.query_port(1).state))"
+	cat /out/demo-pyverbs.log
 	check demo-unload 60 unload_driver roxe
 else
 	echo "== lsmod"; grep roxe_selftest /proc/modules
