@@ -9,3 +9,5 @@
 pub mod guid;
 pub mod mtu;
 pub mod psn;
+pub mod queue;
+pub mod wqe;
