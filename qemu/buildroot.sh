@@ -3,7 +3,7 @@
 # Creates the trixie build root: Debian's own kernel toolchain (gcc-14, clang-19, rustc, rust-src,
 # bindgen, pahole) plus linux-source-7.3 from trixie-backports. Both kernels and roxe.ko are built
 # with it, so the stock kernel's Rust metadata and our modules come from one compiler.
-# Cached in $ROXE_CACHE/buildroot-<key>; the key covers this script, so any change rebuilds it.
+# Cached in $ROXE_CACHE/buildroot-<key>; the key covers the package list and a recipe version.
 . "$(dirname "$0")/lib.sh"
 
 PKGS=(
@@ -12,7 +12,9 @@ PKGS=(
 	flex bison bc libelf-dev libssl-dev dwarves kmod cpio rsync python3 xz-utils zstd
 	ca-certificates
 )
-key=$(cat "$0" "$(dirname "$0")/lib.sh" | key_of)
+# Bump when the recipe below changes what the build root holds.
+RECIPE=1
+key=$(echo "${PKGS[*]} recipe $RECIPE" | key_of)
 root="$ROXE_CACHE/buildroot-$key"
 
 if [ -e "$root/.complete" ]; then
@@ -50,4 +52,5 @@ trap - EXIT
 touch "$tmp/.complete"
 mv "$tmp" "$root"
 ln -sfn "$root" "$BUILDROOT_LINK"
+prune_old buildroot "$root"
 log "build root ready: $root"

@@ -21,7 +21,9 @@ hdr_ver=$(in_buildroot apt-cache policy "linux-headers-$rel" | awk '/Candidate:/
 src_ver=$(in_buildroot dpkg-query -W -f='${Version}' linux-source-7.3)
 [ "$hdr_ver" = "$src_ver" ] ||
 	die "linux-headers-$rel is $hdr_ver but linux-source-7.3 is $src_ver: the Rust metadata would not match"
-key=$( { echo "$rel $hdr_ver"; in_buildroot rustc --version; cat "$0"; } | key_of)
+# Bump when the preparation recipe below changes what it produces.
+RECIPE=2
+key=$( { echo "$rel $hdr_ver recipe $RECIPE"; in_buildroot rustc --version; } | key_of)
 out="$ROXE_CACHE/kernel-stock-$key"
 if [ -e "$out/.complete" ]; then
 	ln -sfn "$out" "$ROXE_CACHE/kernel-stock"
@@ -118,5 +120,6 @@ prepare() {
 }
 with_lock kernel-build prepare
 ln -sfn "$out" "$ROXE_CACHE/kernel-stock"
+prune_old kernel-stock "$out"
 log "stock kernel ready: $out"
 echo "$out"

@@ -68,3 +68,23 @@ mount_buildroot() {
 	*) mkdir -p "$root$ROXE_TOP"; mountpoint -q "$root$ROXE_TOP" || mount --rbind "$ROXE_TOP" "$root$ROXE_TOP" ;;
 	esac
 }
+
+# Deletes cache entries matching "$ROXE_CACHE/$1-*" except "$2" (and its .complete marker's
+# directory): outdated kernels and build roots whose key changed. The build root has the project
+# bind-mounted inside, and a bind mount of the same disk does not stop `rm --one-file-system`, so
+# everything below is unmounted first and nothing is deleted while anything is still mounted.
+prune_old() {
+	local prefix=$1 keep=$2 d m
+	for d in "$ROXE_CACHE/$prefix"-*; do
+		[ -d "$d" ] && [ "$d" != "$keep" ] || continue
+		findmnt -rn -o TARGET | grep "^$d/" | sort -r | while read -r m; do
+			umount -R "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+		done
+		if findmnt -rn -o TARGET | grep -q "^$d/"; then
+			log "not pruning $d: still mounted"
+			continue
+		fi
+		log "pruning outdated $d"
+		rm -rf --one-file-system "$d"
+	done
+}

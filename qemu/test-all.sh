@@ -39,6 +39,7 @@ log "== preparing kernels, guest image and modules"
 qemu/host-deps.sh
 qemu/buildroot.sh
 qemu/kernel-debug.sh >/dev/null
+prune_old kernel-debug "$(readlink -f "$ROXE_CACHE/kernel-debug")"
 qemu/kernel-stock.sh >/dev/null
 qemu/guest-image.sh >/dev/null
 qemu/build-module.sh debug >/dev/null || die "module build failed (debug)"

@@ -14,6 +14,7 @@ use super::{
     bindings,
     link::Link,
     netdev::NetDevice,
+    pd::Pd,
 };
 use core::{ffi::CStr, marker::PhantomData, mem::size_of, ops::Deref, ptr::NonNull};
 use kernel::{
@@ -61,6 +62,9 @@ pub trait Driver: Sized + Send + Sync + 'static {
     /// Per-user-context driver data.
     type UContext: Send + Sync;
 
+    /// Per-protection-domain driver data.
+    type Pd: Send + Sync;
+
     /// The driver id user space matches providers by.
     const DRIVER_ID: DriverId;
 
@@ -81,6 +85,16 @@ pub trait Driver: Sized + Send + Sync + 'static {
 
     /// Creates a user context's driver data (`alloc_ucontext`): a process opened the device.
     fn alloc_ucontext(dev: &Device<Self>) -> Result<Self::UContext>;
+
+    /// Creates a protection domain's driver data (`alloc_pd`), for user space or a kernel ULP.
+    fn alloc_pd(dev: &Device<Self>) -> Result<Self::Pd>;
+
+    /// Destroys a protection domain (`dealloc_pd`). The core only calls it once no object of
+    /// the PD is left.
+    fn dealloc_pd(dev: &Device<Self>, pd: Self::Pd) {
+        let _ = dev;
+        drop(pd);
+    }
 }
 
 /// An RDMA device created by driver `T`.
@@ -338,7 +352,10 @@ impl<T: Driver> Adapter<T> {
             alloc_ucontext: Some(Self::alloc_ucontext),
             dealloc_ucontext: Some(Self::dealloc_ucontext),
             dealloc_driver: Some(Self::dealloc_driver),
+            alloc_pd: Some(Self::alloc_pd),
+            dealloc_pd: Some(Self::dealloc_pd),
             size_ib_ucontext: size_of::<UContext<T>>(),
+            size_ib_pd: size_of::<Pd<T>>(),
             ..Default::default()
         }
     }
@@ -433,6 +450,33 @@ impl<T: Driver> Adapter<T> {
         // SAFETY: `alloc_ucontext` succeeded for this context (the core calls dealloc only then),
         // so `data` is initialised; the core frees the memory after we return.
         unsafe { core::ptr::drop_in_place(core::ptr::addr_of_mut!((*ctx).data)) };
+    }
+
+    unsafe extern "C" fn alloc_pd(
+        ibpd: *mut bindings::ib_pd,
+        _udata: *mut bindings::ib_udata,
+    ) -> ffi::c_int {
+        from_result(|| {
+            // SAFETY: The core passes a fresh PD whose `device` is set and is ours.
+            let dev = unsafe { Device::<T>::from_raw((*ibpd).device) };
+            let data = T::alloc_pd(dev)?;
+            let pd = ibpd.cast::<Pd<T>>();
+            // SAFETY: The core allocated `size_ib_pd` = `size_of::<Pd<T>>()` bytes; `data` is
+            // uninitialised and ours to write.
+            unsafe { core::ptr::addr_of_mut!((*pd).data).write(data) };
+            Ok(0)
+        })
+    }
+
+    unsafe extern "C" fn dealloc_pd(ibpd: *mut bindings::ib_pd, _udata: *mut bindings::ib_udata) -> ffi::c_int {
+        let pd = ibpd.cast::<Pd<T>>();
+        // SAFETY: `alloc_pd` succeeded for this PD (the core deallocates only those), so `data`
+        // is initialised; we move it out exactly once and the core frees the memory afterwards.
+        let data = unsafe { core::ptr::addr_of_mut!((*pd).data).read() };
+        // SAFETY: The PD's device is ours and alive.
+        let dev = unsafe { Device::<T>::from_raw((*ibpd).device) };
+        T::dealloc_pd(dev, data);
+        0
     }
 
     unsafe extern "C" fn dealloc_driver(ibdev: *mut bindings::ib_device) {

@@ -25,4 +25,5 @@ pub mod device;
 pub mod link;
 pub mod module_guard;
 pub mod netdev;
+pub mod pd;
 pub mod udp_tunnel;

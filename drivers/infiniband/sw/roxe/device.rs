@@ -15,7 +15,7 @@ use crate::rdma::{
 };
 use kernel::{
     prelude::*,
-    sync::atomic::{AtomicFlag, Relaxed}, //
+    sync::atomic::{Atomic, AtomicFlag, Relaxed}, //
 };
 
 /// The one port of a roxe device (IB numbers ports from 1).
@@ -35,7 +35,12 @@ pub(crate) struct RoxeDevice {
     /// Whether the port was last reported active, so that events fire only on transitions.
     /// Written only from the netdev notifier (serialised by RTNL).
     port_active: AtomicFlag,
+    /// Live protection domains, bounded by `param::MAX_PD`.
+    pds: Atomic<u32>,
 }
+
+/// Per-PD state. Empty until MRs and QPs refer to it.
+pub(crate) struct RoxePd;
 
 /// Per-process state. Empty until the verbs objects arrive.
 pub(crate) struct RoxeUContext;
@@ -60,6 +65,7 @@ fn fallback_mac(netdev: &NetDevice) -> [u8; 6] {
 impl crate::rdma::device::Driver for Roxe {
     type Data = RoxeDevice;
     type UContext = RoxeUContext;
+    type Pd = RoxePd;
     const DRIVER_ID: DriverId = DriverId::Rxe;
     /// rxe's `RXE_UVERBS_ABI_VERSION`, the only one rdma-core's rxe provider accepts.
     const UVERBS_ABI_VERSION: u32 = 2;
@@ -174,6 +180,20 @@ impl crate::rdma::device::Driver for Roxe {
     fn alloc_ucontext(_dev: &Device<Self>) -> Result<RoxeUContext> {
         Ok(RoxeUContext)
     }
+
+    fn alloc_pd(dev: &Device<Self>) -> Result<RoxePd> {
+        let pds = &dev.data().pds;
+        // Reserve a slot first, so that concurrent allocations cannot overshoot the limit.
+        if pds.fetch_add(1u32, Relaxed) >= param::MAX_PD {
+            pds.fetch_sub(1u32, Relaxed);
+            return Err(ENOMEM);
+        }
+        Ok(RoxePd)
+    }
+
+    fn dealloc_pd(dev: &Device<Self>, _pd: RoxePd) {
+        dev.data().pds.fetch_sub(1u32, Relaxed);
+    }
 }
 
 impl Link for Roxe {
@@ -202,7 +222,7 @@ impl Link for Roxe {
             netdev,
             guid,
             c"roxe",
-            try_pin_init!(RoxeDevice { guid, port_active: AtomicFlag::new(active) }),
+            try_pin_init!(RoxeDevice { guid, port_active: AtomicFlag::new(active), pds: Atomic::new(0) }),
         )?;
         pr_info!(
             "{}: created on {} (mtu {})\n",
