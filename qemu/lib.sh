@@ -77,7 +77,7 @@ prune_old() {
 	local prefix=$1 keep=$2 d m
 	for d in "$ROXE_CACHE/$prefix"-*; do
 		[ -d "$d" ] && [ "$d" != "$keep" ] || continue
-		findmnt -rn -o TARGET | grep "^$d/" | sort -r | while read -r m; do
+		{ findmnt -rn -o TARGET | grep "^$d/" || true; } | sort -r | while read -r m; do
 			umount -R "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
 		done
 		if findmnt -rn -o TARGET | grep -q "^$d/"; then

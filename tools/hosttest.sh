@@ -4,7 +4,9 @@
 # and raw bindings out of drivers/. The cargo target directory is cached outside the clone.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-export CARGO_TARGET_DIR=${ROXE_CACHE:-/var/cache/roxe}/cargo-target
+# One target directory per clone: cargo's freshness check follows the source paths it recorded,
+# so two clones sharing one directory could each take the other's build for up to date.
+export CARGO_TARGET_DIR=${ROXE_CACHE:-/var/cache/roxe}/cargo-target/$(printf %s "$top" | sha256sum | cut -c1-12)
 mkdir -p "$CARGO_TARGET_DIR"
 status=0
 
