@@ -101,10 +101,11 @@ prepare() {
 	in_buildroot make -C "$src" O="$b" CC=x86_64-linux-gnu-gcc-14 HOSTCC=gcc-14 \
 		KERNELRELEASE="$rel" -j"$(nproc)" olddefconfig modules_prepare >"$out/prepare.log" 2>&1 ||
 		{ tail -30 "$out/prepare.log"; die "modules_prepare failed"; }
-	# modules_prepare rewrites nothing of Module.symvers; keep Debian's exactly.
+	# Keep Debian's Module.symvers exactly, whatever modules_prepare did to it.
 	cmp -s "$hdr/Module.symvers" "$b/Module.symvers" || cp "$hdr/Module.symvers" "$b/Module.symvers"
-	# Check the regenerated metadata against the binary kernel: every Rust symbol Debian's kernel
-	# exports must have the same CRC in ours, or modules would fail to load.
+	# Only a count, for the log. The real check that the regenerated metadata matches Debian's
+	# binary kernel is loading a module built against it into that kernel (modversions compare
+	# each symbol's CRC): the selftest-stock and roxe-device-stock tests do that.
 	local exported
 	exported=$(grep -c '	_R' "$b/Module.symvers" || true)
 	log "Module.symvers lists $exported Rust symbols"
