@@ -7,7 +7,12 @@
 //! kernel service reaches it through a trait implemented by the caller.
 
 pub mod guid;
+pub mod icrc;
+pub mod mtt;
 pub mod mtu;
+pub mod opcode;
+pub mod packet;
 pub mod psn;
+pub mod qp_state;
 pub mod queue;
 pub mod wqe;
