@@ -10,7 +10,12 @@
 #include <linux/notifier.h>
 #include <linux/skbuff.h>
 #include <net/udp_tunnel.h>
+#include <linux/xarray.h>
+#include <linux/vmalloc.h>
+#include <linux/mm_types.h>
 #include <rdma/ib_verbs.h>
+#include <rdma/ib_umem.h>
+#include <rdma/uverbs_ioctl.h>
 #include <rdma/ib_cache.h>
 #include <rdma/ib_mad.h>
 #include <rdma/rdma_netlink.h>

@@ -28,4 +28,40 @@ int roxe_helper_udp_tunnel_sock_create(struct net *net, bool ipv6, __be16 port,
 /* linux/skbuff.h */
 void roxe_helper_kfree_skb(struct sk_buff *skb);
 
+/* rdma/: udata, mmap entries, umem */
+struct ib_udata;
+struct ib_ucontext;
+struct uverbs_attr_bundle;
+struct rdma_user_mmap_entry;
+struct ib_umem;
+struct ib_device;
+struct page;
+struct xarray;
+struct ib_ucontext *roxe_helper_udata_to_ucontext(struct ib_udata *udata);
+struct ib_udata *roxe_helper_attrs_to_udata(struct uverbs_attr_bundle *attrs);
+u64 roxe_helper_rdma_user_mmap_get_offset(const struct rdma_user_mmap_entry *entry);
+struct ib_umem *roxe_helper_ib_umem_get_va(struct ib_device *device, unsigned long addr,
+					   size_t size, int access);
+size_t roxe_helper_ib_umem_num_pages(struct ib_umem *umem);
+int roxe_helper_ib_umem_offset(struct ib_umem *umem);
+size_t roxe_helper_umem_fill_pages(struct ib_umem *umem, struct page **pages, size_t max);
+
+/* linux/vmalloc.h, linux/highmem.h */
+void *roxe_helper_vmalloc_user(unsigned long size);
+void roxe_helper_copy_from_page(struct page *page, size_t offset, void *dst, size_t len);
+void roxe_helper_copy_to_page(struct page *page, size_t offset, const void *src, size_t len);
+
+/* linux/spinlock.h, linux/xarray.h */
+void roxe_helper_spin_lock_bh(spinlock_t *lock);
+void roxe_helper_spin_unlock_bh(spinlock_t *lock);
+bool roxe_helper_spin_trylock_bh(spinlock_t *lock);
+void roxe_helper_xa_init_alloc_bh(struct xarray *xa);
+int roxe_helper_xa_alloc_cyclic_bh(struct xarray *xa, u32 *id, void *entry, u32 min, u32 max,
+				   u32 *next, gfp_t gfp);
+int roxe_helper_xa_insert_bh(struct xarray *xa, unsigned long index, void *entry, gfp_t gfp);
+void roxe_helper_xa_store_bh(struct xarray *xa, unsigned long index, void *entry);
+void roxe_helper_xa_release_bh(struct xarray *xa, unsigned long index);
+void *roxe_helper_xa_erase_bh(struct xarray *xa, unsigned long index);
+void *roxe_helper_xa_find_from(struct xarray *xa, unsigned long *index);
+
 #endif

@@ -10,18 +10,25 @@
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 
 use super::{
+    ah::{Ah, AddressVector, AhContext},
     attr::{DeviceAttr, PortAttr, PortImmutable},
     bindings,
+    cq::{Cq, CqInit, CqNotifier, NotifyFlags},
     link::Link,
+    mmap,
+    mr::{Mw, MrCreated, UserMrRequest},
     netdev::NetDevice,
+    object::{Object, UData},
     pd::Pd,
+    qp::{Qp, QpAttr, QpAttrMask, QpCreated, QpInit, QpNotifier},
+    srq::{Srq, SrqAttr, SrqInit, SrqNotifier},
 };
 use core::{ffi::CStr, marker::PhantomData, mem::size_of, ops::Deref, ptr::NonNull};
 use kernel::{
     error::from_result,
     ffi,
     prelude::*,
-    sync::aref::ARef,
+    sync::{aref::ARef, Arc},
     types::Opaque, //
 };
 
@@ -65,6 +72,24 @@ pub trait Driver: Sized + Send + Sync + 'static {
     /// Per-protection-domain driver data.
     type Pd: Send + Sync;
 
+    /// Per-completion-queue driver data.
+    type Cq: Send + Sync;
+
+    /// Per-queue-pair driver data.
+    type Qp: Send + Sync;
+
+    /// Per-shared-receive-queue driver data.
+    type Srq: Send + Sync;
+
+    /// Per-address-handle driver data.
+    type Ah: Send + Sync;
+
+    /// Per-memory-region driver data.
+    type Mr: Send + Sync;
+
+    /// Per-memory-window driver data.
+    type Mw: Send + Sync;
+
     /// The driver id user space matches providers by.
     const DRIVER_ID: DriverId;
 
@@ -84,10 +109,10 @@ pub trait Driver: Sized + Send + Sync + 'static {
     fn query_pkey(dev: &Device<Self>, port: u32, index: u16) -> Result<u16>;
 
     /// Creates a user context's driver data (`alloc_ucontext`): a process opened the device.
-    fn alloc_ucontext(dev: &Device<Self>) -> Result<Self::UContext>;
+    fn alloc_ucontext(dev: &Device<Self>, udata: &UData<'_>) -> Result<Self::UContext>;
 
     /// Creates a protection domain's driver data (`alloc_pd`), for user space or a kernel ULP.
-    fn alloc_pd(dev: &Device<Self>) -> Result<Self::Pd>;
+    fn alloc_pd(dev: &Device<Self>, udata: Option<&UData<'_>>) -> Result<Self::Pd>;
 
     /// Destroys a protection domain (`dealloc_pd`). The core only calls it once no object of
     /// the PD is left.
@@ -95,6 +120,86 @@ pub trait Driver: Sized + Send + Sync + 'static {
         let _ = dev;
         drop(pd);
     }
+
+    /// Creates a CQ (`create_cq`) of at least `init.cqe` entries; returns its data and real
+    /// capacity. `notifier` reaches the CQ's consumer until the CQ is destroyed.
+    fn create_cq(
+        dev: &Device<Self>,
+        init: &CqInit,
+        notifier: Arc<CqNotifier>,
+        udata: Option<&UData<'_>>,
+    ) -> Result<(Self::Cq, u32)>;
+
+    /// Prepares a CQ's destruction (`destroy_cq`); an error keeps the CQ alive. The core only
+    /// calls it once no QP uses the CQ.
+    fn destroy_cq(cq: &Cq<Self>) -> Result;
+
+    /// Resizes a CQ to at least `cqe` entries (`resize_user_cq`); returns the real capacity.
+    fn resize_cq(cq: &Cq<Self>, cqe: u32, udata: Option<&UData<'_>>) -> Result<u32>;
+
+    /// Arms a CQ's notification (`req_notify_cq`); with `REPORT_MISSED_EVENTS`, returns whether
+    /// completions are already waiting.
+    fn req_notify_cq(cq: &Cq<Self>, flags: NotifyFlags) -> Result<bool>;
+
+    /// Creates a QP (`create_qp`): validates `init`, writes back the real queue sizes in
+    /// `init.cap`, returns the driver's data and the QP number.
+    fn create_qp(
+        dev: &Device<Self>,
+        init: &mut QpInit<'_, Self>,
+        notifier: Arc<QpNotifier>,
+        udata: Option<&UData<'_>>,
+    ) -> Result<QpCreated<Self::Qp>>;
+
+    /// Modifies a QP (`modify_qp`): the attributes in `mask`, including state transitions.
+    fn modify_qp(qp: &Qp<Self>, attr: &QpAttr, mask: QpAttrMask, udata: Option<&UData<'_>>) -> Result;
+
+    /// Reports a QP's attributes (`query_qp`) and whether every send WR is signalled.
+    fn query_qp(qp: &Qp<Self>) -> Result<(QpAttr, bool)>;
+
+    /// Prepares a QP's destruction (`destroy_qp`): afterwards no work of the QP may run.
+    fn destroy_qp(qp: &Qp<Self>) -> Result;
+
+    /// The send doorbell of a user QP (a `post_send` without WRs): new WQEs are in its ring.
+    fn post_send_doorbell(qp: &Qp<Self>) -> Result;
+
+    /// Creates an SRQ (`create_srq`); writes back the real sizes in `init.attr`.
+    fn create_srq(
+        dev: &Device<Self>,
+        init: &mut SrqInit<'_, Self>,
+        notifier: Arc<SrqNotifier>,
+        udata: Option<&UData<'_>>,
+    ) -> Result<Self::Srq>;
+
+    /// Modifies an SRQ (`modify_srq`): resize (`MAX_WR`) and/or arm the limit (`LIMIT`).
+    fn modify_srq(srq: &Srq<Self>, attr: &SrqAttr, mask: u32, udata: Option<&UData<'_>>) -> Result;
+
+    /// Reports an SRQ's attributes (`query_srq`).
+    fn query_srq(srq: &Srq<Self>) -> Result<SrqAttr>;
+
+    /// Prepares an SRQ's destruction (`destroy_srq`). The core only calls it once no QP uses it.
+    fn destroy_srq(srq: &Srq<Self>) -> Result;
+
+    /// Creates an address handle (`create_ah`/`create_user_ah`).
+    fn create_ah(dev: &Device<Self>, av: &AddressVector, ctx: AhContext, udata: Option<&UData<'_>>) -> Result<Self::Ah>;
+
+    /// Destroys an address handle (`destroy_ah`); may be called in atomic context.
+    fn destroy_ah(dev: &Device<Self>, ah: Self::Ah);
+
+    /// Reports an address handle's address vector (`query_ah`).
+    fn query_ah(ah: &Ah<Self>) -> Result<AddressVector>;
+
+    /// Registers user memory (`reg_user_mr`).
+    fn reg_user_mr(pd: &Pd<Self>, req: &UserMrRequest, udata: Option<&UData<'_>>) -> Result<MrCreated<Self::Mr>>;
+
+    /// Deregisters an MR (`dereg_mr`).
+    fn dereg_mr(dev: &Device<Self>, mr: Self::Mr);
+
+    /// Allocates a memory window (`alloc_mw`) of type 1 or (`type2`) 2; returns its data and
+    /// initial rkey.
+    fn alloc_mw(pd: &Pd<Self>, type2: bool, udata: Option<&UData<'_>>) -> Result<(Self::Mw, u32)>;
+
+    /// Deallocates a memory window (`dealloc_mw`).
+    fn dealloc_mw(dev: &Device<Self>, mw: Self::Mw);
 }
 
 /// An RDMA device created by driver `T`.
@@ -127,7 +232,7 @@ impl<T: Driver> Device<T> {
         unsafe { &*ibdev.cast::<Self>() }
     }
 
-    fn as_raw(&self) -> *mut bindings::ib_device {
+    pub(crate) fn as_raw(&self) -> *mut bindings::ib_device {
         self.ibdev.get()
     }
 
@@ -317,26 +422,10 @@ impl<T: Driver> Drop for DeviceRef<T> {
 }
 
 /// A user context: the driver's view of a process that opened the device.
-///
-/// # Invariants
-///
-/// `ib` was allocated by the core with the size of `Self` (`size_ib_ucontext`), and `data` is
-/// initialised between `alloc_ucontext` returning success and `dealloc_ucontext`.
-#[repr(C)]
-pub struct UContext<T: Driver> {
-    ib: Opaque<bindings::ib_ucontext>,
-    data: T::UContext,
-}
+pub type UContext<T> = Object<bindings::ib_ucontext, <T as Driver>::UContext>;
 
-impl<T: Driver> UContext<T> {
-    /// The driver's data of this context.
-    pub fn data(&self) -> &T::UContext {
-        &self.data
-    }
-}
-
-/// The `extern "C"` trampolines of driver `T`'s ops.
-struct Adapter<T: Driver>(PhantomData<T>);
+/// The `extern "C"` trampolines of driver `T`'s ops; each object's file adds its own.
+pub(crate) struct Adapter<T: Driver>(PhantomData<T>);
 
 impl<T: Driver> Adapter<T> {
     fn ops(module: &'static ThisModule) -> bindings::ib_device_ops {
@@ -354,8 +443,36 @@ impl<T: Driver> Adapter<T> {
             dealloc_driver: Some(Self::dealloc_driver),
             alloc_pd: Some(Self::alloc_pd),
             dealloc_pd: Some(Self::dealloc_pd),
-            size_ib_ucontext: size_of::<UContext<T>>(),
-            size_ib_pd: size_of::<Pd<T>>(),
+            mmap: Some(mmap::mmap),
+            mmap_free: Some(mmap::mmap_free),
+            create_cq: Some(Self::create_cq),
+            destroy_cq: Some(Self::destroy_cq),
+            resize_user_cq: Some(Self::resize_cq),
+            req_notify_cq: Some(Self::req_notify_cq),
+            create_qp: Some(Self::create_qp),
+            modify_qp: Some(Self::modify_qp),
+            query_qp: Some(Self::query_qp),
+            destroy_qp: Some(Self::destroy_qp),
+            post_send: Some(Self::post_send),
+            create_srq: Some(Self::create_srq),
+            modify_srq: Some(Self::modify_srq),
+            query_srq: Some(Self::query_srq),
+            destroy_srq: Some(Self::destroy_srq),
+            create_ah: Some(Self::create_ah),
+            create_user_ah: Some(Self::create_ah),
+            destroy_ah: Some(Self::destroy_ah),
+            query_ah: Some(Self::query_ah),
+            reg_user_mr: Some(Self::reg_user_mr),
+            dereg_mr: Some(Self::dereg_mr),
+            alloc_mw: Some(Self::alloc_mw),
+            dealloc_mw: Some(Self::dealloc_mw),
+            size_ib_ucontext: UContext::<T>::SIZE,
+            size_ib_pd: Pd::<T>::SIZE,
+            size_ib_cq: Cq::<T>::SIZE,
+            size_ib_qp: Qp::<T>::SIZE,
+            size_ib_srq: Srq::<T>::SIZE,
+            size_ib_ah: Ah::<T>::SIZE,
+            size_ib_mw: Mw::<T>::SIZE,
             ..Default::default()
         }
     }
@@ -431,48 +548,44 @@ impl<T: Driver> Adapter<T> {
 
     unsafe extern "C" fn alloc_ucontext(
         uctx: *mut bindings::ib_ucontext,
-        _udata: *mut bindings::ib_udata,
+        udata: *mut bindings::ib_udata,
     ) -> ffi::c_int {
         from_result(|| {
-            // SAFETY: The core passes a live context whose `device` is ours.
-            let dev = unsafe { Device::<T>::from_raw((*uctx).device) };
-            let data = T::alloc_ucontext(dev)?;
-            let ctx = uctx.cast::<UContext<T>>();
-            // SAFETY: The core allocated `size_ib_ucontext` = `size_of::<UContext<T>>()` bytes, so
-            // `data` is in bounds; it is uninitialised and ours to write.
-            unsafe { core::ptr::addr_of_mut!((*ctx).data).write(data) };
+            // SAFETY: The core passes a live context whose `device` is ours, and the udata of
+            // the command.
+            let (dev, udata) = unsafe { (Device::<T>::from_raw((*uctx).device), UData::from_raw(udata)) };
+            let data = T::alloc_ucontext(dev, udata.as_ref().ok_or(EINVAL)?)?;
+            // SAFETY: The core allocated `size_ib_ucontext` bytes; the data is not initialised.
+            unsafe { UContext::<T>::init_data(uctx, data) };
             Ok(0)
         })
     }
 
     unsafe extern "C" fn dealloc_ucontext(uctx: *mut bindings::ib_ucontext) {
-        let ctx = uctx.cast::<UContext<T>>();
-        // SAFETY: `alloc_ucontext` succeeded for this context (the core calls dealloc only then),
-        // so `data` is initialised; the core frees the memory after we return.
-        unsafe { core::ptr::drop_in_place(core::ptr::addr_of_mut!((*ctx).data)) };
+        // SAFETY: `alloc_ucontext` succeeded for this context (the core calls dealloc only then);
+        // the core frees the memory after we return.
+        drop(unsafe { UContext::<T>::take_data(uctx) });
     }
 
     unsafe extern "C" fn alloc_pd(
         ibpd: *mut bindings::ib_pd,
-        _udata: *mut bindings::ib_udata,
+        udata: *mut bindings::ib_udata,
     ) -> ffi::c_int {
         from_result(|| {
-            // SAFETY: The core passes a fresh PD whose `device` is set and is ours.
-            let dev = unsafe { Device::<T>::from_raw((*ibpd).device) };
-            let data = T::alloc_pd(dev)?;
-            let pd = ibpd.cast::<Pd<T>>();
-            // SAFETY: The core allocated `size_ib_pd` = `size_of::<Pd<T>>()` bytes; `data` is
-            // uninitialised and ours to write.
-            unsafe { core::ptr::addr_of_mut!((*pd).data).write(data) };
+            // SAFETY: The core passes a fresh PD whose `device` is set and is ours, and the udata
+            // of the command (NULL for kernel consumers).
+            let (dev, udata) = unsafe { (Device::<T>::from_raw((*ibpd).device), UData::from_raw(udata)) };
+            let data = T::alloc_pd(dev, udata.as_ref())?;
+            // SAFETY: The core allocated `size_ib_pd` bytes; the data is not initialised.
+            unsafe { Pd::<T>::init_data(ibpd, data) };
             Ok(0)
         })
     }
 
     unsafe extern "C" fn dealloc_pd(ibpd: *mut bindings::ib_pd, _udata: *mut bindings::ib_udata) -> ffi::c_int {
-        let pd = ibpd.cast::<Pd<T>>();
-        // SAFETY: `alloc_pd` succeeded for this PD (the core deallocates only those), so `data`
-        // is initialised; we move it out exactly once and the core frees the memory afterwards.
-        let data = unsafe { core::ptr::addr_of_mut!((*pd).data).read() };
+        // SAFETY: `alloc_pd` succeeded for this PD (the core deallocates only those, once no
+        // object uses it); the core frees the memory afterwards.
+        let data = unsafe { Pd::<T>::take_data(ibpd) };
         // SAFETY: The PD's device is ours and alive.
         let dev = unsafe { Device::<T>::from_raw((*ibpd).device) };
         T::dealloc_pd(dev, data);

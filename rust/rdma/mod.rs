@@ -20,10 +20,19 @@
 
 pub(crate) mod bindings;
 
+pub mod ah;
 pub mod attr;
+pub mod cq;
 pub mod device;
 pub mod link;
+pub mod mmap;
 pub mod module_guard;
+pub mod mr;
 pub mod netdev;
+pub mod object;
 pub mod pd;
+pub mod pool;
+pub mod qp;
+pub mod srq;
+pub mod sync;
 pub mod udp_tunnel;

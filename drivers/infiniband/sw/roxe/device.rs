@@ -6,17 +6,44 @@
 
 #![deny(unsafe_code)]
 
-use crate::{param, proto::{guid::eui64_from_mac, mtu::IbMtu}};
+use crate::{
+    ah::{self, AhHandle, RoxeAh},
+    cq::{self, RoxeCq},
+    mr::{self, MrHandle, MwHandle, RoxeMr, RoxeMw},
+    param,
+    proto::{guid::eui64_from_mac, mtu::IbMtu, qp_state::Errno},
+    qp::{self, RoxeQp},
+    srq::{self, RoxeSrq},
+};
 use crate::rdma::{
+    ah::{Ah, AddressVector, AhContext},
     attr::{self, AtomicCap, DeviceAttr, DeviceCaps, KernelCaps, PhysState, PortAttr, PortImmutable, PortState},
+    cq::{Cq, CqInit, CqNotifier, NotifyFlags},
     device::{Device, DriverId, PortEvent},
     link::{Link, LinkOps},
+    mr::{MrCreated, UserMrRequest},
     netdev::{NetDevice, NetdevEvent, NetdevNotifier},
+    object::UData,
+    pd::Pd,
+    pool::{Pool, PoolRef},
+    qp::{Qp, QpAttr, QpAttrMask, QpCreated, QpInit, QpNotifier},
+    srq::{Srq, SrqAttr, SrqInit, SrqNotifier},
 };
 use kernel::{
     prelude::*,
-    sync::atomic::{Atomic, AtomicFlag, Relaxed}, //
+    sync::{
+        atomic::{Atomic, AtomicFlag, Relaxed},
+        Arc,
+    },
 };
+
+/// The kernel error for a pure-logic rejection.
+pub(crate) fn errno(e: Errno) -> Error {
+    match e {
+        Errno::Inval => EINVAL,
+        Errno::OpNotSupp => EOPNOTSUPP,
+    }
+}
 
 /// The one port of a roxe device (IB numbers ports from 1).
 pub(crate) const PORT: u32 = 1;
@@ -37,12 +64,42 @@ pub(crate) struct RoxeDevice {
     port_active: AtomicFlag,
     /// Live protection domains, bounded by `param::MAX_PD`.
     pds: Atomic<u32>,
+    /// Source of PD identities (never reused, so a stale id matches no PD).
+    next_pd_id: Atomic<u64>,
+    /// Source of the key bytes of new memory keys.
+    next_key: Atomic<u32>,
+    /// QPs by number: the receive path finds a packet's QP here.
+    #[pin]
+    pub(crate) qps: Pool<RoxeQp>,
+    /// SRQs by number.
+    #[pin]
+    pub(crate) srqs: Pool<RoxeSrq>,
+    /// MRs by key index.
+    #[pin]
+    pub(crate) mrs: Pool<RoxeMr>,
+    /// MWs by key index.
+    #[pin]
+    pub(crate) mws: Pool<RoxeMw>,
+    /// AHs by number (`ah_num` in UD WQEs).
+    #[pin]
+    pub(crate) ahs: Pool<RoxeAh>,
 }
 
-/// Per-PD state. Empty until MRs and QPs refer to it.
-pub(crate) struct RoxePd;
+impl RoxeDevice {
+    /// The key byte of a new memory key. IBA 10.6.2 leaves it to the HCA; varying it makes a key
+    /// of a freed MR unlikely to work on the MR that reuses its index.
+    pub(crate) fn next_key_byte(&self) -> u8 {
+        (self.next_key.fetch_add(0x3b, Relaxed) & 0xff) as u8
+    }
+}
 
-/// Per-process state. Empty until the verbs objects arrive.
+/// Per-PD state.
+pub(crate) struct RoxePd {
+    /// The PD's identity, recorded by the MRs, MWs, QPs and SRQs created in it.
+    pub(crate) id: u64,
+}
+
+/// Per-process state. Empty: the objects a process creates are tracked by the core.
 pub(crate) struct RoxeUContext;
 
 /// The logical state of the port on `netdev`: active when the interface is up with a carrier.
@@ -66,6 +123,12 @@ impl crate::rdma::device::Driver for Roxe {
     type Data = RoxeDevice;
     type UContext = RoxeUContext;
     type Pd = RoxePd;
+    type Cq = Arc<RoxeCq>;
+    type Qp = PoolRef<RoxeQp>;
+    type Srq = PoolRef<RoxeSrq>;
+    type Ah = AhHandle;
+    type Mr = MrHandle;
+    type Mw = MwHandle;
     const DRIVER_ID: DriverId = DriverId::Rxe;
     /// rxe's `RXE_UVERBS_ABI_VERSION`, the only one rdma-core's rxe provider accepts.
     const UVERBS_ABI_VERSION: u32 = 2;
@@ -177,22 +240,123 @@ impl crate::rdma::device::Driver for Roxe {
         Ok(param::DEFAULT_PKEY)
     }
 
-    fn alloc_ucontext(_dev: &Device<Self>) -> Result<RoxeUContext> {
+    fn alloc_ucontext(_dev: &Device<Self>, udata: &UData<'_>) -> Result<RoxeUContext> {
+        udata.check_in_empty()?;
         Ok(RoxeUContext)
     }
 
-    fn alloc_pd(dev: &Device<Self>) -> Result<RoxePd> {
+    fn alloc_pd(dev: &Device<Self>, udata: Option<&UData<'_>>) -> Result<RoxePd> {
+        if let Some(u) = udata {
+            u.check_in_empty()?;
+        }
         let pds = &dev.data().pds;
         // Reserve a slot first, so that concurrent allocations cannot overshoot the limit.
         if pds.fetch_add(1u32, Relaxed) >= param::MAX_PD {
             pds.fetch_sub(1u32, Relaxed);
             return Err(ENOMEM);
         }
-        Ok(RoxePd)
+        Ok(RoxePd { id: dev.data().next_pd_id.fetch_add(1u64, Relaxed) })
     }
 
     fn dealloc_pd(dev: &Device<Self>, _pd: RoxePd) {
         dev.data().pds.fetch_sub(1u32, Relaxed);
+    }
+
+    fn create_cq(
+        dev: &Device<Self>,
+        init: &CqInit,
+        notifier: Arc<CqNotifier>,
+        udata: Option<&UData<'_>>,
+    ) -> Result<(Arc<RoxeCq>, u32)> {
+        cq::create(dev, init, notifier, udata)
+    }
+
+    fn destroy_cq(_cq: &Cq<Self>) -> Result {
+        Ok(())
+    }
+
+    fn resize_cq(cq: &Cq<Self>, cqe: u32, udata: Option<&UData<'_>>) -> Result<u32> {
+        cq::resize(cq, cqe, udata)
+    }
+
+    fn req_notify_cq(cq: &Cq<Self>, flags: NotifyFlags) -> Result<bool> {
+        cq::req_notify(cq, flags)
+    }
+
+    fn create_qp(
+        dev: &Device<Self>,
+        init: &mut QpInit<'_, Self>,
+        notifier: Arc<QpNotifier>,
+        udata: Option<&UData<'_>>,
+    ) -> Result<QpCreated<PoolRef<RoxeQp>>> {
+        qp::create(dev, init, notifier, udata)
+    }
+
+    fn modify_qp(qp: &Qp<Self>, attr: &QpAttr, mask: QpAttrMask, udata: Option<&UData<'_>>) -> Result {
+        qp::modify(qp, attr, mask, udata)
+    }
+
+    fn query_qp(qp: &Qp<Self>) -> Result<(QpAttr, bool)> {
+        Ok(qp::query(qp))
+    }
+
+    fn destroy_qp(qp: &Qp<Self>) -> Result {
+        qp::destroy(qp);
+        Ok(())
+    }
+
+    fn post_send_doorbell(qp: &Qp<Self>) -> Result {
+        qp::doorbell(qp)
+    }
+
+    fn create_srq(
+        dev: &Device<Self>,
+        init: &mut SrqInit<'_, Self>,
+        notifier: Arc<SrqNotifier>,
+        udata: Option<&UData<'_>>,
+    ) -> Result<PoolRef<RoxeSrq>> {
+        srq::create(dev, init, notifier, udata)
+    }
+
+    fn modify_srq(s: &Srq<Self>, attr: &SrqAttr, mask: u32, udata: Option<&UData<'_>>) -> Result {
+        srq::modify(s, attr, mask, udata)
+    }
+
+    fn query_srq(s: &Srq<Self>) -> Result<SrqAttr> {
+        Ok(srq::query(s))
+    }
+
+    fn destroy_srq(s: &Srq<Self>) -> Result {
+        srq::destroy(s);
+        Ok(())
+    }
+
+    fn create_ah(dev: &Device<Self>, av: &AddressVector, ctx: AhContext, udata: Option<&UData<'_>>) -> Result<AhHandle> {
+        ah::create(dev, av, ctx, udata)
+    }
+
+    fn destroy_ah(dev: &Device<Self>, a: AhHandle) {
+        ah::destroy(dev, a)
+    }
+
+    fn query_ah(a: &Ah<Self>) -> Result<AddressVector> {
+        Ok(ah::query(a.data()))
+    }
+
+    fn reg_user_mr(pd: &Pd<Self>, req: &UserMrRequest, udata: Option<&UData<'_>>) -> Result<MrCreated<MrHandle>> {
+        mr::reg_user(pd, req, udata)
+    }
+
+    fn dereg_mr(dev: &Device<Self>, m: MrHandle) {
+        mr::dereg(dev, m)
+    }
+
+    fn alloc_mw(pd: &Pd<Self>, type2: bool, udata: Option<&UData<'_>>) -> Result<(MwHandle, u32)> {
+        mr::alloc_mw(pd, type2, udata)
+    }
+
+    fn dealloc_mw(dev: &Device<Self>, m: MwHandle) {
+        mr::dealloc_mw(dev, m)
     }
 }
 
@@ -222,7 +386,18 @@ impl Link for Roxe {
             netdev,
             guid,
             c"roxe",
-            try_pin_init!(RoxeDevice { guid, port_active: AtomicFlag::new(active), pds: Atomic::new(0) }),
+            try_pin_init!(RoxeDevice {
+                guid,
+                port_active: AtomicFlag::new(active),
+                pds: Atomic::new(0),
+                next_pd_id: Atomic::new(1),
+                next_key: Atomic::new(0),
+                qps <- Pool::new(),
+                srqs <- Pool::new(),
+                mrs <- Pool::new(),
+                mws <- Pool::new(),
+                ahs <- Pool::new(),
+            }),
         )?;
         pr_info!(
             "{}: created on {} (mtu {})\n",

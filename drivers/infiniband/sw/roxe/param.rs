@@ -17,8 +17,9 @@ pub(crate) const MAX_SGE: u32 = 32;
 pub(crate) const MAX_SGE_RD: u32 = 32;
 pub(crate) const MAX_CQ: u32 = 16384;
 pub(crate) const MAX_LOG_CQE: u32 = 15;
-pub(crate) const MAX_MR: u32 = DEFAULT_MAX;
-pub(crate) const MAX_MW: u32 = DEFAULT_MAX;
+/// MR and MW keys share one 2^20 index space, half each (rxe's `RXE_MAX_MR`, `RXE_MAX_MW`).
+pub(crate) const MAX_MR: u32 = (DEFAULT_MAX >> 1) - 1;
+pub(crate) const MAX_MW: u32 = (DEFAULT_MAX >> 1) - 1;
 pub(crate) const MAX_PD: u32 = DEFAULT_MAX;
 pub(crate) const MAX_QP_RD_ATOM: u32 = 128;
 pub(crate) const MAX_RES_RD_ATOM: u32 = 0x3f000;
@@ -44,3 +45,18 @@ pub(crate) const PORT_MAX_MSG_SZ: u32 = 0x80_0000;
 pub(crate) const PORT_PKEY_TBL_LEN: u16 = 1;
 /// The default, full-membership P_Key (IBA 10.9.1.2).
 pub(crate) const DEFAULT_PKEY: u16 = 0xffff;
+
+/// Object number ranges (rxe's `rxe_param.h`): numbers below 16 are reserved for special QPs
+/// (QP1 is the GSI QP); SRQ numbers start above the MR key range, as in rxe.
+pub(crate) const QP_INDEX_MIN: u32 = 16;
+pub(crate) const QP_INDEX_MAX: u32 = QP_INDEX_MIN + MAX_QP - 1;
+/// The GSI QP's number (IBA 3.5.10: QP1 on every port).
+pub(crate) const GSI_QPN: u32 = 1;
+pub(crate) const SRQ_INDEX_MIN: u32 = 0x0002_0001;
+pub(crate) const SRQ_INDEX_MAX: u32 = DEFAULT_MAX;
+pub(crate) const AH_INDEX_MIN: u32 = 1;
+pub(crate) const AH_INDEX_MAX: u32 = MAX_AH;
+
+/// Largest inline payload of a send WQE: the SGE area of a WQE with `MAX_SGE` entries
+/// (rxe's `RXE_MAX_INLINE_DATA`).
+pub(crate) const MAX_INLINE_DATA: u32 = MAX_SGE * 16;

@@ -18,9 +18,15 @@
 #[allow(unreachable_pub, dead_code, reason = "library API, used in part by this driver")]
 mod rdma;
 
+mod ah;
+mod cq;
 mod device;
+mod mr;
 mod net;
 mod param;
+mod qp;
+mod queue;
+mod srq;
 // Pure protocol logic shared with the host test crate, which uses all of it.
 #[allow(unreachable_pub, dead_code, reason = "shared with tools/proto, which uses all of it")]
 mod proto;

@@ -6,6 +6,8 @@
 //! host crate `tools/proto` for `cargo test`, property tests and fuzzing. Anything that needs a
 //! kernel service reaches it through a trait implemented by the caller.
 
+pub mod comp;
+pub mod cqe;
 pub mod guid;
 pub mod icrc;
 pub mod mtt;
@@ -15,4 +17,6 @@ pub mod packet;
 pub mod psn;
 pub mod qp_state;
 pub mod queue;
+pub mod req;
+pub mod resp;
 pub mod wqe;

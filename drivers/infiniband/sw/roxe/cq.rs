@@ -1,0 +1,173 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Completion queues. Counterpart of rxe's `rxe_cq.c`.
+//!
+//! Locking: `RoxeCq::inner` is a BH-disabling spinlock: completions are posted from softirq
+//! (the data path) and from process context (flushes), and armed from process context. The
+//! consumer's completion handler is called after the lock is released.
+
+#![deny(unsafe_code)]
+
+use crate::{
+    device::Roxe,
+    new_spinlock_bh,
+    param,
+    queue::{Direction, Queue},
+};
+use crate::rdma::{
+    cq::{Cq, CqInit, CqNotifier, NotifyFlags},
+    device::Device,
+    mmap::MmapInfo,
+    object::UData,
+    sync::SpinLockBh,
+};
+use kernel::{
+    prelude::*,
+    sync::{
+        atomic::{Atomic, Relaxed},
+        Arc,
+    },
+};
+
+/// Size of a completion entry: `struct ib_uverbs_wc`, which rdma-core copies out as `ibv_wc`.
+pub(crate) const CQE_SIZE: usize = 48;
+
+/// Size of `struct mminfo`.
+pub(crate) const MMINFO_SIZE: usize = 16;
+
+/// `struct mminfo` of the rxe ABI (`rxe_create_cq_resp`, `rxe_resize_cq_resp`, and parts of
+/// the QP and SRQ responses): `offset` u64, `size` u32, `pad` u32, native byte order.
+pub(crate) fn mminfo_bytes(info: MmapInfo) -> [u8; 16] {
+    let mut out = [0u8; 16];
+    out[..8].copy_from_slice(&info.offset.to_ne_bytes());
+    out[8..12].copy_from_slice(&info.size.to_ne_bytes());
+    out
+}
+
+/// The locked part of a CQ.
+struct CqInner {
+    queue: Queue,
+    /// Armed notification (`IB_CQ_NEXT_COMP` or `IB_CQ_SOLICITED`), cleared when it fires.
+    notify: u32,
+}
+
+/// A completion queue.
+#[pin_data]
+pub(crate) struct RoxeCq {
+    #[pin]
+    inner: SpinLockBh<CqInner>,
+    notifier: Arc<CqNotifier>,
+    /// Completions dropped because the CQ was full (each also raised `IB_EVENT_CQ_ERR`).
+    overruns: Atomic<u64>,
+}
+
+impl RoxeCq {
+    /// Posts one completion entry; calls the consumer's handler if it was armed for it. A full
+    /// CQ is an overrun (IBA 11.4.2.1): the entry is lost, the consumer gets `IB_EVENT_CQ_ERR`,
+    /// and the caller gets `EBUSY`.
+    #[allow(dead_code, reason = "the completer and responder post through it")]
+    pub(crate) fn post(&self, cqe: &[u8; CQE_SIZE], solicited: bool) -> Result {
+        let fire = {
+            let mut inner = self.inner.lock();
+            if let Err(e) = inner.queue.push(cqe) {
+                drop(inner);
+                self.overruns.fetch_add(1, Relaxed);
+                self.notifier.error_event();
+                return Err(e);
+            }
+            let armed = inner.notify;
+            let fire = armed & NotifyFlags::NEXT_COMP != 0 || (armed & NotifyFlags::SOLICITED != 0 && solicited);
+            if fire {
+                inner.notify = 0;
+            }
+            fire
+        };
+        if fire {
+            self.notifier.completion();
+        }
+        Ok(())
+    }
+}
+
+/// The response to create and resize.
+fn respond(udata: &UData<'_>, info: MmapInfo) -> Result {
+    udata.respond_bytes(&mminfo_bytes(info))
+}
+
+fn check_udata(udata: Option<&UData<'_>>) -> Result {
+    // rdma-core's rxe provider always gives room for the mmap info; anything else is malformed.
+    match udata {
+        Some(u) if u.out_len() < MMINFO_SIZE => Err(EINVAL),
+        _ => Ok(()),
+    }
+}
+
+pub(crate) fn create(
+    _dev: &Device<Roxe>,
+    init: &CqInit,
+    notifier: Arc<CqNotifier>,
+    udata: Option<&UData<'_>>,
+) -> Result<(Arc<RoxeCq>, u32)> {
+    check_udata(udata)?;
+    if init.flags != 0 {
+        return Err(EOPNOTSUPP);
+    }
+    let max_cqe = (1u32 << param::MAX_LOG_CQE) - 1;
+    if init.cqe == 0 || init.cqe > max_cqe {
+        return Err(EINVAL);
+    }
+    let mut queue = Queue::new(init.cqe, CQE_SIZE, max_cqe, Direction::ToClient)?;
+    if let Some(u) = udata {
+        let info = queue.offer_mmap(u)?;
+        respond(u, info)?;
+    }
+    let capacity = queue.capacity();
+    let cq = Arc::pin_init(
+        pin_init!(RoxeCq {
+            inner <- new_spinlock_bh!(CqInner { queue, notify: 0 }, "roxe_cq"),
+            notifier,
+            overruns: Atomic::new(0),
+        }),
+        GFP_KERNEL,
+    )?;
+    Ok((cq, capacity))
+}
+
+pub(crate) fn resize(cq: &Cq<Roxe>, cqe: u32, udata: Option<&UData<'_>>) -> Result<u32> {
+    check_udata(udata)?;
+    let max_cqe = (1u32 << param::MAX_LOG_CQE) - 1;
+    if cqe == 0 || cqe > max_cqe {
+        return Err(EINVAL);
+    }
+    let this = cq.cq_data();
+    // Everything that allocates happens before the lock: the ring, its mmap offer, the reply.
+    let mut new = Queue::new(cqe, CQE_SIZE, max_cqe, Direction::ToClient)?;
+    let entry = match udata {
+        Some(u) => {
+            let e = new.make_mmap_entry(u)?;
+            respond(u, e.info())?;
+            Some(e)
+        }
+        None => None,
+    };
+    let capacity = new.capacity();
+    let old = {
+        let mut inner = this.inner.lock();
+        // Entries posted meanwhile move over too; fewer slots than queued entries is EINVAL,
+        // as IBA 11.2.6.2 (resize CQ) requires.
+        new.take_over(&inner.queue)?;
+        if let Some(e) = entry {
+            new.attach_mmap(e);
+        }
+        core::mem::replace(&mut inner.queue, new)
+    };
+    // The old ring (and its mmap offer) goes outside the lock.
+    drop(old);
+    Ok(capacity)
+}
+
+pub(crate) fn req_notify(cq: &Cq<Roxe>, flags: NotifyFlags) -> Result<bool> {
+    let mut inner = cq.cq_data().inner.lock();
+    inner.notify |= flags.bits() & NotifyFlags::SOLICITED_MASK;
+    Ok(flags.bits() & NotifyFlags::REPORT_MISSED_EVENTS != 0 && !inner.queue.is_empty())
+}

@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Memory regions and memory windows. Counterpart of rxe's `rxe_mr.c` and `rxe_mw.c`.
+//!
+//! A user MR pins its pages at registration ([`PinnedPages`]) and keeps the MTT geometry that
+//! maps its IOVA range onto them. MRs and MWs live in the device's key pools, indexed by the key
+//! index (`lkey >> 8`): MRs in the lower half of the index space, MWs in the upper, so a key
+//! alone tells which one it names.
+
+#![deny(unsafe_code)]
+
+use crate::{
+    device::{errno, Roxe},
+    proto::mtt::{validate_reg_access, Access, MemKey, MrCaps, MttGeometry},
+};
+use crate::rdma::{
+    device::Device,
+    mr::{MrCreated, PinnedPages, UserMrRequest},
+    object::UData,
+    pd::Pd,
+    pool::Alloc,
+};
+use kernel::prelude::*;
+
+/// Page shift of pinned user memory (the kernel's page size).
+const PAGE_SHIFT: u32 = kernel::page::PAGE_SHIFT as u32;
+
+/// A registered memory region.
+pub(crate) struct RoxeMr {
+    /// The PD's identity: an access through a key of another PD is refused (IBA 10.6.3.2).
+    pub(crate) pd_id: u64,
+    pub(crate) key: MemKey,
+    pub(crate) access: Access,
+    pub(crate) geometry: MttGeometry,
+    pub(crate) pages: PinnedPages,
+}
+
+/// The driver's handle of an MR: its key index in the pool.
+pub(crate) struct MrHandle {
+    index: u32,
+}
+
+pub(crate) fn reg_user(pd: &Pd<Roxe>, req: &UserMrRequest, udata: Option<&UData<'_>>) -> Result<MrCreated<MrHandle>> {
+    if let Some(u) = udata {
+        u.check_in_empty()?;
+    }
+    let dev = pd.device::<Roxe>();
+    let caps = MrCaps { on_demand_paging: false, flush_global: true, flush_persistent: true };
+    let access = validate_reg_access(req.access, caps).map_err(|e| errno(e.errno()))?;
+    let geometry = MttGeometry::for_user(req.start, req.iova, req.length, PAGE_SHIFT).map_err(|e| errno(e.errno()))?;
+    let slot = dev.data().mrs.reserve(MemKey::MR_INDEX_MIN, MemKey::MR_INDEX_MAX, Alloc::Kernel)?;
+    let key = MemKey::new(slot.index(), dev.data().next_key_byte()).ok_or(EINVAL)?;
+    // Pinning counts against RLIMIT_MEMLOCK (ib_umem_get), failing with ENOMEM past it.
+    let pages = PinnedPages::pin(dev, req.start, req.length, req.access)?;
+    if pages.page_count() != geometry.npages() {
+        return Err(EFAULT);
+    }
+    let index = slot.index();
+    slot.fill(try_init!(RoxeMr { pd_id: pd.data().id, key, access, geometry, pages }? Error))?;
+    Ok(MrCreated { data: MrHandle { index }, lkey: key.raw(), rkey: key.raw() })
+}
+
+pub(crate) fn dereg(dev: &Device<Roxe>, mr: MrHandle) {
+    // After the grace period in `remove` no lookup holds the MR; dropping the last reference
+    // here, in process context, unpins its pages.
+    drop(dev.data().mrs.remove(mr.index));
+}
+
+/// A memory window.
+pub(crate) struct RoxeMw {
+    pub(crate) pd_id: u64,
+    pub(crate) key: MemKey,
+    /// Type 2 windows are bound by a WR on a QP, type 1 by the bind verb.
+    pub(crate) type2: bool,
+}
+
+/// The driver's handle of an MW: its key index in the pool.
+pub(crate) struct MwHandle {
+    index: u32,
+}
+
+pub(crate) fn alloc_mw(pd: &Pd<Roxe>, type2: bool, udata: Option<&UData<'_>>) -> Result<(MwHandle, u32)> {
+    if let Some(u) = udata {
+        u.check_in_empty()?;
+    }
+    let dev = pd.device::<Roxe>();
+    let slot = dev.data().mws.reserve(MemKey::MW_INDEX_MIN, MemKey::MW_INDEX_MAX, Alloc::Kernel)?;
+    let key = MemKey::new(slot.index(), dev.data().next_key_byte()).ok_or(EINVAL)?;
+    let index = slot.index();
+    slot.fill(try_init!(RoxeMw { pd_id: pd.data().id, key, type2 }? Error))?;
+    Ok((MwHandle { index }, key.raw()))
+}
+
+pub(crate) fn dealloc_mw(dev: &Device<Roxe>, mw: MwHandle) {
+    drop(dev.data().mws.remove(mw.index));
+}

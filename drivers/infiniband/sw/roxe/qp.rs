@@ -1,0 +1,331 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Queue pairs: creation, the IB state machine, attributes, destruction. Counterpart of rxe's
+//! `rxe_qp.c` and the QP verbs.
+//!
+//! Locking: `RoxeQp::state` (BH-disabling) holds the state and attributes; the send and receive
+//! rings have locks of their own. Order: `state`, then `sq`, then `rq`. The data path reads the
+//! state under the same lock from softirq.
+
+#![deny(unsafe_code)]
+
+use crate::{
+    cq::{mminfo_bytes, RoxeCq, MMINFO_SIZE},
+    device::{errno, Roxe, PORT},
+    new_spinlock_bh,
+    param,
+    proto::{
+        mtu::IbMtu,
+        qp_state::{
+            check_attr_values, check_modify_request, psn_from_attr, send_verdict, AttrLimits, AttrMask, AttrValues,
+            ModifyRequest, PostVerdict, QpState, QpType,
+        },
+        wqe::{recv_layout, send_layout, SqLimits, SGE_SIZE},
+    },
+    queue::{Direction, Queue},
+    srq::RoxeSrq,
+};
+use crate::rdma::{
+    ah::AddressVector,
+    device::Device,
+    mmap::MmapInfo,
+    object::UData,
+    pool::{Alloc, PoolRef},
+    qp::{Qp, QpAttr, QpAttrMask, QpCap, QpCreated, QpInit, QpNotifier},
+    sync::SpinLockBh,
+};
+use kernel::{prelude::*, sync::Arc};
+
+/// The Q_Key of the GSI QP (IBA 13.4.6.1: QP1 uses the well-known Q_Key 0x80010000).
+const GSI_QKEY: u32 = 0x8001_0000;
+
+/// Size of `struct rxe_create_qp_resp`: the RQ's mminfo, then the SQ's.
+const CREATE_QP_RESP_SIZE: usize = 2 * MMINFO_SIZE;
+
+/// The QP's state and the attributes `modify_qp` sets.
+pub(crate) struct QpStateData {
+    pub(crate) state: QpState,
+    /// The attributes as last set (what `query_qp` reports).
+    pub(crate) attr: QpAttr,
+    /// The primary path; `None` until set (connected QPs set it on the way to RTR).
+    pub(crate) av: Option<AddressVector>,
+    /// Send WQEs are still being drained in SQD.
+    pub(crate) sq_draining: bool,
+}
+
+/// A queue pair.
+#[pin_data]
+pub(crate) struct RoxeQp {
+    pub(crate) qpn: u32,
+    pub(crate) qp_type: QpType,
+    pub(crate) pd_id: u64,
+    pub(crate) sq_sig_all: bool,
+    pub(crate) is_user: bool,
+    pub(crate) send_cq: Arc<RoxeCq>,
+    pub(crate) recv_cq: Arc<RoxeCq>,
+    pub(crate) srq: Option<PoolRef<RoxeSrq>>,
+    /// Limits every send WQE is validated against.
+    pub(crate) sq_limits: SqLimits,
+    /// Scatter/gather entries per receive WQE.
+    pub(crate) rq_max_sge: u32,
+    #[pin]
+    pub(crate) state: SpinLockBh<QpStateData>,
+    #[pin]
+    pub(crate) sq: SpinLockBh<Queue>,
+    /// `None` when the QP takes its receives from an SRQ.
+    #[pin]
+    pub(crate) rq: SpinLockBh<Option<Queue>>,
+    pub(crate) notifier: Arc<QpNotifier>,
+}
+
+fn qp_type_of(raw: u32) -> Result<QpType> {
+    match QpType::from_raw(raw) {
+        Some(t) if t.create_supported() => Ok(t),
+        _ => Err(EOPNOTSUPP),
+    }
+}
+
+/// Checks the requested queue sizes against the device's limits (rxe's `rxe_qp_chk_cap`).
+fn check_cap(cap: &QpCap, has_srq: bool) -> Result {
+    if cap.max_send_wr > param::MAX_QP_WR
+        || cap.max_send_sge > param::MAX_SGE
+        || cap.max_inline_data > param::MAX_INLINE_DATA
+    {
+        return Err(EINVAL);
+    }
+    if !has_srq && (cap.max_recv_wr > param::MAX_QP_WR || cap.max_recv_sge > param::MAX_SGE) {
+        return Err(EINVAL);
+    }
+    Ok(())
+}
+
+pub(crate) fn create(
+    dev: &Device<Roxe>,
+    init: &mut QpInit<'_, Roxe>,
+    notifier: Arc<QpNotifier>,
+    udata: Option<&UData<'_>>,
+) -> Result<QpCreated<PoolRef<RoxeQp>>> {
+    if let Some(u) = udata {
+        // The rxe ABI has no create-QP request and an mmap-info response.
+        if u.in_len() != 0 || u.out_len() < CREATE_QP_RESP_SIZE {
+            return Err(EINVAL);
+        }
+    }
+    let qp_type = qp_type_of(init.qp_type)?;
+    if init.create_flags != 0 || init.unsupported_parts {
+        return Err(EOPNOTSUPP);
+    }
+    let (Some(send_cq), Some(recv_cq)) = (init.send_cq, init.recv_cq) else {
+        return Err(EINVAL);
+    };
+    let srq = init.srq.map(|s| s.srq_data().clone());
+    check_cap(&init.cap, srq.is_some())?;
+    if qp_type == QpType::Gsi && init.port_num != PORT {
+        return Err(EINVAL);
+    }
+
+    // Send queue: a WQE slot holds the fixed part and either the SGEs or the inline data.
+    let payload = (init.cap.max_send_sge as usize * SGE_SIZE).max(init.cap.max_inline_data as usize);
+    let mut sq = Queue::new(init.cap.max_send_wr.max(1), send_layout::DMA_DATA + payload, param::MAX_QP_WR, Direction::FromClient)?;
+    // What fits in a slot may be more than was asked for; report it (as rxe does).
+    let slot_payload = (sq.elem_size() - send_layout::DMA_DATA).min(param::MAX_INLINE_DATA as usize);
+    init.cap.max_send_wr = sq.capacity();
+    init.cap.max_send_sge = ((slot_payload / SGE_SIZE) as u32).min(param::MAX_SGE);
+    init.cap.max_inline_data = slot_payload as u32;
+    let sq_limits = SqLimits {
+        max_sge: init.cap.max_send_sge,
+        max_inline: init.cap.max_inline_data,
+        max_msg: param::PORT_MAX_MSG_SZ,
+    };
+
+    let (mut rq, rq_max_sge) = if srq.is_some() {
+        (None, 0)
+    } else {
+        let q = Queue::new(
+            init.cap.max_recv_wr.max(1),
+            recv_layout::DMA_DATA + init.cap.max_recv_sge as usize * SGE_SIZE,
+            param::MAX_QP_WR,
+            Direction::FromClient,
+        )?;
+        init.cap.max_recv_wr = q.capacity();
+        (Some(q), init.cap.max_recv_sge)
+    };
+
+    if let Some(u) = udata {
+        let sq_mi = sq.offer_mmap(u)?;
+        let rq_mi = match rq.as_mut() {
+            Some(q) => q.offer_mmap(u)?,
+            None => MmapInfo::default(),
+        };
+        let mut resp = [0u8; CREATE_QP_RESP_SIZE];
+        // The RQ's info comes first in `struct rxe_create_qp_resp`.
+        resp[..MMINFO_SIZE].copy_from_slice(&mminfo_bytes(rq_mi));
+        resp[MMINFO_SIZE..].copy_from_slice(&mminfo_bytes(sq_mi));
+        u.respond_bytes(&resp)?;
+    }
+
+    let pool = &dev.data().qps;
+    let slot = if qp_type == QpType::Gsi {
+        pool.reserve(param::GSI_QPN, param::GSI_QPN, Alloc::Kernel).map_err(|_| EINVAL)?
+    } else {
+        pool.reserve(param::QP_INDEX_MIN, param::QP_INDEX_MAX, Alloc::Kernel)?
+    };
+    let qpn = slot.index();
+    let attr = QpAttr {
+        qp_state: QpState::Reset.as_raw(),
+        cur_qp_state: QpState::Reset.as_raw(),
+        path_mtu: IbMtu::Mtu256.as_raw(),
+        qkey: if qp_type == QpType::Gsi { GSI_QKEY } else { 0 },
+        port_num: PORT,
+        cap: init.cap,
+        ..Default::default()
+    };
+    let qp = slot.fill(try_pin_init!(RoxeQp {
+        qpn,
+        qp_type,
+        pd_id: init.pd.data().id,
+        sq_sig_all: init.sq_sig_all,
+        is_user: udata.is_some(),
+        send_cq: send_cq.cq_data().clone(),
+        recv_cq: recv_cq.cq_data().clone(),
+        srq,
+        sq_limits,
+        rq_max_sge,
+        state <- new_spinlock_bh!(
+            QpStateData { state: QpState::Reset, attr, av: None, sq_draining: false },
+            "roxe_qp_state"
+        ),
+        sq <- new_spinlock_bh!(sq, "roxe_qp_sq"),
+        rq <- new_spinlock_bh!(rq, "roxe_qp_rq"),
+        notifier,
+    }? Error))?;
+    Ok(QpCreated { data: qp, qp_num: qpn })
+}
+
+/// The device limits `modify_qp`'s value checks use.
+fn attr_limits() -> AttrLimits {
+    AttrLimits {
+        pkey_table_len: param::PORT_PKEY_TBL_LEN,
+        max_rd_atomic: param::MAX_QP_INIT_RD_ATOM,
+        max_dest_rd_atomic: param::MAX_QP_RD_ATOM,
+        port_max_mtu: IbMtu::Mtu4096,
+    }
+}
+
+pub(crate) fn modify(qp: &Qp<Roxe>, attr: &QpAttr, mask: QpAttrMask, udata: Option<&UData<'_>>) -> Result {
+    if let Some(u) = udata {
+        u.check_in_empty()?;
+    }
+    let this = qp.qp_data();
+    let amask = AttrMask::from_bits(mask);
+    let values = AttrValues {
+        port_num: attr.port_num,
+        pkey_index: attr.pkey_index,
+        qp_access_flags: attr.qp_access_flags,
+        path_mtu: attr.path_mtu,
+        timeout: attr.timeout,
+        retry_cnt: attr.retry_cnt,
+        rnr_retry: attr.rnr_retry,
+        min_rnr_timer: attr.min_rnr_timer,
+        max_rd_atomic: attr.max_rd_atomic,
+        max_dest_rd_atomic: attr.max_dest_rd_atomic,
+    };
+    check_attr_values(amask, &values, &attr_limits()).map_err(|e| errno(e.errno()))?;
+
+    let mut st = this.state.lock();
+    let request = ModifyRequest { mask: amask, qp_state: attr.qp_state, cur_qp_state: attr.cur_qp_state };
+    let next = check_modify_request(st.state, this.qp_type, st.sq_draining, &request).map_err(|e| errno(e.errno()))?;
+
+    // Apply the attributes (IBA 11.2.5.2): all checks passed, nothing below fails.
+    let a = &mut st.attr;
+    if amask.contains(AttrMask::ACCESS_FLAGS) {
+        a.qp_access_flags = attr.qp_access_flags;
+    }
+    if amask.contains(AttrMask::PKEY_INDEX) {
+        a.pkey_index = attr.pkey_index;
+    }
+    if amask.contains(AttrMask::PORT) {
+        a.port_num = attr.port_num;
+    }
+    if amask.contains(AttrMask::QKEY) {
+        a.qkey = attr.qkey;
+    }
+    if amask.contains(AttrMask::PATH_MTU) {
+        a.path_mtu = attr.path_mtu;
+    }
+    if amask.contains(AttrMask::TIMEOUT) {
+        a.timeout = attr.timeout;
+    }
+    if amask.contains(AttrMask::RETRY_CNT) {
+        a.retry_cnt = attr.retry_cnt;
+    }
+    if amask.contains(AttrMask::RNR_RETRY) {
+        a.rnr_retry = attr.rnr_retry;
+    }
+    if amask.contains(AttrMask::RQ_PSN) {
+        a.rq_psn = psn_from_attr(attr.rq_psn).get();
+    }
+    if amask.contains(AttrMask::SQ_PSN) {
+        a.sq_psn = psn_from_attr(attr.sq_psn).get();
+    }
+    if amask.contains(AttrMask::MIN_RNR_TIMER) {
+        a.min_rnr_timer = attr.min_rnr_timer;
+    }
+    if amask.contains(AttrMask::MAX_QP_RD_ATOMIC) {
+        a.max_rd_atomic = attr.max_rd_atomic;
+    }
+    if amask.contains(AttrMask::MAX_DEST_RD_ATOMIC) {
+        a.max_dest_rd_atomic = attr.max_dest_rd_atomic;
+    }
+    if amask.contains(AttrMask::DEST_QPN) {
+        a.dest_qp_num = attr.dest_qp_num;
+    }
+    if amask.contains(AttrMask::PATH_MIG_STATE) {
+        a.path_mig_state = attr.path_mig_state;
+    }
+    if amask.contains(AttrMask::EN_SQD_ASYNC_NOTIFY) {
+        a.en_sqd_async_notify = attr.en_sqd_async_notify;
+    }
+    if amask.contains(AttrMask::AV) {
+        st.av = attr.av;
+    }
+    let prev = st.state;
+    st.state = next;
+    st.attr.qp_state = next.as_raw();
+    st.attr.cur_qp_state = next.as_raw();
+    if next == QpState::Reset && prev != QpState::Reset {
+        // IBA 10.3.1: RESET empties the work queues and forgets the path.
+        st.av = None;
+        drop(st);
+        this.sq.lock().reset();
+        let mut rq = this.rq.lock();
+        if let Some(q) = &mut *rq {
+            q.reset();
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn query(qp: &Qp<Roxe>) -> (QpAttr, bool) {
+    let this = qp.qp_data();
+    let st = this.state.lock();
+    let mut attr = st.attr;
+    attr.av = st.av;
+    attr.sq_draining = st.sq_draining;
+    (attr, this.sq_sig_all)
+}
+
+pub(crate) fn destroy(qp: &Qp<Roxe>) {
+    let this = qp.qp_data();
+    // After the grace period in `remove` no packet handler still uses the QP's number.
+    drop(qp.device::<Roxe>().data().qps.remove(this.qpn));
+}
+
+/// The send doorbell: new WQEs wait in the ring for the requester.
+pub(crate) fn doorbell(qp: &Qp<Roxe>) -> Result {
+    let state = qp.qp_data().state.lock().state;
+    match send_verdict(state) {
+        PostVerdict::Reject => Err(EINVAL),
+        PostVerdict::Queue | PostVerdict::FlushWithError => Ok(()),
+    }
+}

@@ -1,0 +1,209 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The rings of the rxe ABI: send, receive and shared receive queues (user space produces, the
+//! driver consumes) and completion queues (the driver produces, user space consumes).
+//!
+//! Counterpart of rxe's `rxe_queue.c`. The buffer is shared with user space, which may write
+//! any byte of it at any time. So the driver keeps its own copy of the index it owns and only
+//! ever *writes* that index to the shared header; the peer's index is loaded with acquire
+//! ordering and masked before use, and elements are copied out before they are parsed.
+
+#![deny(unsafe_code)]
+
+use crate::proto::queue::{Geometry, CONSUMER_INDEX_OFFSET, INDEX_MASK_OFFSET, LOG2_ELEM_SIZE_OFFSET, PRODUCER_INDEX_OFFSET};
+use crate::rdma::{
+    mmap::{MmapEntry, MmapInfo, UserBuf},
+    object::UData,
+};
+use kernel::{prelude::*, sync::Arc};
+
+/// Who produces the ring's elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Direction {
+    /// User space (or a kernel consumer) posts, the driver consumes: SQ, RQ, SRQ.
+    FromClient,
+    /// The driver posts, the client consumes: CQ.
+    ToClient,
+}
+
+/// One ring and the driver's private copy of the index it owns.
+pub(crate) struct Queue {
+    buf: Arc<UserBuf>,
+    geometry: Geometry,
+    direction: Direction,
+    /// The index the driver owns: the consumer index of a `FromClient` ring, the producer index
+    /// of a `ToClient` ring. Always masked.
+    own_index: u32,
+    /// The offer of the buffer to user space, withdrawn when the queue is dropped.
+    mmap: Option<MmapEntry>,
+}
+
+#[allow(dead_code, reason = "the requester, responder and completer use the rest")]
+impl Queue {
+    /// Creates a ring of at least `num_elem` elements of `elem_size` bytes, at most `max_elem`.
+    pub(crate) fn new(num_elem: u32, elem_size: usize, max_elem: u32, direction: Direction) -> Result<Queue> {
+        let geometry = Geometry::new(num_elem, elem_size, max_elem).map_err(|_| EINVAL)?;
+        let buf = Arc::new(UserBuf::new(geometry.buffer_size())?, GFP_KERNEL)?;
+        // The header tells user space the shape; it cannot hurt us by changing it, since we keep
+        // our own geometry.
+        buf.store_relaxed(LOG2_ELEM_SIZE_OFFSET, geometry.log2_elem_size());
+        buf.store_relaxed(INDEX_MASK_OFFSET, geometry.index_mask());
+        Ok(Queue { buf, geometry, direction, own_index: 0, mmap: None })
+    }
+
+    /// Offers the ring to the process of `udata` for mapping; returns where it maps it.
+    pub(crate) fn offer_mmap(&mut self, udata: &UData<'_>) -> Result<MmapInfo> {
+        let entry = self.make_mmap_entry(udata)?;
+        let info = entry.info();
+        self.mmap = Some(entry);
+        Ok(info)
+    }
+
+    /// Creates the mmap offer of this ring without attaching it (it allocates: call it outside
+    /// spinlocks, then attach it with [`Queue::attach_mmap`]).
+    pub(crate) fn make_mmap_entry(&self, udata: &UData<'_>) -> Result<MmapEntry> {
+        MmapEntry::insert(udata, self.buf.clone())
+    }
+
+    /// Attaches an offer made by [`Queue::make_mmap_entry`]; withdrawn when the ring drops.
+    pub(crate) fn attach_mmap(&mut self, entry: MmapEntry) {
+        self.mmap = Some(entry);
+    }
+
+    /// Usable elements.
+    pub(crate) fn capacity(&self) -> u32 {
+        self.geometry.capacity()
+    }
+
+    /// Size of one element slot.
+    pub(crate) fn elem_size(&self) -> usize {
+        self.geometry.elem_size()
+    }
+
+    /// The peer's index, masked: it is user-writable and may hold anything.
+    fn peer_index(&self) -> u32 {
+        let offset = match self.direction {
+            Direction::FromClient => PRODUCER_INDEX_OFFSET,
+            Direction::ToClient => CONSUMER_INDEX_OFFSET,
+        };
+        self.buf.load_acquire(offset) & self.geometry.index_mask()
+    }
+
+    fn publish_own_index(&self) {
+        let offset = match self.direction {
+            Direction::FromClient => CONSUMER_INDEX_OFFSET,
+            Direction::ToClient => PRODUCER_INDEX_OFFSET,
+        };
+        self.buf.store_release(offset, self.own_index);
+    }
+
+    /// (producer, consumer) as the driver sees them now.
+    fn indices(&self) -> (u32, u32) {
+        match self.direction {
+            Direction::FromClient => (self.peer_index(), self.own_index),
+            Direction::ToClient => (self.own_index, self.peer_index()),
+        }
+    }
+
+    /// Number of queued elements.
+    pub(crate) fn count(&self) -> u32 {
+        let (p, c) = self.indices();
+        self.geometry.count(p, c)
+    }
+
+    /// Whether no element is queued.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.count() == 0
+    }
+
+    /// Whether no more elements fit.
+    pub(crate) fn is_full(&self) -> bool {
+        self.count() == self.geometry.capacity()
+    }
+
+    /// `FromClient`: copies the oldest posted element into `out` (at most one slot) without
+    /// consuming it. Returns `false` if the ring is empty.
+    pub(crate) fn peek(&self, out: &mut [u8]) -> bool {
+        if self.direction != Direction::FromClient || self.is_empty() {
+            return false;
+        }
+        let n = out.len().min(self.geometry.elem_size());
+        let offset = self.geometry.elem_offset(self.own_index);
+        out.get_mut(..n).is_some_and(|dst| self.buf.read(offset, dst).is_ok())
+    }
+
+    /// `FromClient`: consumes the oldest element, handing its slot back to the producer.
+    pub(crate) fn advance_consumer(&mut self) {
+        if self.direction == Direction::FromClient && !self.is_empty() {
+            self.own_index = self.geometry.next(self.own_index);
+            self.publish_own_index();
+        }
+    }
+
+    /// `ToClient`: appends `elem` (at most one slot) and publishes it. `EBUSY` if full.
+    pub(crate) fn push(&mut self, elem: &[u8]) -> Result {
+        if self.direction != Direction::ToClient {
+            return Err(EINVAL);
+        }
+        if self.is_full() {
+            return Err(EBUSY);
+        }
+        if elem.len() > self.geometry.elem_size() {
+            return Err(EINVAL);
+        }
+        self.buf.write(self.geometry.elem_offset(self.own_index), elem)?;
+        self.own_index = self.geometry.next(self.own_index);
+        // Release: the element's bytes are visible before the index that covers them.
+        self.publish_own_index();
+        Ok(())
+    }
+
+    /// Empties the ring (QP reset): both indices back to zero.
+    pub(crate) fn reset(&mut self) {
+        self.own_index = 0;
+        self.buf.store_release(PRODUCER_INDEX_OFFSET, 0);
+        self.buf.store_release(CONSUMER_INDEX_OFFSET, 0);
+    }
+
+    /// Copies the queued elements of `old` into this fresh, empty ring, in order (CQ and SRQ
+    /// resize). Allocates nothing, so it may run under the lock that protects `old`. `EINVAL`
+    /// if they do not fit or the rings differ in element size or direction.
+    pub(crate) fn take_over(&mut self, old: &Queue) -> Result {
+        if old.geometry.elem_size() != self.geometry.elem_size() || old.direction != self.direction {
+            return Err(EINVAL);
+        }
+        let (producer, consumer) = old.indices();
+        let count = old.geometry.count(producer, consumer);
+        if count > self.capacity() {
+            return Err(EINVAL);
+        }
+        let mut chunk = [0u8; 64];
+        let elem = self.geometry.elem_size();
+        let mut index = consumer;
+        for i in 0..count {
+            let (src, dst) = (old.geometry.elem_offset(index), self.geometry.elem_offset(i));
+            let mut done = 0;
+            while done < elem {
+                let n = chunk.len().min(elem - done);
+                let part = chunk.get_mut(..n).ok_or(EINVAL)?;
+                old.buf.read(src + done, part)?;
+                self.buf.write(dst + done, part)?;
+                done += n;
+            }
+            index = old.geometry.next(index);
+        }
+        match self.direction {
+            // We produce: our index moves past the copied elements; theirs starts at 0.
+            Direction::ToClient => {
+                self.own_index = count;
+                self.buf.store_release(PRODUCER_INDEX_OFFSET, count);
+            }
+            // They produce: their producer index must point past the copies.
+            Direction::FromClient => {
+                self.own_index = 0;
+                self.buf.store_release(PRODUCER_INDEX_OFFSET, count);
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Shared receive queues. Counterpart of rxe's `rxe_srq.c`.
+//!
+//! Locking: `RoxeSrq::inner` is BH-disabling: the responder takes receive WQEs from it in
+//! softirq, the verbs resize and arm it in process context.
+
+#![deny(unsafe_code)]
+
+use crate::{
+    cq::{mminfo_bytes, MMINFO_SIZE},
+    device::Roxe,
+    new_spinlock_bh,
+    param,
+    proto::wqe::{recv_layout, SGE_SIZE},
+    queue::{Direction, Queue},
+};
+use crate::rdma::{
+    device::Device,
+    object::UData,
+    pool::Alloc,
+    srq::{srq_mask, Srq, SrqAttr, SrqInit, SrqNotifier},
+    sync::SpinLockBh,
+};
+use crate::rdma::{mmap::MmapInfo, pool::PoolRef};
+use kernel::{
+    prelude::*,
+    sync::Arc,
+    uaccess::{UserPtr, UserSlice},
+};
+
+/// `struct rxe_create_srq_resp`: `mi` (16 bytes), `srq_num` u32, `reserved` u32.
+fn create_srq_resp(mi: MmapInfo, srq_num: u32) -> [u8; MMINFO_SIZE + 8] {
+    let mut out = [0u8; MMINFO_SIZE + 8];
+    out[..MMINFO_SIZE].copy_from_slice(&mminfo_bytes(mi));
+    out[MMINFO_SIZE..MMINFO_SIZE + 4].copy_from_slice(&srq_num.to_ne_bytes());
+    out
+}
+
+/// The locked part of an SRQ.
+pub(crate) struct SrqInner {
+    pub(crate) queue: Queue,
+    /// Scatter/gather entries per WQE.
+    pub(crate) max_sge: u32,
+    /// Armed limit (0: disarmed). IBA 11.5.2.4: the event fires once when fewer WQEs remain.
+    pub(crate) limit: u32,
+}
+
+/// A shared receive queue.
+#[pin_data]
+pub(crate) struct RoxeSrq {
+    pub(crate) srq_num: u32,
+    pub(crate) pd_id: u64,
+    #[pin]
+    pub(crate) inner: SpinLockBh<SrqInner>,
+    pub(crate) notifier: Arc<SrqNotifier>,
+}
+
+fn elem_size(max_sge: u32) -> usize {
+    recv_layout::DMA_DATA + max_sge as usize * SGE_SIZE
+}
+
+pub(crate) fn create(
+    dev: &Device<Roxe>,
+    init: &mut SrqInit<'_, Roxe>,
+    notifier: Arc<SrqNotifier>,
+    udata: Option<&UData<'_>>,
+) -> Result<PoolRef<RoxeSrq>> {
+    if let Some(u) = udata {
+        if u.out_len() < MMINFO_SIZE + 8 {
+            return Err(EINVAL);
+        }
+    }
+    if !init.basic {
+        return Err(EOPNOTSUPP);
+    }
+    let a = &mut init.attr;
+    if a.max_wr == 0 || a.max_wr > param::MAX_SRQ_WR || a.max_sge > param::MAX_SRQ_SGE || a.srq_limit > a.max_wr {
+        return Err(EINVAL);
+    }
+    a.max_sge = a.max_sge.max(1);
+    let mut queue = Queue::new(a.max_wr, elem_size(a.max_sge), param::MAX_SRQ_WR, Direction::FromClient)?;
+    a.max_wr = queue.capacity();
+    let mi = match udata {
+        Some(u) => Some(queue.offer_mmap(u)?),
+        None => None,
+    };
+    let slot = dev.data().srqs.reserve(param::SRQ_INDEX_MIN, param::SRQ_INDEX_MAX, Alloc::Kernel)?;
+    let srq_num = slot.index();
+    if let (Some(u), Some(mi)) = (udata, mi) {
+        u.respond_bytes(&create_srq_resp(mi, srq_num))?;
+    }
+    let (max_sge, limit) = (a.max_sge, a.srq_limit);
+    let pd_id = init.pd.data().id;
+    slot.fill(try_pin_init!(RoxeSrq {
+        srq_num,
+        pd_id,
+        inner <- new_spinlock_bh!(SrqInner { queue, max_sge, limit }, "roxe_srq"),
+        notifier,
+    }? Error))
+}
+
+pub(crate) fn modify(srq: &Srq<Roxe>, attr: &SrqAttr, mask: u32, udata: Option<&UData<'_>>) -> Result {
+    let this = srq.srq_data();
+    // `struct rxe_modify_srq_cmd`: the user address to write the new ring's mmap info to.
+    let mut cmd = [0u8; 8];
+    if let Some(u) = udata {
+        let len = cmd.len();
+        u.copy_in_bytes(&mut cmd, len)?;
+    }
+    let mmap_info_addr = u64::from_ne_bytes(cmd);
+    if mask & !(srq_mask::MAX_WR | srq_mask::LIMIT) != 0 {
+        return Err(EINVAL);
+    }
+    if mask & srq_mask::MAX_WR != 0 {
+        let limit_after = if mask & srq_mask::LIMIT != 0 { attr.srq_limit } else { this.inner.lock().limit };
+        if attr.max_wr == 0 || attr.max_wr > param::MAX_SRQ_WR || (limit_after != 0 && attr.max_wr < limit_after) {
+            return Err(EINVAL);
+        }
+        // Everything that allocates or touches user memory happens before the lock.
+        let elem = elem_size(this.inner.lock().max_sge);
+        let mut new = Queue::new(attr.max_wr, elem, param::MAX_SRQ_WR, Direction::FromClient)?;
+        let entry = match udata {
+            Some(u) => {
+                let e = new.make_mmap_entry(u)?;
+                let addr = usize::try_from(mmap_info_addr).map_err(|_| EFAULT)?;
+                UserSlice::new(UserPtr::from_addr(addr), MMINFO_SIZE).writer().write_slice(&mminfo_bytes(e.info()))?;
+                Some(e)
+            }
+            None => None,
+        };
+        let old = {
+            let mut inner = this.inner.lock();
+            new.take_over(&inner.queue)?;
+            if let Some(e) = entry {
+                new.attach_mmap(e);
+            }
+            core::mem::replace(&mut inner.queue, new)
+        };
+        drop(old);
+    }
+    if mask & srq_mask::LIMIT != 0 {
+        let mut inner = this.inner.lock();
+        if attr.srq_limit > inner.queue.capacity() {
+            return Err(EINVAL);
+        }
+        inner.limit = attr.srq_limit;
+    }
+    Ok(())
+}
+
+pub(crate) fn query(srq: &Srq<Roxe>) -> SrqAttr {
+    let inner = srq.srq_data().inner.lock();
+    SrqAttr { max_wr: inner.queue.capacity(), max_sge: inner.max_sge, srq_limit: inner.limit }
+}
+
+pub(crate) fn destroy(srq: &Srq<Roxe>) {
+    drop(srq.device::<Roxe>().data().srqs.remove(srq.srq_data().srq_num));
+}

@@ -1,0 +1,245 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Memory regions (`struct ib_mr`), pinned user memory (`struct ib_umem`) and memory windows
+//! (`struct ib_mw`).
+//!
+//! MRs, unlike the other verbs objects, are allocated by the driver: [`Mr<T>`] is a `KBox` with
+//! the C object first, handed to the core at registration and taken back at deregistration.
+//!
+//! C headers: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h),
+//! [`include/rdma/ib_umem.h`](srctree/include/rdma/ib_umem.h)
+
+use super::{
+    bindings,
+    device::{Adapter, Device, Driver},
+    object::{Object, UData},
+    pd::Pd,
+};
+use core::ptr::NonNull;
+use kernel::{ffi, prelude::*, types::Opaque};
+
+/// `ERR_PTR(e)`: an error returned through a pointer-returning op.
+fn err_ptr<P>(e: Error) -> *mut P {
+    core::ptr::without_provenance_mut(e.to_errno() as isize as usize)
+}
+
+/// User memory pinned for an MR (`ib_umem_get`): its pages stay resident and cannot move until
+/// this is dropped. Pinned pages count against the process's `RLIMIT_MEMLOCK` (`pinned_vm`),
+/// unless it has `CAP_IPC_LOCK`.
+///
+/// # Invariants
+///
+/// `umem` is a live umem from `ib_umem_get_va`, released on drop; `pages` holds its pages in
+/// address order, each non-NULL and valid while the umem lives.
+pub struct PinnedPages {
+    umem: NonNull<bindings::ib_umem>,
+    pages: KVVec<*mut bindings::page>,
+    first_page_offset: usize,
+}
+
+// SAFETY: The umem and its pages are not tied to a thread; copies to and from pinned pages are
+// valid from any context.
+unsafe impl Send for PinnedPages {}
+// SAFETY: Shared access only reads the page array and copies to/from page memory.
+unsafe impl Sync for PinnedPages {}
+
+impl PinnedPages {
+    /// Pins `[addr, addr + len)` of the calling process. `writable` asks for write access (a
+    /// local- or remote-writable MR); read-only pinning of read-only memory also works.
+    pub fn pin<T: Driver>(dev: &Device<T>, addr: u64, len: u64, access: u32) -> Result<PinnedPages> {
+        let len_usize = usize::try_from(len).map_err(|_| EINVAL)?;
+        let addr_ulong = ffi::c_ulong::try_from(addr).map_err(|_| EINVAL)?;
+        // SAFETY: The device is alive; the call pins pages of the current process or fails.
+        let umem = unsafe { bindings::roxe_helper_ib_umem_get_va(dev.as_raw(), addr_ulong, len_usize, access as i32) };
+        let umem = kernel::error::from_err_ptr(umem)?;
+        let umem = NonNull::new(umem).ok_or(EINVAL)?;
+        // SAFETY: A live umem.
+        let npages = unsafe { bindings::roxe_helper_ib_umem_num_pages(umem.as_ptr()) };
+        let mut pages = KVVec::with_capacity(npages, GFP_KERNEL).inspect_err(|_| {
+            // SAFETY: Ours to release on failure.
+            unsafe { bindings::ib_umem_release(umem.as_ptr()) };
+        })?;
+        // SAFETY: A live umem; `pages` has room for `npages` pointers.
+        let filled = unsafe { bindings::roxe_helper_umem_fill_pages(umem.as_ptr(), pages.spare_capacity_mut().as_mut_ptr().cast(), npages) };
+        // SAFETY: The helper initialised the first `filled` (at most `npages`) slots.
+        unsafe { pages.inc_len(filled.min(npages)) };
+        // SAFETY: A live umem.
+        let offset = unsafe { bindings::roxe_helper_ib_umem_offset(umem.as_ptr()) };
+        let this = PinnedPages { umem, pages, first_page_offset: offset as usize };
+        // A NULL page would mean the scatter list ended early: refuse rather than guess.
+        if this.pages.len() != npages || this.pages.iter().any(|p| p.is_null()) {
+            return Err(EFAULT);
+        }
+        Ok(this)
+    }
+
+    /// Number of pinned pages.
+    pub fn page_count(&self) -> usize {
+        self.pages.len()
+    }
+
+    /// Offset of the registered start address in the first page.
+    pub fn first_page_offset(&self) -> usize {
+        self.first_page_offset
+    }
+
+    fn page(&self, index: usize, offset: usize, len: usize) -> Result<*mut bindings::page> {
+        let page = *self.pages.get(index).ok_or(EINVAL)?;
+        if offset.checked_add(len).is_none_or(|end| end > super::mmap::PAGE_SIZE) {
+            return Err(EINVAL);
+        }
+        Ok(page)
+    }
+
+    /// Copies from page `index` at `offset` into `dst` (which must not cross the page end).
+    pub fn read(&self, index: usize, offset: usize, dst: &mut [u8]) -> Result {
+        let page = self.page(index, offset, dst.len())?;
+        // SAFETY: A pinned page of a live umem; the range is inside the page; `dst` is a kernel
+        // buffer distinct from it.
+        unsafe { bindings::roxe_helper_copy_from_page(page, offset, dst.as_mut_ptr().cast(), dst.len()) };
+        Ok(())
+    }
+
+    /// Copies `src` into page `index` at `offset` (not crossing the page end).
+    pub fn write(&self, index: usize, offset: usize, src: &[u8]) -> Result {
+        let page = self.page(index, offset, src.len())?;
+        // SAFETY: As in `read`; the page was pinned writable when the MR allows local or remote
+        // writes, which the data path checks before writing.
+        unsafe { bindings::roxe_helper_copy_to_page(page, offset, src.as_ptr().cast(), src.len()) };
+        Ok(())
+    }
+}
+
+impl Drop for PinnedPages {
+    fn drop(&mut self) {
+        // SAFETY: Owned umem (type invariant), released once: unpins and unaccounts the pages.
+        unsafe { bindings::ib_umem_release(self.umem.as_ptr()) };
+    }
+}
+
+/// A memory region of driver `T`, allocated by the driver.
+///
+/// # Invariants
+///
+/// Allocated by the registration adapters as a `KBox`, handed to the core, and freed by
+/// `dereg_mr`; `data` is initialised throughout.
+#[repr(C)]
+pub struct Mr<T: Driver> {
+    ib: Opaque<bindings::ib_mr>,
+    data: T::Mr,
+}
+
+impl<T: Driver> Mr<T> {
+    /// The driver's data.
+    pub fn data(&self) -> &T::Mr {
+        &self.data
+    }
+
+    /// The memory keys the core reports.
+    pub fn keys(&self) -> (u32, u32) {
+        // SAFETY: A live MR; the keys are written at registration, before the core sees it.
+        unsafe { ((*self.ib.get()).lkey, (*self.ib.get()).rkey) }
+    }
+}
+
+/// What a driver's registration returns.
+pub struct MrCreated<D> {
+    /// The driver's data.
+    pub data: D,
+    /// Local key.
+    pub lkey: u32,
+    /// Remote key.
+    pub rkey: u32,
+}
+
+/// A user MR registration request (`reg_user_mr`).
+pub struct UserMrRequest {
+    /// Start of the user buffer.
+    pub start: u64,
+    /// Length in bytes.
+    pub length: u64,
+    /// The address the MR is accessed by (IOVA), usually `start`.
+    pub iova: u64,
+    /// `IB_ACCESS_*` flags.
+    pub access: u32,
+}
+
+/// A memory window of driver `T` (allocated by the core).
+pub type Mw<T> = Object<bindings::ib_mw, <T as Driver>::Mw>;
+
+impl<T: Driver> Adapter<T> {
+    fn finish_mr(pd: *mut bindings::ib_pd, created: MrCreated<T::Mr>, iova: u64, length: u64) -> *mut bindings::ib_mr {
+        let mr = match KBox::new(Mr::<T> { ib: Opaque::zeroed(), data: created.data }, GFP_KERNEL) {
+            Ok(mr) => KBox::into_raw(mr),
+            Err(e) => return err_ptr(e.into()),
+        };
+        // SAFETY: `mr` is a valid fresh allocation.
+        let ib = Opaque::cast_into(unsafe { core::ptr::addr_of!((*mr).ib) });
+        // SAFETY: Fresh, exclusively ours until returned; `pd` is the live PD of the call.
+        unsafe {
+            (*ib).device = (*pd).device;
+            (*ib).pd = pd;
+            (*ib).lkey = created.lkey;
+            (*ib).rkey = created.rkey;
+            (*ib).iova = iova;
+            (*ib).length = length;
+        }
+        ib
+    }
+
+    pub(crate) unsafe extern "C" fn reg_user_mr(
+        ibpd: *mut bindings::ib_pd,
+        start: u64,
+        length: u64,
+        iova: u64,
+        access: ffi::c_int,
+        dmah: *mut bindings::ib_dmah,
+        udata: *mut bindings::ib_udata,
+    ) -> *mut bindings::ib_mr {
+        if !dmah.is_null() {
+            return err_ptr(EOPNOTSUPP);
+        }
+        // SAFETY: A live PD of ours; the udata lives for the command.
+        let (pd, udata) = unsafe { (Pd::<T>::from_raw(ibpd), UData::from_raw(udata)) };
+        let req = UserMrRequest { start, length, iova, access: access as u32 };
+        match T::reg_user_mr(pd, &req, udata.as_ref()) {
+            Ok(created) => Self::finish_mr(ibpd, created, iova, length),
+            Err(e) => err_ptr(e),
+        }
+    }
+
+    pub(crate) unsafe extern "C" fn dereg_mr(ibmr: *mut bindings::ib_mr, _udata: *mut bindings::ib_udata) -> ffi::c_int {
+        // CAST: `ib` is the first field of the `#[repr(C)]` `Mr<T>`.
+        // SAFETY: One of our MRs (type invariant), handed back once by the core.
+        let mr = unsafe { KBox::from_raw(ibmr.cast::<Mr<T>>()) };
+        // SAFETY: The MR's device is ours and alive.
+        let dev = unsafe { Device::<T>::from_raw((*ibmr).device) };
+        let Mr { ib: _, data } = KBox::into_inner(mr);
+        T::dereg_mr(dev, data);
+        0
+    }
+
+    pub(crate) unsafe extern "C" fn alloc_mw(ibmw: *mut bindings::ib_mw, udata: *mut bindings::ib_udata) -> ffi::c_int {
+        kernel::error::from_result(|| {
+            // SAFETY: A fresh MW of our device with `pd` and `type_` set; udata for the command.
+            let (pd, mw_type, udata) = unsafe { (Pd::<T>::from_raw((*ibmw).pd), (*ibmw).type_, UData::from_raw(udata)) };
+            let type2 = mw_type == bindings::ib_mw_type_IB_MW_TYPE_2;
+            let (data, rkey) = T::alloc_mw(pd, type2, udata.as_ref())?;
+            // SAFETY: Fresh MW of `size_ib_mw` bytes.
+            unsafe {
+                (*ibmw).rkey = rkey;
+                Mw::<T>::init_data(ibmw, data);
+            }
+            Ok(0)
+        })
+    }
+
+    pub(crate) unsafe extern "C" fn dealloc_mw(ibmw: *mut bindings::ib_mw) -> ffi::c_int {
+        // SAFETY: The core deallocates only MWs whose allocation succeeded.
+        let data = unsafe { Mw::<T>::take_data(ibmw) };
+        // SAFETY: The MW's device is ours and alive.
+        let dev = unsafe { Device::<T>::from_raw((*ibmw).device) };
+        T::dealloc_mw(dev, data);
+        0
+    }
+}

@@ -1,0 +1,177 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Shared receive queues (`struct ib_srq`).
+//!
+//! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
+
+use super::{
+    bindings,
+    device::{Adapter, Device, Driver},
+    object::{Object, UData},
+    pd::Pd,
+};
+use core::ptr::NonNull;
+use kernel::{error::from_result, ffi, prelude::*, revocable::Revocable, sync::Arc};
+
+/// A shared receive queue of driver `T`.
+pub type Srq<T> = Object<bindings::ib_srq, SrqSlot<T>>;
+
+/// What the core's SRQ allocation holds after the C object.
+pub struct SrqSlot<T: Driver> {
+    data: T::Srq,
+    notifier: Arc<SrqNotifier>,
+}
+
+impl<T: Driver> Srq<T> {
+    /// The driver's data of the SRQ.
+    pub fn srq_data(&self) -> &T::Srq {
+        &self.data().data
+    }
+
+    /// The notifier of this SRQ's consumer.
+    pub fn notifier(&self) -> &Arc<SrqNotifier> {
+        &self.data().notifier
+    }
+}
+
+/// SRQ sizes and limit (`struct ib_srq_attr`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SrqAttr {
+    /// Queue depth.
+    pub max_wr: u32,
+    /// Scatter/gather entries per receive WR.
+    pub max_sge: u32,
+    /// Raise `IB_EVENT_SRQ_LIMIT_REACHED` when fewer WRs than this remain (0: disarmed).
+    pub srq_limit: u32,
+}
+
+/// `modify_srq` mask bits (`enum ib_srq_attr_mask`).
+pub mod srq_mask {
+    /// Resize the queue.
+    pub const MAX_WR: u32 = super::bindings::ib_srq_attr_mask_IB_SRQ_MAX_WR;
+    /// Arm the limit event.
+    pub const LIMIT: u32 = super::bindings::ib_srq_attr_mask_IB_SRQ_LIMIT;
+}
+
+/// Creation attributes of an SRQ.
+pub struct SrqInit<'a, T: Driver> {
+    /// Requested sizes; the driver writes back what it allocated.
+    pub attr: SrqAttr,
+    /// Only `IB_SRQT_BASIC` is a plain SRQ; XRC and tag-matching SRQs are refused.
+    pub basic: bool,
+    /// The SRQ's protection domain.
+    pub pd: &'a Pd<T>,
+}
+
+/// A raw SRQ pointer usable while the notifier is not revoked.
+///
+/// # Invariants
+///
+/// Points to a live `ib_srq` until the [`Revocable`] holding it is revoked.
+struct RawSrq(NonNull<bindings::ib_srq>);
+
+// SAFETY: Events may be raised from any context and CPU.
+unsafe impl Send for RawSrq {}
+// SAFETY: The pointer itself is never mutated.
+unsafe impl Sync for RawSrq {}
+
+/// Raises an SRQ's limit event to its consumer; inert once the SRQ is destroyed.
+#[pin_data]
+pub struct SrqNotifier {
+    #[pin]
+    srq: Revocable<RawSrq>,
+}
+
+impl SrqNotifier {
+    /// Raises `IB_EVENT_SRQ_LIMIT_REACHED` (IBA 11.5.2.4: the limit disarms itself when it fires).
+    pub fn limit_reached(&self) {
+        self.srq.try_access_with(|srq| {
+            let raw = srq.0.as_ptr();
+            // SAFETY: Not revoked, so the SRQ is live; handler and context are set by the core
+            // before the SRQ is used.
+            unsafe {
+                let mut ev = bindings::ib_event {
+                    device: (*raw).device,
+                    event: bindings::ib_event_type_IB_EVENT_SRQ_LIMIT_REACHED,
+                    ..Default::default()
+                };
+                ev.element.srq = raw;
+                if let Some(handler) = (*raw).event_handler {
+                    handler(&mut ev, (*raw).srq_context);
+                }
+            }
+        });
+    }
+}
+
+impl<T: Driver> Adapter<T> {
+    pub(crate) unsafe extern "C" fn create_srq(
+        ibsrq: *mut bindings::ib_srq,
+        init: *mut bindings::ib_srq_init_attr,
+        udata: *mut bindings::ib_udata,
+    ) -> ffi::c_int {
+        from_result(|| {
+            // SAFETY: The core passes a fresh SRQ of our device with `pd` set, valid attributes,
+            // and a udata that lives for the command.
+            let (dev, init_ref, udata) = unsafe { (Device::<T>::from_raw((*ibsrq).device), &mut *init, UData::from_raw(udata)) };
+            let mut sinit = SrqInit::<T> {
+                attr: SrqAttr {
+                    max_wr: init_ref.attr.max_wr,
+                    max_sge: init_ref.attr.max_sge,
+                    srq_limit: init_ref.attr.srq_limit,
+                },
+                basic: init_ref.srq_type == bindings::ib_srq_type_IB_SRQT_BASIC,
+                // SAFETY: The core set `pd` to a live PD of our device.
+                pd: unsafe { Pd::<T>::from_raw((*ibsrq).pd) },
+            };
+            // INVARIANT: The SRQ stays live until `destroy_srq`, which revokes the notifier first.
+            let raw = RawSrq(NonNull::new(ibsrq).ok_or(EINVAL)?);
+            let notifier = Arc::pin_init(pin_init!(SrqNotifier { srq <- Revocable::new(raw) }), GFP_KERNEL)?;
+            let data = T::create_srq(dev, &mut sinit, notifier.clone(), udata.as_ref())?;
+            init_ref.attr.max_wr = sinit.attr.max_wr;
+            init_ref.attr.max_sge = sinit.attr.max_sge;
+            // SAFETY: Fresh SRQ of `size_ib_srq` bytes.
+            unsafe { Srq::<T>::init_data(ibsrq, SrqSlot { data, notifier }) };
+            Ok(0)
+        })
+    }
+
+    pub(crate) unsafe extern "C" fn modify_srq(
+        ibsrq: *mut bindings::ib_srq,
+        attr: *mut bindings::ib_srq_attr,
+        mask: bindings::ib_srq_attr_mask,
+        udata: *mut bindings::ib_udata,
+    ) -> ffi::c_int {
+        from_result(|| {
+            // SAFETY: A live SRQ of ours, valid attributes, udata alive for the command.
+            let (srq, a, udata) = unsafe { (Srq::<T>::from_raw(ibsrq), &*attr, UData::from_raw(udata)) };
+            let attr = SrqAttr { max_wr: a.max_wr, max_sge: a.max_sge, srq_limit: a.srq_limit };
+            T::modify_srq(srq, &attr, mask, udata.as_ref())?;
+            Ok(0)
+        })
+    }
+
+    pub(crate) unsafe extern "C" fn query_srq(ibsrq: *mut bindings::ib_srq, attr: *mut bindings::ib_srq_attr) -> ffi::c_int {
+        from_result(|| {
+            // SAFETY: A live SRQ of ours; the core passes a structure to fill.
+            let (srq, a) = unsafe { (Srq::<T>::from_raw(ibsrq), &mut *attr) };
+            let q = T::query_srq(srq)?;
+            a.max_wr = q.max_wr;
+            a.max_sge = q.max_sge;
+            a.srq_limit = q.srq_limit;
+            Ok(0)
+        })
+    }
+
+    pub(crate) unsafe extern "C" fn destroy_srq(ibsrq: *mut bindings::ib_srq, _udata: *mut bindings::ib_udata) -> ffi::c_int {
+        // SAFETY: The core destroys only SRQs whose creation succeeded (and no QP uses).
+        let srq = unsafe { Srq::<T>::from_raw(ibsrq) };
+        if let Err(e) = T::destroy_srq(srq) {
+            return e.to_errno();
+        }
+        srq.notifier().srq.revoke();
+        // SAFETY: Destroyed; the core frees the memory after we return.
+        drop(unsafe { Srq::<T>::take_data(ibsrq) });
+        0
+    }
+}
