@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
-# Fuzzes roxe's packet parsing (tools/fuzz, target packet_parse) for SECONDS (default 30) and
-# exits non-zero if libFuzzer finds a crash; the crashing input lands in
-# tools/fuzz/artifacts/packet_parse/.
+# Fuzzes roxe's pure protocol logic (tools/fuzz): every fuzz target in turn, SECONDS (default
+# 30) split evenly between them (at least 1 s each), and exits non-zero if libFuzzer finds a
+# crash in any; the crashing input lands in tools/fuzz/artifacts/<target>/.
 #
 # Runs on the stable toolchain: cargo-fuzz passes rustc some nightly-only flags (-Z...), which
 # RUSTC_BOOTSTRAP=1 lets a stable rustc accept. No sanitizer by default: proto/ has no unsafe
 # code, so AddressSanitizer would only slow the search; the build keeps debug assertions and
-# overflow checks, and panics are what the target reports. FUZZ_SANITIZER=address turns it on.
+# overflow checks, and panics are what the targets report. FUZZ_SANITIZER=address turns it on.
 #
-# The corpus grows in tools/fuzz/corpus/packet_parse/ (not committed) and starts from the packets
-# in tools/fuzz/seeds.hex. Build outputs go to the cache, outside the clone.
+# Each target's corpus grows in tools/fuzz/corpus/<target>/ (not committed). packet_parse starts
+# from the packets in tools/fuzz/seeds.hex, any other target from tools/fuzz/seeds-<target>.hex
+# if there is one. Build outputs go to the cache, outside the clone.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 seconds=${1:-30}
-target=packet_parse
 fuzz_dir=$top/tools/fuzz
 
 case $seconds in
@@ -27,29 +27,63 @@ fi
 
 export CARGO_TARGET_DIR=${ROXE_CACHE:-/var/cache/roxe}/cargo-target/fuzz
 export RUSTC_BOOTSTRAP=1
-mkdir -p "$CARGO_TARGET_DIR" "$fuzz_dir/corpus/$target"
+mkdir -p "$CARGO_TARGET_DIR"
+cd "$top"
+sanitizer=${FUZZ_SANITIZER:-none}
 
-# One file per line of seeds.hex. They go to a scratch directory that libFuzzer only reads, so
-# the corpus directory holds just what the fuzzer itself found worth keeping.
+# Every [[bin]] of tools/fuzz/Cargo.toml, so that a new target is fuzzed without editing this.
+mapfile -t targets < <(cargo fuzz list --fuzz-dir "$fuzz_dir")
+if [ ${#targets[@]} -eq 0 ]; then
+	echo "fuzz.sh: no fuzz targets in $fuzz_dir" >&2
+	exit 2
+fi
+per_target=$((seconds / ${#targets[@]}))
+[ "$per_target" -ge 1 ] || per_target=1
+
+# Seed files hold one input per line, in hex. They go to scratch directories that libFuzzer
+# only reads, so the corpus directories hold just what the fuzzer itself found worth keeping.
 seeds=$(mktemp -d)
 trap 'rm -rf "$seeds"' EXIT
-n=0
-while IFS= read -r line; do
-	case $line in '' | '#'*) continue ;; esac
-	hex=${line//[[:space:]]/}
-	printf '%b' "$(sed 's/../\\x&/g' <<<"$hex")" >"$seeds/seed-$n"
-	n=$((n + 1))
-done <"$fuzz_dir/seeds.hex"
+seed_file() {
+	if [ "$1" = packet_parse ]; then
+		echo "$fuzz_dir/seeds.hex"
+	else
+		echo "$fuzz_dir/seeds-$1.hex"
+	fi
+}
 
+# One build for all targets (-a: debug assertions), timed apart from the fuzzing.
 start=$(date +%s)
-cd "$top"
-# -a: debug assertions. The corpus directory comes first: libFuzzer adds new inputs to it.
-sanitizer=${FUZZ_SANITIZER:-none}
-if ! cargo fuzz run --fuzz-dir "$fuzz_dir" --sanitizer "$sanitizer" -a "$target" \
-	"$fuzz_dir/corpus/$target" "$seeds" -- -max_total_time="$seconds" -print_final_stats=1; then
-	echo "fuzz.sh: $target failed; replay an input from tools/fuzz/artifacts/$target/ with" >&2
-	echo "  RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR=$CARGO_TARGET_DIR cargo fuzz run --fuzz-dir tools/fuzz" \
-		"--sanitizer $sanitizer -a $target tools/fuzz/artifacts/$target/<file>" >&2
+cargo fuzz build --fuzz-dir "$fuzz_dir" --sanitizer "$sanitizer" -a
+echo "fuzz.sh: build took $(($(date +%s) - start)) s"
+
+failed=()
+for target in "${targets[@]}"; do
+	mkdir -p "$fuzz_dir/corpus/$target" "$seeds/$target"
+	file=$(seed_file "$target")
+	if [ -f "$file" ]; then
+		n=0
+		while IFS= read -r line; do
+			case $line in '' | '#'*) continue ;; esac
+			hex=${line//[[:space:]]/}
+			printf '%b' "$(sed 's/../\\x&/g' <<<"$hex")" >"$seeds/$target/seed-$n"
+			n=$((n + 1))
+		done <"$file"
+	fi
+	t0=$(date +%s)
+	# The corpus directory comes first: libFuzzer adds new inputs to it.
+	if cargo fuzz run --fuzz-dir "$fuzz_dir" --sanitizer "$sanitizer" -a "$target" \
+		"$fuzz_dir/corpus/$target" "$seeds/$target" -- -max_total_time="$per_target" -print_final_stats=1; then
+		echo "fuzz.sh: $target ran clean for $(($(date +%s) - t0)) s"
+	else
+		echo "fuzz.sh: $target failed; replay an input from tools/fuzz/artifacts/$target/ with" >&2
+		echo "  RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR=$CARGO_TARGET_DIR cargo fuzz run --fuzz-dir tools/fuzz" \
+			"--sanitizer $sanitizer -a $target tools/fuzz/artifacts/$target/<file>" >&2
+		failed+=("$target")
+	fi
+done
+echo "fuzz.sh: ${#targets[@]} targets, $(($(date +%s) - start)) s in all, build included"
+if [ ${#failed[@]} -ne 0 ]; then
+	echo "fuzz.sh: crashes in: ${failed[*]}" >&2
 	exit 1
 fi
-echo "fuzz.sh: $target ran clean; $(($(date +%s) - start)) s in all, build included"

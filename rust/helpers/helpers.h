@@ -64,4 +64,19 @@ void roxe_helper_xa_release_bh(struct xarray *xa, unsigned long index);
 void *roxe_helper_xa_erase_bh(struct xarray *xa, unsigned long index);
 void *roxe_helper_xa_find_from(struct xarray *xa, unsigned long *index);
 
+/* net: transmit and receive */
+struct sk_buff *roxe_helper_alloc_tx_skb(struct net_device *ndev, unsigned int len);
+unsigned char *roxe_helper_skb_data(struct sk_buff *skb);
+unsigned int roxe_helper_skb_headlen(const struct sk_buff *skb);
+int roxe_helper_skb_linearize(struct sk_buff *skb);
+unsigned char *roxe_helper_skb_network_header(const struct sk_buff *skb, unsigned int *len);
+struct net_device *roxe_helper_skb_dev(const struct sk_buff *skb);
+int roxe_helper_prepare4(struct sk_buff *skb, struct net_device *ndev, __be32 saddr, __be32 daddr,
+			 __be16 sport, u8 tos, u8 ttl);
+int roxe_helper_send4(struct sk_buff *skb);
+void roxe_helper_loopback_prepare(struct sk_buff *skb);
+u32 roxe_helper_crc32_le(u32 crc, const void *p, size_t len);
+void roxe_helper_skb_queue_init(struct sk_buff_head *q);
+bool roxe_helper_skb_queue_empty(const struct sk_buff_head *q);
+
 #endif

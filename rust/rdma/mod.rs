@@ -34,5 +34,6 @@ pub mod pd;
 pub mod pool;
 pub mod qp;
 pub mod srq;
+pub mod skb;
 pub mod sync;
 pub mod udp_tunnel;

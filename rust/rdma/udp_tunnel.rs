@@ -4,49 +4,9 @@
 //!
 //! C header: [`include/net/udp_tunnel.h`](srctree/include/net/udp_tunnel.h)
 
-use super::bindings;
+use super::{bindings, skb::SkBuff};
 use core::{marker::PhantomData, ptr::NonNull};
 use kernel::{ffi, prelude::*};
-
-/// A received socket buffer, owned. Freed (`kfree_skb`) when dropped.
-///
-/// # Invariants
-///
-/// `self.0` points to an `sk_buff` this object owns exclusively.
-pub struct SkBuff(NonNull<bindings::sk_buff>);
-
-// SAFETY: An owned skb may be passed to and freed on any CPU.
-unsafe impl Send for SkBuff {}
-
-impl SkBuff {
-    /// Takes ownership of `skb`.
-    ///
-    /// # Safety
-    ///
-    /// `skb` is a valid socket buffer whose ownership the caller gives up.
-    unsafe fn from_raw(skb: NonNull<bindings::sk_buff>) -> Self {
-        // INVARIANT: By the function's safety requirements.
-        Self(skb)
-    }
-
-    /// Length of the data in the buffer (from the current data pointer).
-    pub fn len(&self) -> u32 {
-        // SAFETY: By the type invariant the skb is valid and owned.
-        unsafe { (*self.0.as_ptr()).len }
-    }
-
-    /// Whether the buffer holds no data.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
-impl Drop for SkBuff {
-    fn drop(&mut self) {
-        // SAFETY: By the type invariant we own the skb.
-        unsafe { bindings::roxe_helper_kfree_skb(self.0.as_ptr()) };
-    }
-}
 
 /// The receiver of packets that arrive on an encapsulation socket.
 pub trait EncapRecv: 'static {

@@ -65,7 +65,6 @@ impl RoxeCq {
     /// Posts one completion entry; calls the consumer's handler if it was armed for it. A full
     /// CQ is an overrun (IBA 11.4.2.1): the entry is lost, the consumer gets `IB_EVENT_CQ_ERR`,
     /// and the caller gets `EBUSY`.
-    #[allow(dead_code, reason = "the completer and responder post through it")]
     pub(crate) fn post(&self, cqe: &[u8; CQE_SIZE], solicited: bool) -> Result {
         let fire = {
             let mut inner = self.inner.lock();

@@ -27,7 +27,9 @@ use crate::rdma::{
     pd::Pd,
     pool::{Pool, PoolRef},
     qp::{Qp, QpAttr, QpAttrMask, QpCreated, QpInit, QpNotifier},
+    skb::SkbQueue,
     srq::{Srq, SrqAttr, SrqInit, SrqNotifier},
+    sync::SpinLockBh,
 };
 use kernel::{
     prelude::*,
@@ -83,6 +85,15 @@ pub(crate) struct RoxeDevice {
     /// AHs by number (`ah_num` in UD WQEs).
     #[pin]
     pub(crate) ahs: Pool<RoxeAh>,
+    /// Packets sent to the device's own GIDs, waiting for the receive pipeline.
+    #[pin]
+    pub(crate) loopback: SkbQueue,
+    /// Someone is draining `loopback` (see `net::loopback`).
+    pub(crate) loopback_draining: AtomicFlag,
+    /// Serialises the responder's atomic operations device-wide (IBA 9.4.5: atomics are atomic
+    /// with respect to other atomics on the same HCA).
+    #[pin]
+    pub(crate) atomic_lock: SpinLockBh<()>,
 }
 
 impl RoxeDevice {
@@ -397,6 +408,9 @@ impl Link for Roxe {
                 mrs <- Pool::new(),
                 mws <- Pool::new(),
                 ahs <- Pool::new(),
+                loopback <- SkbQueue::new(),
+                loopback_draining: AtomicFlag::new(false),
+                atomic_lock <- crate::new_spinlock_bh!((), "roxe_atomic"),
             }),
         )?;
         pr_info!(

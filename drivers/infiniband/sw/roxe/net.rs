@@ -1,33 +1,216 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The network side: roxe's UDP sockets on the RoCEv2 port.
+//! The network side: roxe's UDP sockets on the RoCEv2 port, the receive pipeline up to the
+//! packet's QP, and transmission (over IPv4, or looped back to the device's own GID).
 //!
-//! Rust counterpart of rxe's `rxe_net.c`. Holding port 4791 from module load is also what keeps
-//! roxe and another RoCEv2 stack (the in-tree `rdma_rxe`) from both claiming it.
+//! Rust counterpart of rxe's `rxe_net.c` and `rxe_recv.c`. Holding port 4791 from module load is
+//! also what keeps roxe and another RoCEv2 stack (the in-tree `rdma_rxe`) from both claiming it.
+//!
+//! Contexts: [`Rx::recv`] runs in softirq. Loopback packets are delivered by whoever sends them
+//! (process context or softirq): they go through a per-device queue that one caller at a time
+//! drains, so a reply sent while handling a packet never recurses into the handler.
 
 #![deny(unsafe_code)]
 
-use crate::rdma::udp_tunnel::{EncapRecv, Family, SkBuff, UdpTunnelSocket};
+use crate::{
+    device::{Roxe, RoxeDevice},
+    proto::{
+        icrc::{self, Crc32, IpHeader},
+        packet::{Packet, PacketError},
+    },
+    recv,
+};
+use crate::rdma::{
+    ah::{AddressVector, Network},
+    device::Device,
+    skb::{crc32_le, SkBuff, TxSkBuff},
+    udp_tunnel::{EncapRecv, Family, UdpTunnelSocket},
+};
 use kernel::{
     prelude::*,
-    sync::atomic::{Atomic, Relaxed}, //
+    sync::atomic::{Atomic, Full, Relaxed, Release}, //
 };
 
 /// The RoCEv2 UDP destination port (IBA A17.2.1, assigned by IANA).
 pub(crate) const ROCE_V2_UDP_PORT: u16 = 4791;
 
-/// Packets received before the data path handles them: counted and dropped.
-static RX_DROPPED: Atomic<u64> = Atomic::new(0);
+/// Size of a UDP header.
+const UDP_HDR_LEN: usize = 8;
+
+/// Size of the ICRC trailer.
+pub(crate) const ICRC_LEN: usize = 4;
+
+/// Why received packets were dropped before reaching a QP. Counted per reason, as a NIC's
+/// error counters are.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum RxDrop {
+    /// Not linearisable, or shorter than UDP + BTH.
+    Malformed,
+    /// The headers do not parse ([`PacketError`]).
+    BadHeaders,
+    /// The invariant CRC does not match: corrupted in flight (IBA 9.8.2.2 says drop silently).
+    BadIcrc,
+    /// No roxe device on the netdev it arrived by.
+    NoDevice,
+    /// No QP with the destination number.
+    NoQp,
+}
+
+static RX_DROPS: [Atomic<u64>; 5] = [Atomic::new(0), Atomic::new(0), Atomic::new(0), Atomic::new(0), Atomic::new(0)];
+
+/// Counts a dropped packet.
+pub(crate) fn count_drop(why: RxDrop) {
+    if let Some(c) = RX_DROPS.get(why as usize) {
+        c.add(1u64, Relaxed);
+    }
+}
+
+/// The kernel's CRC32 library, for the ICRC.
+struct KernelCrc;
+
+impl Crc32 for KernelCrc {
+    fn crc32_le(&self, seed: u32, data: &[u8]) -> u32 {
+        crc32_le(seed, data)
+    }
+}
+
+/// Where a received packet came from (for UD completions and responses).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Source {
+    /// The sender's GID (IPv4-mapped for IPv4).
+    pub(crate) sgid: [u8; 16],
+    /// The GID the packet was sent to.
+    pub(crate) dgid: [u8; 16],
+    /// IPv4 or IPv6.
+    pub(crate) network: Network,
+}
+
+fn v4_mapped(addr: &[u8]) -> [u8; 16] {
+    let mut gid = [0u8; 16];
+    gid[10] = 0xff;
+    gid[11] = 0xff;
+    if let (Some(dst), Some(src)) = (gid.get_mut(12..16), addr.get(..4)) {
+        dst.copy_from_slice(src);
+    }
+    gid
+}
+
+/// Parses the IP header of a received packet: (source, ICRC view of the header).
+fn parse_ip(ip: &[u8]) -> Option<(Source, IpHeader<'_>)> {
+    let version = ip.first()? >> 4;
+    match version {
+        4 => {
+            let ihl = usize::from(ip.first()? & 0xf) * 4;
+            let hdr = ip.get(..ihl)?;
+            let src = v4_mapped(hdr.get(12..16)?);
+            let dst = v4_mapped(hdr.get(16..20)?);
+            Some((Source { sgid: src, dgid: dst, network: Network::Ipv4 }, IpHeader::V4(hdr)))
+        }
+        6 => {
+            let hdr = ip.get(..40)?;
+            let sgid: [u8; 16] = hdr.get(8..24)?.try_into().ok()?;
+            let dgid: [u8; 16] = hdr.get(24..40)?.try_into().ok()?;
+            Some((Source { sgid, dgid, network: Network::Ipv6 }, IpHeader::V6(hdr)))
+        }
+        _ => None,
+    }
+}
 
 /// Receives RoCEv2 datagrams (softirq context).
 struct Rx;
 
 impl EncapRecv for Rx {
     fn recv(skb: SkBuff) {
-        // The receive pipeline (issue: RoCEv2 data path) parses, checks the ICRC and queues the
-        // packet to its QP. Until then every packet is a counted drop.
-        RX_DROPPED.add(1u64, Relaxed);
-        drop(skb);
+        receive(skb, true);
+    }
+}
+
+/// The receive pipeline: checks, then hands the packet to its device's QP.
+fn receive(mut skb: SkBuff, check_icrc: bool) {
+    if skb.linearize().is_err() || (skb.len() as usize) < UDP_HDR_LEN {
+        return count_drop(RxDrop::Malformed);
+    }
+    let Some(netdev) = skb.netdev() else {
+        return count_drop(RxDrop::NoDevice);
+    };
+    let Some(dev) = Device::<Roxe>::get_by_netdev(netdev) else {
+        return count_drop(RxDrop::NoDevice);
+    };
+    let data = skb.data();
+    let (Some(udp), Some(transport)) = (data.get(..UDP_HDR_LEN), data.get(UDP_HDR_LEN..)) else {
+        return count_drop(RxDrop::Malformed);
+    };
+    let pkt = match Packet::new_checked(transport) {
+        Ok(p) => p,
+        Err(e) => {
+            let _: PacketError = e;
+            return count_drop(RxDrop::BadHeaders);
+        }
+    };
+    let Some((source, ip)) = parse_ip(skb.network_header()) else {
+        return count_drop(RxDrop::Malformed);
+    };
+    if check_icrc {
+        match icrc::check(&KernelCrc, ip, udp, &pkt) {
+            Ok(true) => {}
+            _ => return count_drop(RxDrop::BadIcrc),
+        }
+    }
+    recv::dispatch(&dev, dev.data(), &pkt, &source);
+}
+
+/// Loopback delivery: packets for the device's own GIDs never touch the wire.
+pub(crate) fn loopback(dev: &RoxeDevice, skb: SkBuff) {
+    dev.loopback.push(skb);
+    // One drainer at a time; anyone who finds it busy leaves the packet for it.
+    while dev.loopback_draining.cmpxchg(false, true, Full).is_ok() {
+        while let Some(skb) = dev.loopback.pop() {
+            // Our own packets were built with a correct ICRC; skip recomputing it.
+            receive(skb, false);
+        }
+        dev.loopback_draining.store(false, Release);
+        if dev.loopback.is_empty() {
+            break;
+        }
+    }
+}
+
+/// Sends a packet whose RoCE part (BTH to ICRC, ICRC left zero) is already in `skb`, to the
+/// destination of `av`, leaving from UDP source port `sport`. Computes the ICRC over the final
+/// headers.
+pub(crate) fn xmit(dev: &Device<Roxe>, av: &AddressVector, sport: u16, mut skb: TxSkBuff) -> Result {
+    let Some(netdev) = dev.netdev(crate::device::PORT) else {
+        return Err(ENODEV);
+    };
+    if av.network != Network::Ipv4 {
+        // IPv6 transmission comes with the IPv6 route lookup (issue: data path, IPv6 GIDs).
+        return Err(EAFNOSUPPORT);
+    }
+    let (saddr, daddr): ([u8; 4], [u8; 4]) = match (av.sgid.get(12..16), av.dgid.get(12..16)) {
+        (Some(s), Some(d)) => (s.try_into().map_err(|_| EINVAL)?, d.try_into().map_err(|_| EINVAL)?),
+        _ => return Err(EINVAL),
+    };
+    skb.prepare_v4(&netdev, saddr, daddr, sport, av.traffic_class, av.hop_limit)?;
+    // ICRC over the IP header (20 bytes, built above), UDP header and the RoCE part.
+    let icrc = {
+        let data = skb.data();
+        let (ip, rest) = data.split_at(core::cmp::min(20, data.len()));
+        let (udp, roce) = rest.split_at(core::cmp::min(UDP_HDR_LEN, rest.len()));
+        let covered = roce.get(..roce.len().saturating_sub(ICRC_LEN)).ok_or(EINVAL)?;
+        icrc::icrc(&KernelCrc, IpHeader::V4(ip), udp, covered).map_err(|_| EINVAL)?
+    };
+    {
+        let data = skb.data_mut();
+        let n = data.len();
+        if let Some(t) = data.get_mut(n.saturating_sub(ICRC_LEN)..) {
+            t.copy_from_slice(&icrc::to_wire(icrc));
+        }
+    }
+    if av.dgid == av.sgid {
+        loopback(dev.data(), skb.into_loopback());
+        Ok(())
+    } else {
+        skb.send_v4()
     }
 }
 

@@ -20,8 +20,12 @@ use crate::{
             check_attr_values, check_modify_request, psn_from_attr, send_verdict, AttrLimits, AttrMask, AttrValues,
             ModifyRequest, PostVerdict, QpState, QpType,
         },
-        wqe::{recv_layout, send_layout, SqLimits, SGE_SIZE},
+        cqe::{Cqe, WcOpcode},
+        psn::Psn,
+        wqe::{recv_layout, send_layout, SendWqe, SqLimits, SGE_SIZE},
     },
+    req,
+    resp::RespState,
     queue::{Direction, Queue},
     srq::RoxeSrq,
 };
@@ -34,7 +38,10 @@ use crate::rdma::{
     qp::{Qp, QpAttr, QpAttrMask, QpCap, QpCreated, QpInit, QpNotifier},
     sync::SpinLockBh,
 };
-use kernel::{prelude::*, sync::Arc};
+use kernel::{
+    prelude::*,
+    sync::{atomic::Atomic, Arc},
+};
 
 /// The Q_Key of the GSI QP (IBA 13.4.6.1: QP1 uses the well-known Q_Key 0x80010000).
 const GSI_QKEY: u32 = 0x8001_0000;
@@ -51,6 +58,34 @@ pub(crate) struct QpStateData {
     pub(crate) av: Option<AddressVector>,
     /// Send WQEs are still being drained in SQD.
     pub(crate) sq_draining: bool,
+}
+
+/// A send WQE taken off the SQ: a validated copy, and its progress on the wire.
+pub(crate) struct SendEntry {
+    pub(crate) wqe: SendWqe,
+    /// The copy of the ring slot (the SGE list or inline data live here).
+    pub(crate) slot: KVec<u8>,
+    pub(crate) first_psn: Psn,
+    pub(crate) last_psn: Psn,
+    /// UD: destination QP, Q_Key and address from the WQE and its AH.
+    pub(crate) ud_remote_qpn: u32,
+    pub(crate) ud_qkey: u32,
+    pub(crate) ud_av: Option<AddressVector>,
+    /// READ: bytes of response data placed so far.
+    pub(crate) read_done: u32,
+    /// Every packet of the WQE went out.
+    pub(crate) sent: bool,
+}
+
+/// The requester's and completer's state: WQEs in flight, oldest first.
+pub(crate) struct SqState {
+    pub(crate) entries: KVec<SendEntry>,
+    /// Index in `entries` of the WQE being sent.
+    pub(crate) cur: usize,
+    /// Bytes of that WQE already sent.
+    pub(crate) cur_offset: u32,
+    /// PSN of the next packet.
+    pub(crate) next_psn: Psn,
 }
 
 /// A queue pair.
@@ -76,6 +111,16 @@ pub(crate) struct RoxeQp {
     #[pin]
     pub(crate) rq: SpinLockBh<Option<Queue>>,
     pub(crate) notifier: Arc<QpNotifier>,
+    /// SQ depth: the most WQEs in flight.
+    pub(crate) sq_depth: usize,
+    /// Requester and completer state.
+    #[pin]
+    pub(crate) sq_state: SpinLockBh<SqState>,
+    /// Responder state.
+    #[pin]
+    pub(crate) resp_state: SpinLockBh<RespState>,
+    /// The requester runs (see `req::run`): 0 idle, 1 running, more: run again.
+    pub(crate) req_running: Atomic<u32>,
 }
 
 fn qp_type_of(raw: u32) -> Result<QpType> {
@@ -130,6 +175,7 @@ pub(crate) fn create(
     // What fits in a slot may be more than was asked for; report it (as rxe does).
     let slot_payload = (sq.elem_size() - send_layout::DMA_DATA).min(param::MAX_INLINE_DATA as usize);
     init.cap.max_send_wr = sq.capacity();
+    let sq_depth = sq.capacity() as usize;
     init.cap.max_send_sge = ((slot_payload / SGE_SIZE) as u32).min(param::MAX_SGE);
     init.cap.max_inline_data = slot_payload as u32;
     let sq_limits = SqLimits {
@@ -198,6 +244,13 @@ pub(crate) fn create(
         sq <- new_spinlock_bh!(sq, "roxe_qp_sq"),
         rq <- new_spinlock_bh!(rq, "roxe_qp_rq"),
         notifier,
+        sq_depth,
+        sq_state <- new_spinlock_bh!(
+            SqState { entries: KVec::new(), cur: 0, cur_offset: 0, next_psn: Psn::new(0) },
+            "roxe_qp_sq_state"
+        ),
+        resp_state <- new_spinlock_bh!(RespState::new(Psn::new(0)), "roxe_qp_resp_state"),
+        req_running: Atomic::new(0),
     }? Error))?;
     Ok(QpCreated { data: qp, qp_num: qpn })
 }
@@ -264,9 +317,12 @@ pub(crate) fn modify(qp: &Qp<Roxe>, attr: &QpAttr, mask: QpAttrMask, udata: Opti
     }
     if amask.contains(AttrMask::RQ_PSN) {
         a.rq_psn = psn_from_attr(attr.rq_psn).get();
+        // Lock order: state, then the responder's state.
+        this.resp_state.lock().expected_psn = psn_from_attr(attr.rq_psn);
     }
     if amask.contains(AttrMask::SQ_PSN) {
         a.sq_psn = psn_from_attr(attr.sq_psn).get();
+        this.sq_state.lock().next_psn = psn_from_attr(attr.sq_psn);
     }
     if amask.contains(AttrMask::MIN_RNR_TIMER) {
         a.min_rnr_timer = attr.min_rnr_timer;
@@ -293,6 +349,14 @@ pub(crate) fn modify(qp: &Qp<Roxe>, attr: &QpAttr, mask: QpAttrMask, udata: Opti
     st.state = next;
     st.attr.qp_state = next.as_raw();
     st.attr.cur_qp_state = next.as_raw();
+    let to_error = next == QpState::Err && prev != QpState::Err;
+    if to_error {
+        drop(st);
+        // Outstanding and queued WQEs complete with a flush error (IBA 10.3.1).
+        req::run(qp.device::<Roxe>(), this);
+        flush_recv(this);
+        return Ok(());
+    }
     if next == QpState::Reset && prev != QpState::Reset {
         // IBA 10.3.1: RESET empties the work queues and forgets the path.
         st.av = None;
@@ -321,11 +385,36 @@ pub(crate) fn destroy(qp: &Qp<Roxe>) {
     drop(qp.device::<Roxe>().data().qps.remove(this.qpn));
 }
 
-/// The send doorbell: new WQEs wait in the ring for the requester.
+/// The send doorbell: new WQEs are in the ring; the requester sends them (or flushes them in
+/// the error state).
 pub(crate) fn doorbell(qp: &Qp<Roxe>) -> Result {
     let state = qp.qp_data().state.lock().state;
     match send_verdict(state) {
         PostVerdict::Reject => Err(EINVAL),
-        PostVerdict::Queue | PostVerdict::FlushWithError => Ok(()),
+        PostVerdict::Queue | PostVerdict::FlushWithError => {
+            req::run(qp.device::<Roxe>(), qp.qp_data());
+            Ok(())
+        }
+    }
+}
+
+/// Completes every posted receive WQE of the QP's own RQ with a flush error (IBA 10.3.1).
+/// WQEs of an SRQ stay: other QPs may use them.
+pub(crate) fn flush_recv(qp: &RoxeQp) {
+    loop {
+        let wr_id = {
+            let mut rq = qp.rq.lock();
+            let Some(q) = &mut *rq else { return };
+            let mut head = [0u8; 8];
+            if !q.peek(&mut head) {
+                return;
+            }
+            q.advance_consumer();
+            u64::from_ne_bytes(head)
+        };
+        let cqe = Cqe::flush(wr_id, qp.qpn);
+        let mut cqe = cqe;
+        cqe.opcode = WcOpcode::Recv;
+        let _ = qp.recv_cq.post(&cqe.to_bytes(), false);
     }
 }

@@ -19,13 +19,18 @@
 mod rdma;
 
 mod ah;
+mod comp;
 mod cq;
 mod device;
+mod mem;
 mod mr;
 mod net;
 mod param;
 mod qp;
 mod queue;
+mod recv;
+mod req;
+mod resp;
 mod srq;
 // Pure protocol logic shared with the host test crate, which uses all of it.
 #[allow(unreachable_pub, dead_code, reason = "shared with tools/proto, which uses all of it")]

@@ -1,0 +1,232 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The completer: acknowledgements and responses to this QP's requests, and completions.
+//! Counterpart of rxe's `rxe_comp.c`.
+//!
+//! Context: [`receive`] runs in the receive pipeline (softirq, or the loopback drainer). It
+//! updates the send state under the QP's send lock, posts completions after releasing it, then
+//! runs the requester, which an ACK may have unblocked.
+
+#![deny(unsafe_code)]
+
+use crate::{
+    device::Roxe,
+    mem::SgeList,
+    proto::{
+        cqe::{wc_opcode_for_send, Cqe, WcStatus},
+        opcode::Opcode,
+        packet::{NakCode, Packet, Syndrome},
+        psn::Psn,
+        qp_state::{QpState, QpType},
+        wqe::{send_flags, send_layout, Payload, SendOpcode},
+    },
+    qp::RoxeQp,
+    req,
+};
+use crate::rdma::{device::Device, qp::QpEvent};
+use kernel::prelude::*;
+
+/// Posts the completion of a send WQE, if it asked for one (or all do, or it failed: IBA 10.8.6
+/// reports every error).
+pub(crate) fn complete_send(qp: &RoxeQp, wr_id: u64, op: SendOpcode, flags: u32, status: WcStatus, byte_len: u32) {
+    let signalled = qp.sq_sig_all || flags & send_flags::SIGNALED != 0 || status != WcStatus::Success;
+    if !signalled {
+        return;
+    }
+    let mut cqe = Cqe::new(wr_id, status, wc_opcode_for_send(op), qp.qpn);
+    if status == WcStatus::Success {
+        cqe.byte_len = byte_len;
+    }
+    // A full CQ is an overrun: the CQ reports it to its consumer (IBA 11.4.2.1).
+    let _ = qp.send_cq.post(&cqe.to_bytes(), false);
+}
+
+/// Moves the QP to the error state after a failed WQE (IBA 10.3.1: completion errors on RC put
+/// the QP in error), and tells the consumer.
+pub(crate) fn move_to_error(qp: &RoxeQp) {
+    let mut st = qp.state.lock();
+    if st.state != QpState::Err {
+        st.state = QpState::Err;
+        st.attr.qp_state = QpState::Err.as_raw();
+        drop(st);
+        qp.notifier.event(QpEvent::Fatal);
+    }
+}
+
+/// What an incoming response does to the oldest outstanding WQEs.
+enum Done {
+    /// Complete the WQEs at the front of the list with this status.
+    Front { count: usize, status: WcStatus },
+    /// Nothing completes.
+    Nothing,
+}
+
+/// Handles a response (ACK, NAK, read response, atomic acknowledge) for `qp`.
+pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>) {
+    if qp.qp_type != QpType::Rc {
+        return;
+    }
+    let info = pkt.info();
+    let psn = pkt.psn();
+    let mtu = req::path_info(qp).mtu;
+    let mut completions: KVec<(u64, SendOpcode, u32, WcStatus, u32)> = KVec::new();
+    let mut error = false;
+    {
+        let mut sq = qp.sq_state.lock();
+        let mut done = Done::Nothing;
+        if let Some(aeth) = pkt.aeth() {
+            match aeth.syndrome {
+                Syndrome::Ack { .. } => {
+                    // ACKs are cumulative (IBA 9.7.5.1.2): every sent WQE whose last PSN is at or
+                    // before the acknowledged one is done, except READs and atomics, which
+                    // complete only with their data.
+                    let carries_data = info.is_read_response() || info.opcode() == Opcode::RC_ATOMIC_ACKNOWLEDGE;
+                    let mut n = 0;
+                    let mut restart = None;
+                    for e in sq.entries.iter() {
+                        if !e.sent || e.last_psn.diff(psn) > 0 {
+                            break;
+                        }
+                        if matches!(e.wqe.opcode, SendOpcode::RdmaRead | SendOpcode::CmpAndSwp | SendOpcode::FetchAndAdd) {
+                            if !carries_data {
+                                // A plain ACK past an unanswered READ/atomic: its response was
+                                // lost. Resend from it (an implicit NAK).
+                                restart = Some(e.first_psn);
+                            }
+                            break;
+                        }
+                        n += 1;
+                    }
+                    take_front(&mut sq, n, WcStatus::Success, &mut completions);
+                    if let Some(p) = restart {
+                        restart_at(&mut sq, p);
+                    }
+                }
+                Syndrome::RnrNak { .. } => {
+                    // The responder had no receive WQE: resend from the NAK'd PSN. (The RNR
+                    // timer delay comes with the retransmission timer.)
+                    restart_at(&mut sq, psn);
+                }
+                Syndrome::Nak(code) => {
+                    let status = match code {
+                        NakCode::PsnSequenceError => None,
+                        NakCode::InvalidRequest => Some(WcStatus::RemInvReqErr),
+                        NakCode::RemoteAccessError => Some(WcStatus::RemAccessErr),
+                        _ => Some(WcStatus::RemOpErr),
+                    };
+                    match status {
+                        // IBA 9.7.5.2.1: resend everything from the NAK'd PSN.
+                        None => restart_at(&mut sq, psn),
+                        Some(status) => {
+                            // The WQE holding the PSN fails; the QP goes to error.
+                            let idx = sq.entries.iter().position(|e| e.first_psn.diff(psn) <= 0 && e.last_psn.diff(psn) >= 0);
+                            let count = idx.map_or(1, |i| i + 1);
+                            // Earlier WQEs were implicitly acknowledged.
+                            if count > 1 {
+                                take_front(&mut sq, count - 1, WcStatus::Success, &mut completions);
+                            }
+                            done = Done::Front { count: 1, status };
+                            error = true;
+                        }
+                    }
+                }
+                Syndrome::Reserved(_) => {}
+            }
+        }
+        if info.is_read_response() || info.opcode() == Opcode::RC_ATOMIC_ACKNOWLEDGE {
+            // The response belongs to the oldest WQE (responses come in order).
+            if let Some(e) = sq.entries.first_mut() {
+                let is_read = e.wqe.opcode == SendOpcode::RdmaRead;
+                let in_range = psn.diff(e.first_psn) >= 0 && psn.diff(e.last_psn) <= 0;
+                if is_read && info.is_read_response() && in_range {
+                    let offset = (psn.diff(e.first_psn) as u32).saturating_mul(mtu);
+                    if offset == e.read_done {
+                        let payload = pkt.payload();
+                        let num = match e.wqe.payload {
+                            Payload::Sges { num } => num,
+                            Payload::Inline { .. } => 0,
+                        };
+                        let list = SgeList { slot: &e.slot, base: send_layout::DMA_DATA, num };
+                        match list.scatter(dev.data(), qp.pd_id, u64::from(offset), payload) {
+                            Ok(()) => {
+                                e.read_done = offset + payload.len() as u32;
+                                if info.ends_message() {
+                                    done = Done::Front { count: 1, status: WcStatus::Success };
+                                }
+                            }
+                            Err(_) => {
+                                done = Done::Front { count: 1, status: WcStatus::LocProtErr };
+                                error = true;
+                            }
+                        }
+                    }
+                } else if !is_read && info.opcode() == Opcode::RC_ATOMIC_ACKNOWLEDGE && in_range {
+                    if let Some(ack) = pkt.atomic_ack_eth() {
+                        let list = SgeList { slot: &e.slot, base: send_layout::DMA_DATA, num: 1 };
+                        match list.scatter(dev.data(), qp.pd_id, 0, &ack.orig.to_ne_bytes()) {
+                            Ok(()) => done = Done::Front { count: 1, status: WcStatus::Success },
+                            Err(_) => {
+                                done = Done::Front { count: 1, status: WcStatus::LocProtErr };
+                                error = true;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if let Done::Front { count, status } = done {
+            take_front(&mut sq, count, status, &mut completions);
+        }
+    }
+    for (wr_id, op, flags, status, len) in completions {
+        complete_send(qp, wr_id, op, flags, status, len);
+    }
+    if error {
+        move_to_error(qp);
+    }
+    // An ACK may have opened the window, a NAK asked for a resend, or the QP is now in error
+    // and its remaining WQEs must flush.
+    req::run(dev, qp);
+}
+
+/// Removes the first `count` entries and queues their completions.
+fn take_front(
+    sq: &mut crate::qp::SqState,
+    count: usize,
+    status: WcStatus,
+    out: &mut KVec<(u64, SendOpcode, u32, WcStatus, u32)>,
+) {
+    for _ in 0..count {
+        if sq.entries.is_empty() {
+            break;
+        }
+        if let Ok(e) = sq.entries.remove(0) {
+            let len = match e.wqe.opcode {
+                SendOpcode::RdmaRead => e.read_done,
+                _ => e.wqe.length,
+            };
+            let _ = out.push((e.wqe.wr_id, e.wqe.opcode, e.wqe.flags, status, len), GFP_ATOMIC);
+            sq.cur = sq.cur.saturating_sub(1);
+        }
+    }
+}
+
+/// Go-back-N: the requester resends from the WQE that holds `psn`, from its start.
+fn restart_at(sq: &mut crate::qp::SqState, psn: Psn) {
+    let Some(idx) = sq.entries.iter().position(|e| e.last_psn.diff(psn) >= 0) else {
+        return;
+    };
+    if idx >= sq.cur && sq.cur_offset == 0 {
+        return;
+    }
+    if let Some(e) = sq.entries.get_mut(idx) {
+        e.read_done = 0;
+        e.sent = false;
+        sq.next_psn = e.first_psn;
+    }
+    for e in sq.entries.iter_mut().skip(idx) {
+        e.sent = false;
+    }
+    sq.cur = idx;
+    sq.cur_offset = 0;
+}

@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Helpers for the RoCEv2 transmit and receive paths: socket buffers, IPv4 routing and headers
+ * (include/linux/skbuff.h, include/net/route.h, include/net/ip.h), and the CRC32 library.
+ * Route lookup and header pushing are static inline in the headers, hence these wrappers.
+ */
+#include <linux/crc32.h>
+#include <linux/ip.h>
+#include <linux/skbuff.h>
+#include <linux/udp.h>
+#include <net/ip.h>
+#include <net/route.h>
+#include <net/udp.h>
+#include <rdma/ib_verbs.h>
+#include "helpers.h"
+
+/* A buffer for one outgoing packet: @len bytes of zeroed data after room for the link, IP and
+ * UDP headers. */
+struct sk_buff *roxe_helper_alloc_tx_skb(struct net_device *ndev, unsigned int len)
+{
+	unsigned int head = LL_RESERVED_SPACE(ndev) + sizeof(struct ipv6hdr) + sizeof(struct udphdr);
+	struct sk_buff *skb = alloc_skb(head + len, GFP_ATOMIC);
+
+	if (!skb)
+		return NULL;
+	skb_reserve(skb, head);
+	skb_put_zero(skb, len);
+	skb->dev = ndev;
+	return skb;
+}
+
+unsigned char *roxe_helper_skb_data(struct sk_buff *skb)
+{
+	return skb->data;
+}
+
+unsigned int roxe_helper_skb_headlen(const struct sk_buff *skb)
+{
+	return skb_headlen(skb);
+}
+
+int roxe_helper_skb_linearize(struct sk_buff *skb)
+{
+	return skb_linearize(skb);
+}
+
+/* The bytes from the network header to the current data pointer (the IP header on receive). */
+unsigned char *roxe_helper_skb_network_header(const struct sk_buff *skb, unsigned int *len)
+{
+	int n = skb->data - skb_network_header(skb);
+
+	*len = n > 0 ? n : 0;
+	return skb_network_header(skb);
+}
+
+struct net_device *roxe_helper_skb_dev(const struct sk_buff *skb)
+{
+	return skb->dev;
+}
+
+/*
+ * Routes an IPv4 RoCEv2 packet out of @ndev and pushes its UDP and IP headers (the ICRC covers
+ * them, so they are built here rather than by udp_tunnel_xmit_skb). The UDP checksum is zero,
+ * as RoCEv2 allows (IBA A17.4.2).
+ */
+int roxe_helper_prepare4(struct sk_buff *skb, struct net_device *ndev, __be32 saddr, __be32 daddr,
+			 __be16 sport, u8 tos, u8 ttl)
+{
+	struct flowi4 fl = {};
+	struct rtable *rt;
+	struct udphdr *uh;
+	struct iphdr *iph;
+
+	fl.flowi4_oif = ndev->ifindex;
+	fl.saddr = saddr;
+	fl.daddr = daddr;
+	fl.flowi4_proto = IPPROTO_UDP;
+	rt = ip_route_output_key(dev_net(ndev), &fl);
+	if (IS_ERR(rt))
+		return PTR_ERR(rt);
+	skb_scrub_packet(skb, false);
+	skb_clear_hash(skb);
+	skb_dst_set(skb, &rt->dst);
+	memset(IPCB(skb), 0, sizeof(*IPCB(skb)));
+
+	uh = skb_push(skb, sizeof(*uh));
+	skb_reset_transport_header(skb);
+	uh->source = sport;
+	uh->dest = htons(ROCE_V2_UDP_DPORT);
+	uh->len = htons(skb->len);
+	uh->check = 0;
+
+	skb_push(skb, sizeof(*iph));
+	skb_reset_network_header(skb);
+	iph = ip_hdr(skb);
+	iph->version = IPVERSION;
+	iph->ihl = sizeof(*iph) >> 2;
+	iph->tot_len = htons(skb->len);
+	iph->frag_off = htons(IP_DF);
+	iph->protocol = IPPROTO_UDP;
+	iph->tos = tos;
+	iph->daddr = daddr;
+	iph->saddr = saddr;
+	iph->ttl = ttl;
+	__ip_select_ident(dev_net(ndev), iph, 1);
+	skb->protocol = htons(ETH_P_IP);
+	return 0;
+}
+
+/* Sends a packet prepared by roxe_helper_prepare4(); consumes the skb. */
+int roxe_helper_send4(struct sk_buff *skb)
+{
+	return ip_local_out(dev_net(skb_dst(skb)->dev), NULL, skb);
+}
+
+/* Makes a prepared packet look received: data at the UDP header, as encap_rcv sees it. */
+void roxe_helper_loopback_prepare(struct sk_buff *skb)
+{
+	skb_pull(skb, sizeof(struct iphdr));
+}
+
+u32 roxe_helper_crc32_le(u32 crc, const void *p, size_t len)
+{
+	return crc32_le(crc, p, len);
+}
+
+void roxe_helper_skb_queue_init(struct sk_buff_head *q)
+{
+	skb_queue_head_init(q);
+}
+
+bool roxe_helper_skb_queue_empty(const struct sk_buff_head *q)
+{
+	return skb_queue_empty_lockless(q);
+}
