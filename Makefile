@@ -14,7 +14,7 @@ ROXE_CACHE ?= /var/cache/roxe
 export ROXE_CACHE
 Q := qemu
 
-.PHONY: all modules deps kernels kernel-debug kernel-stock image hosttest qemu-test test run \
+.PHONY: all modules deps kernels kernel-debug kernel-stock image hosttest qemu-test test run baseline pyverbs \
 	bench soak fuzz clean distclean
 
 ifneq ($(KDIR),)
@@ -51,6 +51,13 @@ hosttest:
 
 qemu-test: kernels image
 	$(Q)/test-all.sh --qemu-only
+
+# Long forms, run before resolving the issues they serve (Documentation/testing.md).
+baseline: deps
+	$(Q)/test-all.sh --list qemu/tests/baseline.list
+
+pyverbs: deps
+	$(Q)/test-all.sh --list qemu/tests/pyverbs.list
 
 test: deps
 	$(Q)/test-all.sh

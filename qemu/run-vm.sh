@@ -61,7 +61,7 @@ for i in $(seq 0 $((nvm - 1))); do
 		-display none -monitor none -serial "file:$out/console.log" -no-reboot \
 		-kernel "$kernel" "${initrd[@]}" \
 		-append "console=ttyS0 root=/dev/vda rw init=/sbin/roxe-boot panic=-1 oops=panic no5lvl \
-roxe.script=$script roxe.vm=$i roxe.timeout=$timeout roxe.flavour=$flavour roxe.args=$args" \
+roxe.script=$script roxe.vm=$i roxe.two=$two roxe.timeout=$timeout roxe.flavour=$flavour roxe.args=$args" \
 		-drive "file=$img,if=virtio,format=raw,snapshot=on" \
 		-virtfs "local,path=$ROXE_TOP,mount_tag=roxe,security_model=none,readonly=on" \
 		-virtfs "local,path=$mods,mount_tag=mods,security_model=none,readonly=on" \

@@ -63,6 +63,10 @@ void roxe_helper_xa_store_bh(struct xarray *xa, unsigned long index, void *entry
 void roxe_helper_xa_release_bh(struct xarray *xa, unsigned long index);
 void *roxe_helper_xa_erase_bh(struct xarray *xa, unsigned long index);
 void *roxe_helper_xa_find_from(struct xarray *xa, unsigned long *index);
+struct timer_list;
+void roxe_helper_timer_setup(struct timer_list *timer, void (*fn)(struct timer_list *));
+void roxe_helper_timer_arm_ms(struct timer_list *timer, unsigned int ms);
+u64 roxe_helper_jiffies_ms(void);
 
 /* net: transmit and receive */
 struct sk_buff *roxe_helper_alloc_tx_skb(struct net_device *ndev, unsigned int len);

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Helpers for include/linux/spinlock.h and include/linux/xarray.h. */
+#include <linux/jiffies.h>
 #include <linux/spinlock.h>
+#include <linux/timer.h>
 #include <linux/xarray.h>
 #include "helpers.h"
 
@@ -57,4 +59,20 @@ void *roxe_helper_xa_erase_bh(struct xarray *xa, unsigned long index)
 void *roxe_helper_xa_find_from(struct xarray *xa, unsigned long *index)
 {
 	return xa_find(xa, index, ULONG_MAX, XA_PRESENT);
+}
+
+void roxe_helper_timer_setup(struct timer_list *timer, void (*fn)(struct timer_list *))
+{
+	timer_setup(timer, fn, 0);
+}
+
+/* Arms @timer to fire @ms milliseconds from now. */
+void roxe_helper_timer_arm_ms(struct timer_list *timer, unsigned int ms)
+{
+	mod_timer(timer, jiffies + msecs_to_jiffies(ms));
+}
+
+u64 roxe_helper_jiffies_ms(void)
+{
+	return jiffies64_to_msecs(get_jiffies_64());
 }

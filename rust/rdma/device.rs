@@ -96,6 +96,12 @@ pub trait Driver: Sized + Send + Sync + 'static {
     /// The driver's uverbs ABI version (`uverbs_abi_ver`).
     const UVERBS_ABI_VERSION: u32;
 
+    /// Period of [`Driver::tick`] in milliseconds, from registration until the device is freed.
+    const TICK_MS: u32;
+
+    /// Periodic work of a registered device (retransmission and RNR timers). Softirq context.
+    fn tick(dev: &Device<Self>);
+
     /// Reports the device's attributes (`query_device`).
     fn query_device(dev: &Device<Self>) -> Result<DeviceAttr>;
 
@@ -214,6 +220,10 @@ pub trait Driver: Sized + Send + Sync + 'static {
 #[repr(C)]
 pub struct Device<T: Driver> {
     ibdev: Opaque<bindings::ib_device>,
+    /// Drives [`Driver::tick`]; set up at registration, shut down before `data` drops.
+    tick: Opaque<bindings::timer_list>,
+    /// The tick timer was set up (registration got that far).
+    tick_armed: kernel::sync::atomic::AtomicFlag,
     data: T::Data,
 }
 
@@ -338,7 +348,10 @@ impl<T: Link> Device<T> {
 
         // SAFETY: `data` lies inside the fresh allocation, right after the `ib_device`, and is
         // pinned there (the core never moves the device).
-        let init = unsafe { pin_init::raw_try_init(core::ptr::addr_of_mut!((*dev).data), data) };
+        let init = unsafe {
+            core::ptr::addr_of_mut!((*dev).tick_armed).write(kernel::sync::atomic::AtomicFlag::new(false));
+            pin_init::raw_try_init(core::ptr::addr_of_mut!((*dev).data), data)
+        };
         if let Err(e) = init {
             // No ops are set yet, so no `dealloc_driver` runs over the uninitialised data.
             // SAFETY: The device was allocated above and never registered.
@@ -382,6 +395,16 @@ impl<T: Link> Device<T> {
             // SAFETY: Registration failed, so the device is still ours to free.
             unsafe { bindings::ib_dealloc_device(ibdev.as_ptr()) };
             return Err(Error::from_errno(err));
+        }
+        if T::TICK_MS > 0 {
+            // SAFETY: The timer lies in the device, which lives until `dealloc_driver`, where the
+            // timer is shut down before anything is freed.
+            unsafe {
+                let timer = Opaque::cast_into(core::ptr::addr_of!((*dev).tick));
+                bindings::roxe_helper_timer_setup(timer, Some(Adapter::<T>::tick));
+                (*dev).tick_armed.store(true, kernel::sync::atomic::Release);
+                bindings::roxe_helper_timer_arm_ms(timer, T::TICK_MS);
+            }
         }
         Ok(())
     }
@@ -592,10 +615,33 @@ impl<T: Driver> Adapter<T> {
         0
     }
 
+    unsafe extern "C" fn tick(timer: *mut bindings::timer_list) {
+        let offset = core::mem::offset_of!(Device<T>, tick);
+        // SAFETY: The timer is the `tick` field of a registered `Device<T>` (see `register`),
+        // which is alive: `dealloc_driver` shuts the timer down before freeing it.
+        let dev = unsafe { &*timer.cast::<u8>().sub(offset).cast::<Device<T>>() };
+        T::tick(dev);
+        // SAFETY: As above; once shut down the timer ignores re-arming.
+        unsafe { bindings::roxe_helper_timer_arm_ms(timer, T::TICK_MS) };
+    }
+
     unsafe extern "C" fn dealloc_driver(ibdev: *mut bindings::ib_device) {
         let dev = ibdev.cast::<Device<T>>();
+        // SAFETY: The device is being freed; the timer, if set up, stops for good and any
+        // running callback finishes before we go on.
+        unsafe {
+            if (*dev).tick_armed.load(kernel::sync::atomic::Acquire) {
+                bindings::timer_shutdown_sync(Opaque::cast_into(core::ptr::addr_of!((*dev).tick)));
+            }
+        }
         // SAFETY: `dealloc_driver` is set only once `data` is initialised (see `register`), and
         // the core calls it exactly once, as the last op, before freeing the device.
         unsafe { core::ptr::drop_in_place(core::ptr::addr_of_mut!((*dev).data)) };
     }
+}
+
+/// Milliseconds since boot, from the jiffies clock (the granularity of [`Driver::tick`]).
+pub fn now_ms() -> u64 {
+    // SAFETY: Reads the jiffies counter.
+    unsafe { bindings::roxe_helper_jiffies_ms() }
 }

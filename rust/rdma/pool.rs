@@ -158,6 +158,30 @@ impl<T: Send + Sync + 'static> Pool<T> {
         Some(borrowed.into())
     }
 
+    /// Calls `f` with every object in the pool, in index order, each with a reference taken
+    /// under RCU. Objects inserted or removed meanwhile may or may not be visited. Any context.
+    pub fn for_each(&self, mut f: impl FnMut(u32, &PoolRef<T>)) {
+        let mut index: ffi::c_ulong = 0;
+        loop {
+            let item = {
+                let _guard = rcu::read_lock();
+                // SAFETY: `xa` is initialised; `xa_find` may run under RCU alone.
+                let ptr = unsafe { bindings::roxe_helper_xa_find_from(self.xa(), &mut index) };
+                if ptr.is_null() {
+                    return;
+                }
+                // SAFETY: As in `get`: the pool's reference outlives our read-side section.
+                let borrowed: ArcBorrow<'_, Entry<T>> = unsafe { PoolRef::<T>::borrow(ptr.cast()) };
+                PoolRef::<T>::from(borrowed)
+            };
+            f(index as u32, &item);
+            index = match index.checked_add(1) {
+                Some(i) => i,
+                None => return,
+            };
+        }
+    }
+
     /// Removes `index` and returns the pool's reference, after an RCU grace period so that no
     /// lookup still borrows it. Process context (it sleeps).
     pub fn remove(&self, index: u32) -> Option<PoolRef<T>> {
@@ -180,24 +204,23 @@ impl<T: Send + Sync + 'static> Pool<T> {
         if ptr.is_null() {
             return false;
         }
-        // SAFETY: The entry came from `into_foreign`; its RCU head is used only here, once, and
-        // the entry stays allocated until the callback drops the pool's reference.
-        unsafe {
-            let entry = ptr.cast::<Entry<T>>();
-            bindings::call_rcu(Opaque::cast_into(core::ptr::addr_of!((*entry).rcu)), Some(Self::drop_after_grace_period));
-        }
+        // SAFETY: The entry came from `into_foreign` and left the pool: the reference is ours.
+        let item = unsafe { PoolRef::<T>::from_foreign(ptr) };
+        // The pool's reference passes to the RCU callback, as a raw pointer to the entry.
+        let entry = Arc::into_raw(item);
+        // SAFETY: The entry stays allocated until the callback drops the reference it now owns;
+        // its RCU head is used only here, once.
+        unsafe { bindings::call_rcu(Opaque::cast_into(core::ptr::addr_of!((*entry).rcu)), Some(Self::drop_after_grace_period)) };
         true
     }
 
     unsafe extern "C" fn drop_after_grace_period(head: *mut bindings::callback_head) {
-        // CAST: `rcu` is the first field of `Entry<T>`? Not guaranteed by layout: compute the
-        // container from the field offset instead.
         let offset = core::mem::offset_of!(Entry<T>, rcu);
-        // SAFETY: `head` is the `rcu` field of an `Entry<T>` queued by `remove_deferred`, whose
-        // pool reference this callback now drops.
+        // SAFETY: `head` is the `rcu` field of an `Entry<T>` that `remove_deferred` turned into a
+        // raw `Arc` pointer, whose reference this callback now drops.
         unsafe {
             let entry = head.cast::<u8>().sub(offset).cast::<Entry<T>>();
-            drop(PoolRef::<T>::from_foreign(entry.cast()));
+            drop(Arc::from_raw(entry));
         }
     }
 }

@@ -214,7 +214,10 @@ impl Sim {
                 match done.response {
                     Response::Read(reply) => {
                         check_segments(&reply, self.cfg.mtu);
-                        assert_eq!(reply.packets(self.cfg.mtu).last().map(|s| s.psn.next()), Some(self.st.expected_psn()));
+                        assert_eq!(
+                            reply.packets(self.cfg.mtu).last().map(|s| s.psn.next()),
+                            Some(self.st.expected_psn())
+                        );
                     }
                     Response::None => assert!(self.cfg.qp_type != QpType::Rc || !(r.ack_req || r.info.ends_message())),
                     _ => assert_eq!(self.cfg.qp_type, QpType::Rc),

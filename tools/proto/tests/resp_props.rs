@@ -64,19 +64,21 @@ fn pkt() -> impl Strategy<Value = Pkt> {
         (0..64usize, prop::bool::weighted(0.1), psn_delta, 0..4u8, 0..5000u32),
         (prop::bool::weighted(0.3), dma, 0..0x1_0000u64, any::<u8>(), 0..10_000u32),
     )
-        .prop_map(|((opcode, any_opcode, psn_delta, payload_kind, payload), (ack_req, dma_len, va, flags, recv_len))| Pkt {
-            opcode,
-            any_opcode,
-            psn_delta,
-            payload_kind,
-            payload,
-            ack_req,
-            dma_len,
-            va,
-            rkey_ok: flags & 0x0f != 0,
-            recv_ready: flags & 0x30 != 0,
-            recv_len: if flags & 0x40 != 0 { recv_len } else { 1 << 20 },
-        })
+        .prop_map(
+            |((opcode, any_opcode, psn_delta, payload_kind, payload), (ack_req, dma_len, va, flags, recv_len))| Pkt {
+                opcode,
+                any_opcode,
+                psn_delta,
+                payload_kind,
+                payload,
+                ack_req,
+                dma_len,
+                va,
+                rkey_ok: flags & 0x0f != 0,
+                recv_ready: flags & 0x30 != 0,
+                recv_len: if flags & 0x40 != 0 { recv_len } else { 1 << 20 },
+            },
+        )
 }
 
 /// The kernel's side of the responder, reduced to what the checks need: a receive WQE that is
@@ -121,7 +123,12 @@ impl Sim {
             r.reth = Some(Reth { va: p.va, rkey: 0x100, dma_len: p.dma_len });
         }
         if info.is_atomic() {
-            r.atomic = Some(AtomicEth { va: if p.va % 16 == 1 { p.va } else { p.va & !7 }, rkey: 0x100, swap_add: 1, compare: 0 });
+            r.atomic = Some(AtomicEth {
+                va: if p.va % 16 == 1 { p.va } else { p.va & !7 },
+                rkey: 0x100,
+                swap_add: 1,
+                compare: 0,
+            });
         }
         if info.is_flush() {
             r.feth = Some(Feth { selectivity_level: (p.va & 1) as u8, placement_type: Feth::PLACEMENT_GLOBAL });

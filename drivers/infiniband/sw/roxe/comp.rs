@@ -16,14 +16,18 @@ use crate::{
         cqe::{wc_opcode_for_send, Cqe, WcStatus},
         opcode::Opcode,
         packet::{NakCode, Packet, Syndrome},
+        comp::{RnrVerdict, TimeoutVerdict},
         psn::Psn,
-        qp_state::{QpState, QpType},
+        qp_state::{rnr_timer_us, QpState, QpType},
         wqe::{send_flags, send_layout, Payload, SendOpcode},
     },
     qp::RoxeQp,
     req,
 };
-use crate::rdma::{device::Device, qp::QpEvent};
+use crate::rdma::{
+    device::{now_ms, Device},
+    qp::QpEvent,
+};
 use kernel::prelude::*;
 
 /// Posts the completion of a send WQE, if it asked for one (or all do, or it failed: IBA 10.8.6
@@ -102,10 +106,21 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>) {
                         restart_at(&mut sq, p);
                     }
                 }
-                Syndrome::RnrNak { .. } => {
-                    // The responder had no receive WQE: resend from the NAK'd PSN. (The RNR
-                    // timer delay comes with the retransmission timer.)
-                    restart_at(&mut sq, psn);
+                Syndrome::RnrNak { timer } => {
+                    // The responder had no receive WQE: wait for its RNR timer, then resend from
+                    // the NAK'd PSN (IBA 9.7.5.2.8), unless the RNR retries ran out.
+                    match sq.retry.on_rnr_nak() {
+                        RnrVerdict::Wait => {
+                            let delay_ms = u64::from(rnr_timer_us(timer)).div_ceil(1000).max(1);
+                            sq.rnr_until_ms = now_ms() + delay_ms;
+                            sq.ack_deadline_ms = 0;
+                            restart_at(&mut sq, psn);
+                        }
+                        RnrVerdict::Exhausted => {
+                            done = Done::Front { count: 1, status: WcStatus::RnrRetryExcErr };
+                            error = true;
+                        }
+                    }
                 }
                 Syndrome::Nak(code) => {
                     let status = match code {
@@ -177,6 +192,16 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>) {
         if let Done::Front { count, status } = done {
             take_front(&mut sq, count, status, &mut completions);
         }
+        if !completions.is_empty() {
+            // Progress: the retry count starts over (IBA 9.7.6.1.3) and the timer restarts for
+            // what is still unacknowledged.
+            sq.retry.reset();
+            sq.ack_deadline_ms = if sq.entries.iter().any(|e| e.sent) && sq.ack_timeout_ms != 0 {
+                now_ms() + sq.ack_timeout_ms
+            } else {
+                0
+            };
+        }
     }
     for (wr_id, op, flags, status, len) in completions {
         complete_send(qp, wr_id, op, flags, status, len);
@@ -187,6 +212,51 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>) {
     // An ACK may have opened the window, a NAK asked for a resend, or the QP is now in error
     // and its remaining WQEs must flush.
     req::run(dev, qp);
+}
+
+/// The periodic check of a QP's timers (softirq, from the device tick): an expired local ACK
+/// timer resends from the oldest unacknowledged request or, with no retry left, fails it with
+/// `IB_WC_RETRY_EXC_ERR`; an expired RNR wait lets the requester go again.
+pub(crate) fn tick(dev: &Device<Roxe>, qp: &RoxeQp, now: u64) {
+    if qp.qp_type != QpType::Rc {
+        return;
+    }
+    let mut completions: KVec<(u64, SendOpcode, u32, WcStatus, u32)> = KVec::new();
+    let mut kick = false;
+    let mut error = false;
+    {
+        let mut sq = qp.sq_state.lock();
+        if sq.rnr_until_ms != 0 && now >= sq.rnr_until_ms {
+            sq.rnr_until_ms = 0;
+            kick = true;
+        }
+        if sq.ack_deadline_ms != 0 && now >= sq.ack_deadline_ms {
+            match sq.entries.first().map(|e| e.first_psn) {
+                None => sq.ack_deadline_ms = 0,
+                Some(first) => match sq.retry.on_timeout() {
+                    TimeoutVerdict::Retry => {
+                        restart_at(&mut sq, first);
+                        sq.ack_deadline_ms = now + sq.ack_timeout_ms;
+                        kick = true;
+                    }
+                    TimeoutVerdict::Exhausted => {
+                        sq.ack_deadline_ms = 0;
+                        take_front(&mut sq, 1, WcStatus::RetryExcErr, &mut completions);
+                        error = true;
+                    }
+                },
+            }
+        }
+    }
+    for (wr_id, op, flags, status, len) in completions {
+        complete_send(qp, wr_id, op, flags, status, len);
+    }
+    if error {
+        move_to_error(qp);
+    }
+    if kick || error {
+        req::run(dev, qp);
+    }
 }
 
 /// Removes the first `count` entries and queues their completions.

@@ -143,6 +143,13 @@ impl crate::rdma::device::Driver for Roxe {
     const DRIVER_ID: DriverId = DriverId::Rxe;
     /// rxe's `RXE_UVERBS_ABI_VERSION`, the only one rdma-core's rxe provider accepts.
     const UVERBS_ABI_VERSION: u32 = 2;
+    /// The granularity of the retransmission and RNR timers.
+    const TICK_MS: u32 = 10;
+
+    fn tick(dev: &Device<Self>) {
+        let now = crate::rdma::device::now_ms();
+        dev.data().qps.for_each(|_, qp| crate::comp::tick(dev, qp, now));
+    }
 
     fn query_device(dev: &Device<Self>) -> Result<DeviceAttr> {
         let caps = [

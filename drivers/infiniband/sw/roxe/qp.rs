@@ -17,9 +17,10 @@ use crate::{
     proto::{
         mtu::IbMtu,
         qp_state::{
-            check_attr_values, check_modify_request, psn_from_attr, send_verdict, AttrLimits, AttrMask, AttrValues,
+            ack_timeout_ns, check_attr_values, check_modify_request, psn_from_attr, send_verdict, AttrLimits, AttrMask, AttrValues,
             ModifyRequest, PostVerdict, QpState, QpType,
         },
+        comp::RetryCounters,
         cqe::{Cqe, WcOpcode},
         psn::Psn,
         wqe::{recv_layout, send_layout, SendWqe, SqLimits, SGE_SIZE},
@@ -86,6 +87,14 @@ pub(crate) struct SqState {
     pub(crate) cur_offset: u32,
     /// PSN of the next packet.
     pub(crate) next_psn: Psn,
+    /// When the oldest unacknowledged request times out (ms since boot; 0: no timer).
+    pub(crate) ack_deadline_ms: u64,
+    /// Until when an RNR NAK holds the requester back (ms since boot; 0: not held).
+    pub(crate) rnr_until_ms: u64,
+    /// Transport and RNR retries left (IBA 9.7.6.1.3, 9.7.5.2.8).
+    pub(crate) retry: RetryCounters,
+    /// The local ACK timeout in ms (from the `timeout` attribute; 0: no timer).
+    pub(crate) ack_timeout_ms: u64,
 }
 
 /// A queue pair.
@@ -246,7 +255,16 @@ pub(crate) fn create(
         notifier,
         sq_depth,
         sq_state <- new_spinlock_bh!(
-            SqState { entries: KVec::new(), cur: 0, cur_offset: 0, next_psn: Psn::new(0) },
+            SqState {
+                entries: KVec::new(),
+                cur: 0,
+                cur_offset: 0,
+                next_psn: Psn::new(0),
+                ack_deadline_ms: 0,
+                rnr_until_ms: 0,
+                retry: RetryCounters::new(7, 7),
+                ack_timeout_ms: 0,
+            },
             "roxe_qp_sq_state"
         ),
         resp_state <- new_spinlock_bh!(RespState::new(Psn::new(0)), "roxe_qp_resp_state"),
@@ -344,6 +362,13 @@ pub(crate) fn modify(qp: &Qp<Roxe>, attr: &QpAttr, mask: QpAttrMask, udata: Opti
     }
     if amask.contains(AttrMask::AV) {
         st.av = attr.av;
+    }
+    if amask.intersects(AttrMask::RETRY_CNT.union(AttrMask::RNR_RETRY).union(AttrMask::TIMEOUT)) {
+        let (retry_cnt, rnr_retry, timeout) = (st.attr.retry_cnt, st.attr.rnr_retry, st.attr.timeout);
+        let mut sq = this.sq_state.lock();
+        sq.retry = RetryCounters::new(retry_cnt, rnr_retry);
+        // Round up to the tick; a soft HCA under emulation is slow, so never below 100 ms.
+        sq.ack_timeout_ms = ack_timeout_ns(timeout).map_or(0, |ns| (ns / 1_000_000).max(100));
     }
     let prev = st.state;
     st.state = next;

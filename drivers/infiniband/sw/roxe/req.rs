@@ -26,7 +26,11 @@ use crate::{
     },
     qp::{RoxeQp, SendEntry},
 };
-use crate::rdma::{ah::AddressVector, device::Device, skb::TxSkBuff};
+use crate::rdma::{
+    ah::AddressVector,
+    device::{now_ms, Device},
+    skb::TxSkBuff,
+};
 use kernel::{prelude::*, sync::atomic::Full};
 
 /// Most packets a QP may have sent and not seen acknowledged (RC): the send window.
@@ -333,6 +337,10 @@ fn step(dev: &Device<Roxe>, qp: &RoxeQp, path: &PathInfo) -> Step {
     if path.state != QpState::Rts {
         return Step::Idle;
     }
+    if sq.rnr_until_ms != 0 {
+        // Held back by an RNR NAK until the tick releases it.
+        return Step::Idle;
+    }
     if sq.cur >= sq.entries.len() {
         // Window: do not start more when too many PSNs are unacknowledged.
         if qp.qp_type == QpType::Rc {
@@ -396,6 +404,10 @@ fn step(dev: &Device<Roxe>, qp: &RoxeQp, path: &PathInfo) -> Step {
     };
     let npsn = if entry.wqe.opcode == SendOpcode::RdmaRead { psns_of(&entry.wqe, path.mtu) } else { 1 };
     let finished = next_offset >= entry.wqe.length;
+    if qp.qp_type == QpType::Rc && sq.ack_deadline_ms == 0 && sq.ack_timeout_ms != 0 {
+        // IBA 9.7.6.1: the local ACK timer runs while a request is unacknowledged.
+        sq.ack_deadline_ms = now_ms() + sq.ack_timeout_ms;
+    }
     sq.next_psn = psn.add(npsn);
     if let Some(e) = sq.entries.get_mut(cur) {
         e.last_psn = psn.add(npsn - 1);

@@ -62,13 +62,24 @@ impl Drop for Devices {
     }
 }
 
+/// Waits for pending RCU callbacks when dropped: objects removed with `Pool::remove_deferred`
+/// are freed by callbacks that run roxe code, so they must all have run before the module goes.
+struct RcuCallbacks;
+
+impl Drop for RcuCallbacks {
+    fn drop(&mut self) {
+        kernel::sync::rcu::rcu_barrier();
+    }
+}
+
 /// The module's state. Fields drop in declaration order, which is the teardown order: first no
-/// new devices, then no devices, then no events, then no packets, and last the guard that keeps
-/// `rdma_rxe` out.
+/// new devices, then no devices (and no RCU callback of their objects), then no events, then no
+/// packets, and last the guard that keeps `rdma_rxe` out.
 #[pin_data]
 struct RoxeModule {
     link: LinkRegistration<device::Roxe>,
     devices: Devices,
+    rcu_callbacks: RcuCallbacks,
     #[pin]
     notifier: NetdevNotifierRegistration<device::Roxe>,
     sockets: net::Sockets,
@@ -87,6 +98,7 @@ impl kernel::InPlaceModule for RoxeModule {
             ),
             sockets: net::Sockets::bind()?,
             notifier <- NetdevNotifierRegistration::new(),
+            rcu_callbacks: RcuCallbacks,
             devices: Devices,
             link: LinkRegistration::new(&device::LINK_OPS),
         })

@@ -416,8 +416,8 @@ pub struct RecvCompletion {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use super::super::wqe::Payload;
+    use super::*;
 
     fn wqe(opcode: SendOpcode, length: u32) -> SendWqe {
         SendWqe {

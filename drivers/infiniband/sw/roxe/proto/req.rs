@@ -37,6 +37,9 @@ pub const GSI_QKEY: u32 = 0x8001_0000;
 /// rxe does not.
 pub const QKEY_FROM_QP: u32 = 1 << 31;
 
+/// QP numbers are 24 bits (IBA 9.2: the BTH's DestQP field).
+const QPN_MASK: u32 = 0x00ff_ffff;
+
 /// How far (in PSNs) an RC requester may run ahead of the oldest unacknowledged PSN before it
 /// waits for acknowledgements (rxe's `RXE_MAX_UNACKED_PSNS`). It bounds the retransmission work a
 /// single loss causes and keeps PSN comparisons far inside the half-space IBA 9.7.1 allows. A
@@ -390,7 +393,8 @@ pub struct PacketDesc {
     /// PSNs the packet consumes: the response packet count for an RDMA READ request, else 1.
     pub psn_count: u32,
     /// Offset in the message of the first payload byte (where to start copying from the SGEs or
-    /// the inline data).
+    /// the inline data). For an RDMA READ request, the offset of the first byte it asks for
+    /// (where the response data starts landing).
     pub payload_offset: u32,
     /// Payload bytes the packet carries.
     pub payload_len: u32,
@@ -645,7 +649,7 @@ pub fn next_packet(wqe: &SendWqe, progress: &WqeProgress, cfg: &ReqConfig) -> Pa
     let ack_req = matches!(cfg.qp_type, QpType::Rc) && (last_of_wqe || index.saturating_add(1) % ACK_REQ_INTERVAL == 0);
     let completes_recv = info.is_send() || (info.is_write() && info.has_immediate());
     let solicited = wqe.flags & send_flags::SOLICITED != 0 && info.ends_message() && completes_recv;
-    let dest_qpn = if cfg.is_datagram() { UdWr::decode(&wqe.wr).remote_qpn & Psn::MASK } else { cfg.dest_qp_num };
+    let dest_qpn = if cfg.is_datagram() { UdWr::decode(&wqe.wr).remote_qpn & QPN_MASK } else { cfg.dest_qp_num };
     PacketPlan::Packet(PacketDesc {
         opcode: info.opcode(),
         psn: progress.next_psn(),

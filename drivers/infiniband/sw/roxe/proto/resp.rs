@@ -30,9 +30,7 @@
 use super::mtt::{permits, Access};
 use super::mtu::IbMtu;
 use super::opcode::{check_op_sequence, ExtHeader, Opcode, OpcodeInfo, Operation, Position, SeqCheck, Transport};
-use super::packet::{
-    pad_count_for, Aeth, AtomicEth, Feth, Msn, NakCode, Packet, Reth, Syndrome, AETH_CREDITS_INVALID,
-};
+use super::packet::{pad_count_for, Aeth, AtomicEth, Feth, Msn, NakCode, Packet, Reth, Syndrome, AETH_CREDITS_INVALID};
 use super::psn::Psn;
 use super::qp_state::{qp_access, QpType};
 
@@ -297,8 +295,7 @@ pub enum PsnVerdict {
     /// Never execute it again: [`handle_duplicate`] says what to resend.
     Duplicate,
     /// RC: the PSN is ahead of the expected one and no NAK went out for this gap yet: send a
-    /// NAK with [`NakCode::PsnSequenceError`], BTH PSN `expected` (IBA 9.7.5.1.2), and drop the
-    /// packet.
+    /// NAK with [`NakCode::PsnSequenceError`], BTH PSN `expected`, and drop the packet.
     SequenceNak {
         /// The PSN the responder expects, which the requester resends from.
         expected: Psn,
@@ -319,7 +316,7 @@ impl PsnVerdict {
 /// Checks the PSN of a request against the expected one (rxe: `check_psn`).
 ///
 /// RC (IBA 9.7): equal goes on; behind is a duplicate; ahead is a sequence error, NAKed once
-/// per gap (a NAK or RNR NAK already sent for the gap silences the rest). UC (IBA 9.8.3): any
+/// per gap (a NAK or RNR NAK already sent for the gap silences the rest). UC (IBA 9.8): any
 /// mismatch loses the partial message; a FIRST or ONLY starts over from its own PSN, anything
 /// else is dropped until one comes. UD checks no PSN.
 ///
@@ -407,10 +404,7 @@ pub fn check_op_allowed(cfg: &RespConfig, req: &Request) -> Result<(), RespError
             (placement & Feth::PLACEMENT_GLOBAL == 0 || has(qp_access::FLUSH_GLOBAL))
                 && (placement & Feth::PLACEMENT_PERSISTENT == 0 || has(qp_access::FLUSH_PERSISTENT))
         }
-        Operation::Send
-        | Operation::RdmaReadResponse
-        | Operation::Acknowledge
-        | Operation::AtomicAcknowledge => true,
+        Operation::Send | Operation::RdmaReadResponse | Operation::Acknowledge | Operation::AtomicAcknowledge => true,
     };
     if allowed {
         Ok(())
@@ -428,7 +422,8 @@ pub fn check_op_allowed(cfg: &RespConfig, req: &Request) -> Result<(), RespError
 /// the requester's job, and the cache recycles its oldest entry (as rxe does).
 pub fn check_resource(cfg: &RespConfig, req: &Request, recv_wqe_ready: bool) -> Result<(), RespError> {
     let info = req.info;
-    if (info.is_read() || info.is_atomic() || info.is_atomic_write() || info.is_flush()) && cfg.max_dest_rd_atomic == 0 {
+    if (info.is_read() || info.is_atomic() || info.is_atomic_write() || info.is_flush()) && cfg.max_dest_rd_atomic == 0
+    {
         return Err(RespError::NoRdAtomicResources);
     }
     if info.needs_recv_wqe() && !recv_wqe_ready {
@@ -477,9 +472,8 @@ pub enum Placement {
 /// length and the receive buffer, and says where the data goes (rxe: `check_length` and the
 /// length part of `check_rkey`).
 ///
-/// RC and UC (rxe `check_length`): FIRST and MIDDLE carry exactly
-/// one MTU, LAST 1 to MTU bytes, ONLY up to MTU. A RETH's DMA length is at most
-/// [`MAX_DMA_LEN`]. An RDMA WRITE must carry exactly its DMA length: FIRST and MIDDLE must leave
+/// RC and UC: FIRST and MIDDLE carry exactly one MTU, LAST 1 to MTU bytes, ONLY up to MTU. A
+/// RETH's DMA length is at most [`MAX_DMA_LEN`]. An RDMA WRITE must carry exactly its DMA length: FIRST and MIDDLE must leave
 /// bytes for a LAST, the LAST or ONLY must carry all that remains, with the pad that aligns it.
 /// Atomics move [`ATOMIC_LEN`] bytes; an ATOMIC WRITE carries exactly that as payload, unpadded.
 /// A SEND must fit `recv_len`, the total length of the receive WQE's buffers (0 when there is
@@ -978,12 +972,12 @@ pub const fn ack_syndrome() -> Syndrome {
 
 /// What the responder makes of a retransmitted RC request (rxe `duplicate_request`).
 ///
-/// A SEND or WRITE is not executed again: it gets an ACK of the PSN before
-/// the acknowledged one ([`RespState`]'s `ack_psn`), which covers it and acknowledges the latest
-/// request, coalesced (rxe cites C9-105). A READ is replayed from the cache when it names a part
-/// of the original (same R_Key, range inside it, responses within the original PSNs); an atomic
-/// gets its saved original value; an ATOMIC WRITE or FLUSH its empty read response. A request
-/// the cache no longer holds, or that does not match what it holds, is dropped (class D): the
+/// A SEND or WRITE is not executed again: it gets an ACK of the last SEND, WRITE, atomic, ATOMIC
+/// WRITE or FLUSH executed, which covers the duplicate and everything up to the latest request
+/// (rxe cites C9-105). A READ is replayed from the cache when it names a part of the original
+/// (same R_Key, range inside it, responses within the original PSNs); an atomic gets its saved
+/// original value; an ATOMIC WRITE or FLUSH its empty read response. A request the cache no
+/// longer holds, or that does not match what it holds, is dropped (class D): the
 /// requester times out and retries.
 pub fn handle_duplicate<const N: usize>(
     state: &RespState,
@@ -996,9 +990,7 @@ pub fn handle_duplicate<const N: usize>(
     }
     let found = cache.find(req.psn);
     match req.info.operation() {
-        Operation::Send | Operation::RdmaWrite => {
-            Response::Ack { psn: Psn::new(state.ack_psn.get().wrapping_sub(1)) }
-        }
+        Operation::Send | Operation::RdmaWrite => Response::Ack { psn: Psn::new(state.ack_psn.get().wrapping_sub(1)) },
         Operation::RdmaReadRequest => match (found, req.reth) {
             (Some(Resource::Read { first_psn, last_psn, va, rkey, len }), Some(reth)) => {
                 let resumes = req.psn != first_psn;
@@ -1041,9 +1033,10 @@ pub fn handle_duplicate<const N: usize>(
     }
 }
 
-/// A receive completion owed after [`commit`].
+/// A successful receive completion owed after [`commit`] (the kernel adds the WQE id, immediate
+/// data, invalidated key and source QP from the packet).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RecvCompletion {
+pub struct RecvSuccess {
     /// `byte_len`: the SEND's bytes (a UD SEND's include the GRH), or an RDMA WRITE with
     /// immediate's DMA length.
     pub byte_len: u32,
@@ -1057,7 +1050,7 @@ pub struct RecvCompletion {
 pub struct Commit {
     /// Complete the held receive WQE successfully, when the packet ends a SEND or is an RDMA
     /// WRITE with immediate.
-    pub recv: Option<RecvCompletion>,
+    pub recv: Option<RecvSuccess>,
     /// What to send back.
     pub response: Response,
 }
@@ -1111,7 +1104,7 @@ pub fn commit<const N: usize>(
             let placed = before.saturating_add(payload);
             if info.ends_message() {
                 state.message = Message::Idle;
-                recv = Some(RecvCompletion { byte_len: placed, rdma_with_imm: false });
+                recv = Some(RecvSuccess { byte_len: placed, rdma_with_imm: false });
             } else {
                 state.message = Message::Send { placed };
             }
@@ -1126,7 +1119,7 @@ pub fn commit<const N: usize>(
             if info.ends_message() {
                 state.message = Message::Idle;
                 if info.has_immediate() {
-                    recv = Some(RecvCompletion { byte_len: length, rdma_with_imm: true });
+                    recv = Some(RecvSuccess { byte_len: length, rdma_with_imm: true });
                 }
             } else {
                 state.message = Message::Write {
@@ -1174,8 +1167,8 @@ pub fn commit<const N: usize>(
     Commit { recv, response }
 }
 
-/// Why the responder refused a request. [`error_action`] maps each to what happens; the IBA
-/// error classes (A to J) are the IBA's, as rxe's responder names them.
+/// Why the responder refused a request. [`error_action`] maps each to what happens; the error
+/// classes (A to J) are the IBA's, as rxe's responder names them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum RespError {
     /// Not a request of the QP's transport. Dropped on every type (rxe drops these before the
@@ -1325,9 +1318,7 @@ pub const fn error_action(cfg: &RespConfig, err: RespError) -> ErrorAction {
         RespError::CqOverflow => {
             ErrorAction { reply: None, recv_wqe: RecvWqeFate::Keep, qp_error: true, qp_access_event: false }
         }
-        RespError::MalformedRecvWqe => {
-            ErrorAction::fatal(rc, NakCode::RemoteOperationalError, RecvStatus::LocQpOpErr)
-        }
+        RespError::MalformedRecvWqe => ErrorAction::fatal(rc, NakCode::RemoteOperationalError, RecvStatus::LocQpOpErr),
         RespError::RecvProtection => ErrorAction::fatal(rc, NakCode::RemoteOperationalError, RecvStatus::LocProtErr),
         RespError::ReceiverNotReady if rc => ErrorAction {
             reply: Some(Syndrome::RnrNak { timer: cfg.min_rnr_timer & 0x1f }),
@@ -1347,9 +1338,7 @@ pub const fn error_action(cfg: &RespConfig, err: RespError) -> ErrorAction {
             qp_error: true,
             qp_access_event: true,
         },
-        RespError::RecvBufferTooSmall if rc => {
-            ErrorAction::fatal(true, NakCode::InvalidRequest, RecvStatus::LocLenErr)
-        }
+        RespError::RecvBufferTooSmall if rc => ErrorAction::fatal(true, NakCode::InvalidRequest, RecvStatus::LocLenErr),
         RespError::MissingFirst
         | RespError::MissingLast
         | RespError::OperationNotAllowed
@@ -1422,9 +1411,10 @@ mod tests {
     fn psn_compare_wraps() {
         let c = cfg(QpType::Rc);
         let mut st = RespState::new(Psn::new(Psn::MASK));
-        assert_eq!(check_psn(&mut st, &c, &req(Opcode::RC_SEND_ONLY, 1, 0)), PsnVerdict::SequenceNak {
-            expected: Psn::new(Psn::MASK)
-        });
+        assert_eq!(
+            check_psn(&mut st, &c, &req(Opcode::RC_SEND_ONLY, 1, 0)),
+            PsnVerdict::SequenceNak { expected: Psn::new(Psn::MASK) }
+        );
         assert_eq!(check_psn(&mut st, &c, &req(Opcode::RC_SEND_ONLY, Psn::MASK - 1, 0)), PsnVerdict::Duplicate);
         let mut cache = Cache::new(4);
         run(&mut st, &mut cache, &c, &req(Opcode::RC_SEND_ONLY, Psn::MASK, 0)).unwrap();
@@ -1450,7 +1440,7 @@ mod tests {
         assert_eq!(check_psn(&mut st, &c, &req(Opcode::RC_SEND_ONLY, 2, 0)), PsnVerdict::Drop);
         // The retry continues the write where it was.
         let done = run(&mut st, &mut cache, &c, &last).unwrap();
-        assert_eq!(done.recv, Some(RecvCompletion { byte_len: 300, rdma_with_imm: true }));
+        assert_eq!(done.recv, Some(RecvSuccess { byte_len: 300, rdma_with_imm: true }));
         assert_eq!(done.response, Response::Ack { psn: Psn::new(1) });
         assert_eq!(st.msn(), Msn::new(1));
     }
@@ -1471,7 +1461,7 @@ mod tests {
         assert_eq!(check_psn(&mut st, &c, &only), PsnVerdict::Resync);
         check_opcode(&mut st, &c, &only).unwrap();
         let done = commit(&mut st, &mut cache, &c, &only, 0);
-        assert_eq!(done.recv, Some(RecvCompletion { byte_len: 5, rdma_with_imm: false }));
+        assert_eq!(done.recv, Some(RecvSuccess { byte_len: 5, rdma_with_imm: false }));
         assert_eq!(done.response, Response::None);
         assert_eq!(st.expected_psn(), Psn::new(21));
         // Same PSN, but the sequence lost its LAST: the new FIRST is accepted, the old message
@@ -1788,7 +1778,10 @@ mod tests {
         check_opcode(&mut st, &c, &fa).unwrap();
         check_op_allowed(&c, &fa).unwrap();
         check_resource(&c, &fa, false).unwrap();
-        assert!(matches!(check_length(&st, &c, &fa, 0), Ok(Placement::Remote(RemoteAccess { len: 8, atomic: true, .. }))));
+        assert!(matches!(
+            check_length(&st, &c, &fa, 0),
+            Ok(Placement::Remote(RemoteAccess { len: 8, atomic: true, .. }))
+        ));
         let done = commit(&mut st, &mut cache, &c, &fa, 41);
         assert_eq!(done.response, Response::AtomicAck { psn: Psn::new(7), original: 41 });
         assert_eq!(check_psn(&mut st, &c, &fa), PsnVerdict::Duplicate);
@@ -1797,9 +1790,10 @@ mod tests {
         let read = with_reth(req(Opcode::RC_RDMA_READ_REQUEST, 7, 0), 0, 1, 8);
         assert_eq!(handle_duplicate(&st, &cache, &c, &read), Response::None);
         // Duplicate SEND: ACK of the latest executed PSN.
-        assert_eq!(handle_duplicate(&st, &cache, &c, &req(Opcode::RC_SEND_ONLY, 3, 0)), Response::Ack {
-            psn: Psn::new(7)
-        });
+        assert_eq!(
+            handle_duplicate(&st, &cache, &c, &req(Opcode::RC_SEND_ONLY, 3, 0)),
+            Response::Ack { psn: Psn::new(7) }
+        );
     }
 
     #[test]
@@ -1808,20 +1802,23 @@ mod tests {
         let mut st = RespState::new(Psn::new(0));
         let mut cache = Cache::new(4);
         let aw = with_reth(req(Opcode::RC_ATOMIC_WRITE, 0, 8), 0x40, 1, 8);
-        assert_eq!(run(&mut st, &mut cache, &c, &aw).unwrap().response, Response::EmptyReadResponse {
-            psn: Psn::new(0)
-        });
+        assert_eq!(
+            run(&mut st, &mut cache, &c, &aw).unwrap().response,
+            Response::EmptyReadResponse { psn: Psn::new(0) }
+        );
         let mut flush = with_reth(req(Opcode::RC_FLUSH, 1, 0), 0, 1, 0);
         flush.feth = Some(Feth { selectivity_level: Feth::LEVEL_MR, placement_type: Feth::PLACEMENT_GLOBAL });
-        assert_eq!(run(&mut st, &mut cache, &c, &flush).unwrap().response, Response::EmptyReadResponse {
-            psn: Psn::new(1)
-        });
+        assert_eq!(
+            run(&mut st, &mut cache, &c, &flush).unwrap().response,
+            Response::EmptyReadResponse { psn: Psn::new(1) }
+        );
         assert_eq!(handle_duplicate(&st, &cache, &c, &aw), Response::EmptyReadResponse { psn: Psn::new(0) });
         assert_eq!(handle_duplicate(&st, &cache, &c, &flush), Response::EmptyReadResponse { psn: Psn::new(1) });
         // A duplicate SEND after them still gets the last PSN.
-        assert_eq!(handle_duplicate(&st, &cache, &c, &req(Opcode::RC_SEND_ONLY, 0, 0)), Response::Ack {
-            psn: Psn::new(1)
-        });
+        assert_eq!(
+            handle_duplicate(&st, &cache, &c, &req(Opcode::RC_SEND_ONLY, 0, 0)),
+            Response::Ack { psn: Psn::new(1) }
+        );
     }
 
     #[test]
@@ -1832,9 +1829,10 @@ mod tests {
         run(&mut st, &mut cache, &c, &req(Opcode::RC_SEND_ONLY, 0, 1)).unwrap();
         run(&mut st, &mut cache, &c, &with_reth(req(Opcode::RC_RDMA_READ_REQUEST, 1, 0), 0, 1, 1000)).unwrap();
         assert_eq!(st.expected_psn(), Psn::new(5));
-        assert_eq!(handle_duplicate(&st, &cache, &c, &req(Opcode::RC_SEND_ONLY, 0, 1)), Response::Ack {
-            psn: Psn::new(0)
-        });
+        assert_eq!(
+            handle_duplicate(&st, &cache, &c, &req(Opcode::RC_SEND_ONLY, 0, 1)),
+            Response::Ack { psn: Psn::new(0) }
+        );
     }
 
     #[test]
@@ -1849,17 +1847,17 @@ mod tests {
         assert_eq!(run(&mut st, &mut cache, &c, &middle).unwrap().response, Response::Ack { psn: Psn::new(1) });
         let last = run(&mut st, &mut cache, &c, &req(Opcode::RC_SEND_LAST, 2, 10)).unwrap();
         assert_eq!(last.response, Response::Ack { psn: Psn::new(2) });
-        assert_eq!(last.recv, Some(RecvCompletion { byte_len: 522, rdma_with_imm: false }));
+        assert_eq!(last.recv, Some(RecvSuccess { byte_len: 522, rdma_with_imm: false }));
         assert_eq!(st.msn(), Msn::new(1));
         assert_eq!(st.aeth(ack_syndrome()).encode(), [0x1f, 0, 0, 1]);
         // UD completes with the GRH counted and never answers.
         let ud = cfg(QpType::Ud);
         let mut ust = RespState::new(Psn::new(0));
         let done = run(&mut ust, &mut cache, &ud, &req(Opcode::UD_SEND_ONLY_WITH_IMMEDIATE, 77, 60)).unwrap();
-        assert_eq!(done, Commit {
-            recv: Some(RecvCompletion { byte_len: 100, rdma_with_imm: false }),
-            response: Response::None
-        });
+        assert_eq!(
+            done,
+            Commit { recv: Some(RecvSuccess { byte_len: 100, rdma_with_imm: false }), response: Response::None }
+        );
     }
 
     #[test]

@@ -1,0 +1,64 @@
+#!/bin/bash
+# RDMA traffic with stock tools, on one VM (loopback through the device's own GID) or two VMs
+# (VM 0 serves, VM 1 is the client). Arguments: DRV0[,DRV1]: the driver of each VM (roxe or
+# rxe), so that roxe can be checked against itself and against rdma_rxe in both directions.
+# Every check asserts on the tools' output: pingpongs validate the received buffers (-c), and
+# perftest reports must show completed iterations and a non-zero bandwidth.
+. /roxe/qemu/guest/lib.sh
+DRV0=${1:-roxe} DRV1=${2:-${1:-roxe}}
+TWO=0; grep -qw 'roxe.two=1' /proc/cmdline && TWO=1
+DRV=$DRV0; [ "$ROXE_VM" = 1 ] && DRV=$DRV1
+step "$DRV-load-vm$ROXE_VM" load_driver "$DRV" || finish_tests
+gid=$(gid_index_v4) || { fail "no RoCE v2 IPv4 GID"; finish_tests; }
+export gid
+TAG="$DRV0-$DRV1"
+[ $TWO = 1 ] && { check "ping-peer-vm$ROXE_VM" 60 retry_client 50 ping -c1 -W1 "$PEER_IP"; barrier ready 180 || finish_tests; }
+n=0
+# pair NAME TIMEOUT TOOL ARGS...: the server and the client of one tool, checked on the client.
+pair() {
+	local name=$1 t=$2; shift 2
+	local tool=$1; shift
+	n=$((n + 1))
+	local gflag=-g; case $tool in ib_*) gflag=-x ;; esac
+	if [ $TWO = 0 ]; then
+		$tool -d "$RDMA_DEV" $gflag "$gid" "$@" >/out/$name-server.log 2>&1 &
+		local srv=$!
+		check "$TAG-$name" "$t" bash -c "$(declare -f retry_client); retry_client 30 $tool -d $RDMA_DEV $gflag $gid $* 127.0.0.1 >/out/$name.txt 2>&1"
+		wait $srv || fail "$TAG-$name-server"
+		validate "$name" "$tool"
+	elif [ "$ROXE_VM" = 0 ]; then
+		barrier "s$n" 120
+		check "$TAG-$name-server" "$t" bash -c "$tool -d $RDMA_DEV $gflag $gid $* >/out/$name-server.log 2>&1"
+		barrier "e$n" $((t + 60))
+	else
+		barrier "s$n" 120
+		check "$TAG-$name" "$t" bash -c "$(declare -f retry_client); retry_client 60 $tool -d $RDMA_DEV $gflag $gid $* $PEER_IP >/out/$name.txt 2>&1"
+		validate "$name" "$tool"
+		barrier "e$n" $((t + 60))
+	fi
+}
+# validate NAME TOOL: perftest reports must show iterations and bandwidth > 0.
+validate() {
+	case $2 in
+	ib_*_bw) check "$TAG-$1-nonzero" 5 awk '/^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+/ { if ($2 > 0 && $4 > 0) ok = 1 } END { exit !ok }' "/out/$1.txt" ;;
+	ib_*_lat) check "$TAG-$1-nonzero" 5 awk '/^ *[0-9]+ +[0-9]+ +[0-9.]+/ { if ($2 > 0 && $3 > 0) ok = 1 } END { exit !ok }' "/out/$1.txt" ;;
+	esac
+	grep -E '^ *[0-9]+ +[0-9]+ ' "/out/$1.txt" 2>/dev/null | head -3
+}
+pair rc-pingpong 120 ibv_rc_pingpong -n 100 -c
+pair rc-pingpong-events 120 ibv_rc_pingpong -n 100 -c -e
+pair rc-pingpong-large 120 ibv_rc_pingpong -n 20 -s 100000 -c
+pair uc-pingpong 120 ibv_uc_pingpong -n 100 -c
+pair ud-pingpong 120 ibv_ud_pingpong -n 100 -c -s 512
+pair srq-pingpong 120 ibv_srq_pingpong -n 100 -q 4 -c
+pair write-bw 180 ib_write_bw -s 65536 -n 200 -F
+pair read-bw 180 ib_read_bw -s 65536 -n 200 -F
+pair send-bw 180 ib_send_bw -s 65536 -n 200 -F
+pair atomic-bw 180 ib_atomic_bw -n 200 -F
+pair send-lat 180 ib_send_lat -s 2 -n 200 -F
+pair write-lat 180 ib_write_lat -s 2 -n 200 -F
+pair read-lat 180 ib_read_lat -s 2 -n 200 -F
+[ $TWO = 1 ] && barrier done 300
+check "$DRV-unload-vm$ROXE_VM" 60 unload_driver "$DRV"
+[ "$DRV" = roxe ] && kmemleak_check
+finish_tests
