@@ -72,7 +72,7 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>) {
     }
     let info = pkt.info();
     let psn = pkt.psn();
-    let mtu = req::path_info(qp).mtu;
+    let mtu = req::path_info(dev, qp).mtu;
     let mut completions: KVec<(u64, SendOpcode, u32, WcStatus, u32)> = KVec::new();
     let mut error = false;
     {

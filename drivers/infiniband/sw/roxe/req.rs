@@ -46,15 +46,18 @@ pub(crate) struct PathInfo {
     pub(crate) pkey: u16,
 }
 
-pub(crate) fn path_info(qp: &RoxeQp) -> PathInfo {
+pub(crate) fn path_info(dev: &Device<Roxe>, qp: &RoxeQp) -> PathInfo {
     let st = qp.state.lock();
-    PathInfo {
-        state: st.state,
-        mtu: IbMtu::from_raw(st.attr.path_mtu).unwrap_or(IbMtu::Mtu256).bytes(),
-        dest_qpn: st.attr.dest_qp_num,
-        av: st.av,
-        pkey: 0xffff,
-    }
+    let mtu = match qp.qp_type {
+        // Datagrams have no path: they are bounded by the port's MTU (IBA 9.6.1 / rxe's
+        // `get_mtu`), read from the netdev.
+        QpType::Ud | QpType::Gsi | QpType::Smi => dev
+            .netdev(crate::device::PORT)
+            .map_or(IbMtu::Mtu256, |n| IbMtu::for_netdev_mtu(n.mtu()))
+            .bytes(),
+        _ => IbMtu::from_raw(st.attr.path_mtu).unwrap_or(IbMtu::Mtu256).bytes(),
+    };
+    PathInfo { state: st.state, mtu, dest_qpn: st.attr.dest_qp_num, av: st.av, pkey: 0xffff }
 }
 
 /// The UDP source port of a QP's packets: fixed per QP so that a flow stays on one path, and
@@ -386,6 +389,16 @@ fn step(dev: &Device<Roxe>, qp: &RoxeQp, path: &PathInfo) -> Step {
         }
         return Step::Complete(done);
     }
+    if matches!(qp.qp_type, QpType::Ud | QpType::Gsi) && entry.wqe.length > path.mtu {
+        // A datagram longer than the MTU cannot leave; like a datagram lost on the wire it
+        // completes successfully (rxe does the same), since UD promises no delivery.
+        let e = sq.entries.remove(cur);
+        let mut done = KVec::new();
+        if let Ok(e) = e {
+            let _ = done.push((e.wqe.wr_id, e.wqe.opcode, e.wqe.flags, WcStatus::Success, true), GFP_ATOMIC);
+        }
+        return Step::Complete(done);
+    }
     let av = match (qp.qp_type, entry.ud_av, path.av) {
         (QpType::Ud | QpType::Gsi, Some(av), _) => av,
         (_, _, Some(av)) => av,
@@ -439,7 +452,7 @@ pub(crate) fn run(dev: &Device<Roxe>, qp: &RoxeQp) {
         return;
     }
     loop {
-        let path = path_info(qp);
+        let path = path_info(dev, qp);
         match step(dev, qp, &path) {
             Step::Send(o) => {
                 // A packet that cannot leave (no route, no memory) is a lost packet: the
@@ -449,7 +462,7 @@ pub(crate) fn run(dev: &Device<Roxe>, qp: &RoxeQp) {
             }
             Step::Complete(list) => {
                 for (wr_id, op, flags, status, _) in list {
-                    comp::complete_send(qp, wr_id, op, flags | send_flags::SIGNALED, status, 0);
+                    comp::complete_send(qp, wr_id, op, flags, status, 0);
                     if status != WcStatus::Success && status != WcStatus::WrFlushErr {
                         comp::move_to_error(qp);
                     }

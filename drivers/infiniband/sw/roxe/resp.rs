@@ -206,7 +206,7 @@ fn grh_bytes(src: &Source) -> [u8; GRH_LEN] {
 
 /// Handles a request packet for `qp`.
 pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src: &Source) {
-    let path = req::path_info(qp);
+    let path = req::path_info(dev, qp);
     let (access, qkey) = {
         let st = qp.state.lock();
         (st.attr.qp_access_flags, st.attr.qkey)
