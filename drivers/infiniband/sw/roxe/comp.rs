@@ -75,12 +75,20 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>) {
     let mtu = req::path_info(dev, qp).mtu;
     let mut completions: KVec<(u64, SendOpcode, u32, WcStatus, u32)> = KVec::new();
     let mut error = false;
+    let mut read_progress = false;
     {
         let mut sq = qp.sq_state.lock();
         let mut done = Done::Nothing;
         if let Some(aeth) = pkt.aeth() {
             match aeth.syndrome {
                 Syndrome::Ack { .. } => {
+                    if psn.diff(sq.acked_psn) > 0 {
+                        // Progress (IBA 9.7.6.1.3): the retry count starts over and the timer
+                        // restarts for what is still unacknowledged.
+                        sq.acked_psn = psn;
+                        sq.retry.reset();
+                        sq.ack_deadline_ms = if sq.ack_timeout_ms != 0 { now_ms() + sq.ack_timeout_ms } else { 0 };
+                    }
                     // ACKs are cumulative (IBA 9.7.5.1.2): every sent WQE whose last PSN is at or
                     // before the acknowledged one is done, except READs and atomics, which
                     // complete only with their data.
@@ -103,7 +111,7 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>) {
                     }
                     take_front(&mut sq, n, WcStatus::Success, &mut completions);
                     if let Some(p) = restart {
-                        restart_at(&mut sq, p);
+                        restart_at(&mut sq, p, mtu);
                     }
                 }
                 Syndrome::RnrNak { timer } => {
@@ -114,7 +122,7 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>) {
                             let delay_ms = u64::from(rnr_timer_us(timer)).div_ceil(1000).max(1);
                             sq.rnr_until_ms = now_ms() + delay_ms;
                             sq.ack_deadline_ms = 0;
-                            restart_at(&mut sq, psn);
+                            restart_at(&mut sq, psn, mtu);
                         }
                         RnrVerdict::Exhausted => {
                             done = Done::Front { count: 1, status: WcStatus::RnrRetryExcErr };
@@ -131,7 +139,7 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>) {
                     };
                     match status {
                         // IBA 9.7.5.2.1: resend everything from the NAK'd PSN.
-                        None => restart_at(&mut sq, psn),
+                        None => restart_at(&mut sq, psn, mtu),
                         Some(status) => {
                             // The WQE holding the PSN fails; the QP goes to error.
                             let idx = sq.entries.iter().position(|e| e.first_psn.diff(psn) <= 0 && e.last_psn.diff(psn) >= 0);
@@ -155,7 +163,13 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>) {
                 let in_range = psn.diff(e.first_psn) >= 0 && psn.diff(e.last_psn) <= 0;
                 if is_read && info.is_read_response() && in_range {
                     let offset = (psn.diff(e.first_psn) as u32).saturating_mul(mtu);
-                    if offset == e.read_done {
+                    if offset > e.read_done && e.sent && e.reissued_at != Some(e.read_done) {
+                        // Responses were lost (IBA 9.7.5.1.2: a later response implies the
+                        // missing ones will not come): ask again for the rest, once per gap.
+                        e.reissued_at = Some(e.read_done);
+                        let resume = e.first_psn.add(e.read_done / mtu);
+                        restart_at(&mut sq, resume, mtu);
+                    } else if offset == e.read_done {
                         let payload = pkt.payload();
                         let num = match e.wqe.payload {
                             Payload::Sges { num } => num,
@@ -165,6 +179,8 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>) {
                         match list.scatter(dev.data(), qp.pd_id, u64::from(offset), payload) {
                             Ok(()) => {
                                 e.read_done = offset + payload.len() as u32;
+                                // Response data is progress too (IBA 9.7.6.1.3).
+                                read_progress = true;
                                 if info.ends_message() {
                                     done = Done::Front { count: 1, status: WcStatus::Success };
                                 }
@@ -191,6 +207,10 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>) {
         }
         if let Done::Front { count, status } = done {
             take_front(&mut sq, count, status, &mut completions);
+        }
+        if read_progress {
+            sq.retry.reset();
+            sq.ack_deadline_ms = if sq.ack_timeout_ms != 0 { now_ms() + sq.ack_timeout_ms } else { 0 };
         }
         if !completions.is_empty() {
             // Progress: the retry count starts over (IBA 9.7.6.1.3) and the timer restarts for
@@ -221,6 +241,7 @@ pub(crate) fn tick(dev: &Device<Roxe>, qp: &RoxeQp, now: u64) {
     if qp.qp_type != QpType::Rc {
         return;
     }
+    let mtu = req::path_info(dev, qp).mtu;
     let mut completions: KVec<(u64, SendOpcode, u32, WcStatus, u32)> = KVec::new();
     let mut kick = false;
     let mut error = false;
@@ -231,11 +252,16 @@ pub(crate) fn tick(dev: &Device<Roxe>, qp: &RoxeQp, now: u64) {
             kick = true;
         }
         if sq.ack_deadline_ms != 0 && now >= sq.ack_deadline_ms {
-            match sq.entries.first().map(|e| e.first_psn) {
+            let resume = sq.entries.first().map(|e| {
+                // The first PSN not yet acknowledged, if it lies in the oldest WQE.
+                let next = sq.acked_psn.next();
+                if next.diff(e.first_psn) > 0 && next.diff(e.last_psn) <= 0 { next } else { e.first_psn }
+            });
+            match resume {
                 None => sq.ack_deadline_ms = 0,
                 Some(first) => match sq.retry.on_timeout() {
                     TimeoutVerdict::Retry => {
-                        restart_at(&mut sq, first);
+                        restart_at(&mut sq, first, mtu);
                         sq.ack_deadline_ms = now + sq.ack_timeout_ms;
                         kick = true;
                     }
@@ -281,22 +307,37 @@ fn take_front(
     }
 }
 
-/// Go-back-N: the requester resends from the WQE that holds `psn`, from its start.
-fn restart_at(sq: &mut crate::qp::SqState, psn: Psn) {
+/// Go-back-N (IBA 9.7.5.2.1): the requester resends from `psn`. A SEND or WRITE resumes in the
+/// middle of its message at that PSN (the responder expects exactly it); a READ or atomic is
+/// asked again from its start (a duplicate READ is served again, a duplicate atomic answered
+/// from the responder's cache).
+fn restart_at(sq: &mut crate::qp::SqState, psn: Psn, mtu: u32) {
     let Some(idx) = sq.entries.iter().position(|e| e.last_psn.diff(psn) >= 0) else {
         return;
     };
     if idx >= sq.cur && sq.cur_offset == 0 {
         return;
     }
+    let mut resume_offset = 0u32;
     if let Some(e) = sq.entries.get_mut(idx) {
-        e.read_done = 0;
+        let into = psn.diff(e.first_psn);
+        let resumable = !matches!(e.wqe.opcode, SendOpcode::RdmaRead | SendOpcode::CmpAndSwp | SendOpcode::FetchAndAdd);
+        if resumable && into > 0 && (into as u32).saturating_mul(mtu) < e.wqe.length {
+            resume_offset = (into as u32) * mtu;
+            sq.next_psn = psn;
+        } else if e.wqe.opcode == SendOpcode::RdmaRead && e.read_done > 0 && e.read_done < e.wqe.length {
+            // Ask only for the responses still missing.
+            resume_offset = e.read_done;
+            sq.next_psn = e.first_psn.add(e.read_done / mtu);
+        } else {
+            e.read_done = 0;
+            sq.next_psn = e.first_psn;
+        }
         e.sent = false;
-        sq.next_psn = e.first_psn;
     }
     for e in sq.entries.iter_mut().skip(idx) {
         e.sent = false;
     }
     sq.cur = idx;
-    sq.cur_offset = 0;
+    sq.cur_offset = resume_offset;
 }

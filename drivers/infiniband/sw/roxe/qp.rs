@@ -74,6 +74,8 @@ pub(crate) struct SendEntry {
     pub(crate) ud_av: Option<AddressVector>,
     /// READ: bytes of response data placed so far.
     pub(crate) read_done: u32,
+    /// READ: the `read_done` at which the rest was last asked for again after a gap.
+    pub(crate) reissued_at: Option<u32>,
     /// Every packet of the WQE went out.
     pub(crate) sent: bool,
 }
@@ -87,6 +89,8 @@ pub(crate) struct SqState {
     pub(crate) cur_offset: u32,
     /// PSN of the next packet.
     pub(crate) next_psn: Psn,
+    /// The last PSN the responder acknowledged.
+    pub(crate) acked_psn: Psn,
     /// When the oldest unacknowledged request times out (ms since boot; 0: no timer).
     pub(crate) ack_deadline_ms: u64,
     /// Until when an RNR NAK holds the requester back (ms since boot; 0: not held).
@@ -260,6 +264,7 @@ pub(crate) fn create(
                 cur: 0,
                 cur_offset: 0,
                 next_psn: Psn::new(0),
+                acked_psn: Psn::new(0xff_ffff),
                 ack_deadline_ms: 0,
                 rnr_until_ms: 0,
                 retry: RetryCounters::new(7, 7),
@@ -340,7 +345,9 @@ pub(crate) fn modify(qp: &Qp<Roxe>, attr: &QpAttr, mask: QpAttrMask, udata: Opti
     }
     if amask.contains(AttrMask::SQ_PSN) {
         a.sq_psn = psn_from_attr(attr.sq_psn).get();
-        this.sq_state.lock().next_psn = psn_from_attr(attr.sq_psn);
+        let mut sq = this.sq_state.lock();
+        sq.next_psn = psn_from_attr(attr.sq_psn);
+        sq.acked_psn = sq.next_psn.add(0xff_ffff);
     }
     if amask.contains(AttrMask::MIN_RNR_TIMER) {
         a.min_rnr_timer = attr.min_rnr_timer;

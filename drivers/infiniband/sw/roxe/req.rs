@@ -202,7 +202,10 @@ fn build(
         pkt.set_dest_qpn(dest_qpn);
         // IBA 9.7.2: ask for an ACK at the end of each message (and on READ/atomic requests,
         // whose responses are the acknowledgement).
-        pkt.set_ack_req(qp.qp_type == QpType::Rc && info.ends_message());
+        // Also every 64th packet of a long message, so that progress is acknowledged (and the
+        // retry count restarts) before the message ends, as rxe's requester does.
+        let nth = psn.diff(entry.first_psn).wrapping_add(1);
+        pkt.set_ack_req(qp.qp_type == QpType::Rc && (info.ends_message() || nth % 64 == 0));
         let ex = w.ex.to_ne_bytes();
         if info.has_immediate() {
             let _ = pkt.set_imm_data(ex);
@@ -216,8 +219,11 @@ fn build(
                 let _ = pkt.set_reth(&Reth { va: r.addr, rkey: r.rkey, dma_len: w.length });
             }
             SendOpcode::RdmaRead => {
+                // A READ re-asked after lost responses asks only for what is missing, at the PSN
+                // its first missing response had (IBA 9.7.5.2.2 / 9.7.4.1.3).
                 let r = rdma_of(w);
-                let _ = pkt.set_reth(&Reth { va: r.addr, rkey: r.rkey, dma_len: w.length });
+                let reth = Reth { va: r.addr.wrapping_add(u64::from(offset)), rkey: r.rkey, dma_len: w.length - offset };
+                let _ = pkt.set_reth(&reth);
             }
             SendOpcode::CmpAndSwp | SendOpcode::FetchAndAdd => {
                 let (r, compare_add, swap) = atomic_of(w);
@@ -299,6 +305,7 @@ fn fetch(dev: &Device<Roxe>, qp: &RoxeQp, sq: &mut crate::qp::SqState) -> Option
         ud_qkey,
         ud_av,
         read_done: 0,
+        reissued_at: None,
         sent: false,
     };
     if sq.entries.push(entry, GFP_ATOMIC).is_err() {
@@ -415,7 +422,11 @@ fn step(dev: &Device<Roxe>, qp: &RoxeQp, path: &PathInfo) -> Step {
             return Step::Complete(done);
         }
     };
-    let npsn = if entry.wqe.opcode == SendOpcode::RdmaRead { psns_of(&entry.wqe, path.mtu) } else { 1 };
+    let npsn = if entry.wqe.opcode == SendOpcode::RdmaRead {
+        (entry.wqe.length - offset).div_ceil(path.mtu).max(1)
+    } else {
+        1
+    };
     let finished = next_offset >= entry.wqe.length;
     if qp.qp_type == QpType::Rc && sq.ack_deadline_ms == 0 && sq.ack_timeout_ms != 0 {
         // IBA 9.7.6.1: the local ACK timer runs while a request is unacknowledged.
