@@ -59,6 +59,10 @@ baseline: deps
 pyverbs: deps
 	$(Q)/test-all.sh --list qemu/tests/pyverbs.list
 
+# roxe against rdma_rxe on the stock kernel, one and two VMs: Documentation/bench/.
+bench: deps
+	tools/bench.sh
+
 test: deps
 	$(Q)/test-all.sh
 

@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Summarises tools/bench.sh's CSV: medians per (setup, test, size, driver), the roxe/rxe ratio,
+a Markdown table and a PNG plot (gnuplot)."""
+import csv, statistics, subprocess, sys, os
+from collections import defaultdict
+
+src, outdir = sys.argv[1], sys.argv[2]
+vals = defaultdict(list)
+units = {}
+memcpy = {}
+for row in csv.DictReader(open(src)):
+    try:
+        v = float(row['value'])
+    except ValueError:
+        continue
+    if row['driver'] == 'guest':
+        memcpy[row['setup']] = v
+        continue
+    key = (row['setup'], row['test'], int(row['size']))
+    vals[key + (row['driver'],)].append(v)
+    units[key] = row['unit']
+keys = sorted({k[:3] for k in vals}, key=lambda k: (k[0], k[1], k[2]))
+lines = ['| setup | test | size (B) | rdma_rxe | roxe | roxe/rxe | better |', '|---|---|---|---|---|---|---|']
+plot = defaultdict(list)
+for k in keys:
+    a, b = vals.get(k + ('rxe',)), vals.get(k + ('roxe',))
+    if not a or not b:
+        continue
+    ma, mb = statistics.median(a), statistics.median(b)
+    unit = units[k]
+    ratio = mb / ma if ma else float('nan')
+    lat = unit == 'us'
+    better = 'roxe' if (ratio < 1 if lat else ratio > 1) else 'rxe'
+    lines.append(f'| {k[0]} | {k[1]} | {k[2]} | {ma:.2f} {unit} | {mb:.2f} {unit} | {ratio:.2f}x | {better} |')
+    plot[(k[0], k[1])].append((k[2], ma, mb))
+for s, m in sorted(memcpy.items()):
+    lines.append(f'\nGuest memcpy bandwidth ({s}): {m:.0f} MiB/s (the ceiling: every byte is copied at least once per side).')
+md = '\n'.join(lines) + '\n'
+open(os.path.join(outdir, 'bench.md'), 'w').write(md)
+# One panel per (setup, test), bandwidth/latency against size, both drivers.
+panels = sorted(plot)
+data = os.path.join(outdir, 'bench.dat')
+with open(data, 'w') as f:
+    for p in panels:
+        f.write(f'# {p[0]} {p[1]}\n')
+        for size, a, b in sorted(plot[p]):
+            f.write(f'{size} {a} {b}\n')
+        f.write('\n\n')
+cols = 3
+rows = (len(panels) + cols - 1) // cols
+gp = [f'set terminal pngcairo size {cols * 420},{rows * 300} font ",9"',
+      f'set output "{os.path.join(outdir, "bench.png")}"',
+      f'set multiplot layout {rows},{cols} title "roxe vs rdma_rxe (medians, Debian stock kernel, QEMU TCG)"',
+      'set logscale x 2', 'set key top left', 'set grid']
+for i, p in enumerate(panels):
+    unit = 'us' if 'lat' in p[1] else ('kops/s' if 'atomic' in p[1] else 'MiB/s')
+    gp += [f'set title "{p[0]} {p[1]}"', f'set ylabel "{unit}"', 'set xlabel "message size (B)"',
+           f'plot "{data}" index {i} using 1:2 with linespoints title "rdma_rxe", "" index {i} using 1:3 with linespoints title "roxe"']
+gp.append('unset multiplot')
+subprocess.run(['gnuplot'], input='\n'.join(gp).encode(), check=False)
+os.remove(data)
+print(md)
