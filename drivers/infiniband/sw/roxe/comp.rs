@@ -167,7 +167,7 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>) {
                         // Responses were lost (IBA 9.7.5.1.2: a later response implies the
                         // missing ones will not come): ask again for the rest, once per gap.
                         e.reissued_at = Some(e.read_done);
-                        let resume = e.first_psn.add(e.read_done / mtu);
+                        let resume = e.first_psn.add(e.read_done.checked_div(mtu).unwrap_or(0));
                         restart_at(&mut sq, resume, mtu);
                     } else if offset == e.read_done {
                         let payload = pkt.payload();
@@ -322,13 +322,14 @@ fn restart_at(sq: &mut crate::qp::SqState, psn: Psn, mtu: u32) {
     if let Some(e) = sq.entries.get_mut(idx) {
         let into = psn.diff(e.first_psn);
         let resumable = !matches!(e.wqe.opcode, SendOpcode::RdmaRead | SendOpcode::CmpAndSwp | SendOpcode::FetchAndAdd);
-        if resumable && into > 0 && (into as u32).saturating_mul(mtu) < e.wqe.length {
-            resume_offset = (into as u32) * mtu;
+        let at = (into.max(0) as u32).saturating_mul(mtu);
+        if resumable && into > 0 && at < e.wqe.length {
+            resume_offset = at;
             sq.next_psn = psn;
         } else if e.wqe.opcode == SendOpcode::RdmaRead && e.read_done > 0 && e.read_done < e.wqe.length {
             // Ask only for the responses still missing.
             resume_offset = e.read_done;
-            sq.next_psn = e.first_psn.add(e.read_done / mtu);
+            sq.next_psn = e.first_psn.add(e.read_done.checked_div(mtu).unwrap_or(0));
         } else {
             e.read_done = 0;
             sq.next_psn = e.first_psn;

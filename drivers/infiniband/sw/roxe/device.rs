@@ -9,7 +9,8 @@
 use crate::{
     ah::{self, AhHandle, RoxeAh},
     cq::{self, RoxeCq},
-    mr::{self, MrHandle, MwHandle, RoxeMr, RoxeMw},
+    mr::{self, MrHandle, MwHandle, RoxeMr},
+    mw::RoxeMw,
     param,
     proto::{guid::eui64_from_mac, mtu::IbMtu, qp_state::Errno},
     qp::{self, RoxeQp},

@@ -35,12 +35,23 @@ pub(crate) enum MemError {
     Length,
 }
 
+/// Resolves a remote access (RDMA WRITE, READ, atomic) with R_Key `rkey` to `[va, va + len)`
+/// by QP `qpn` of PD `pd_id`: through a memory window if the key names one, else directly an MR.
+/// The caller then accesses the returned MR at `va`.
+pub(crate) fn lookup_remote(dev: &RoxeDevice, rkey: u32, pd_id: u64, qpn: u32, need: Access, va: u64, len: u64) -> Result<PoolRef<RoxeMr>, MemError> {
+    if MemKey::from_raw(rkey).is_mw() {
+        return crate::mw::resolve(dev, rkey, pd_id, qpn, need, va, len);
+    }
+    let mr = lookup_mr(dev, rkey, pd_id, need)?;
+    mr.geometry.check_range(va, len).map_err(|_| MemError::Range)?;
+    Ok(mr)
+}
+
 /// Finds the MR `key` names for an access of `need` rights by a QP of PD `pd_id`.
 pub(crate) fn lookup_mr(dev: &RoxeDevice, key: u32, pd_id: u64, need: Access) -> Result<PoolRef<RoxeMr>, MemError> {
     let key = MemKey::from_raw(key);
     if key.is_mw() {
-        // Memory windows are bound by the data path (issue: MW bind); until then no key of a
-        // window grants access.
+        // A window's key is not an MR's: windows are resolved by `lookup_remote`.
         return Err(MemError::BadKey);
     }
     let mr = dev.mrs.get(key.index()).ok_or(MemError::BadKey)?;

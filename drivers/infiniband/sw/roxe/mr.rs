@@ -11,6 +11,7 @@
 
 use crate::{
     device::{errno, Roxe},
+    mw::{MwState, RoxeMw},
     proto::mtt::{validate_reg_access, Access, MemKey, MrCaps, MttGeometry},
 };
 use crate::rdma::{
@@ -66,14 +67,6 @@ pub(crate) fn dereg(dev: &Device<Roxe>, mr: MrHandle) {
     drop(dev.data().mrs.remove(mr.index));
 }
 
-/// A memory window.
-pub(crate) struct RoxeMw {
-    pub(crate) pd_id: u64,
-    pub(crate) key: MemKey,
-    /// Type 2 windows are bound by a WR on a QP, type 1 by the bind verb.
-    pub(crate) type2: bool,
-}
-
 /// The driver's handle of an MW: its key index in the pool.
 pub(crate) struct MwHandle {
     index: u32,
@@ -87,7 +80,11 @@ pub(crate) fn alloc_mw(pd: &Pd<Roxe>, type2: bool, udata: Option<&UData<'_>>) ->
     let slot = dev.data().mws.reserve(MemKey::MW_INDEX_MIN, MemKey::MW_INDEX_MAX, Alloc::Kernel)?;
     let key = MemKey::new(slot.index(), dev.data().next_key_byte()).ok_or(EINVAL)?;
     let index = slot.index();
-    slot.fill(try_init!(RoxeMw { pd_id: pd.data().id, key, type2 }? Error))?;
+    slot.fill(try_pin_init!(RoxeMw {
+        pd_id: pd.data().id,
+        type2,
+        state <- crate::new_spinlock_bh!(MwState { key, binding: None }, "roxe_mw"),
+    }? Error))?;
     Ok((MwHandle { index }, key.raw()))
 }
 

@@ -88,15 +88,6 @@ fn atomic_of(w: &SendWqe) -> (Remote, u64, u64) {
     (Remote { addr: rd_u64(&w.wr, 0), rkey: rd_u32(&w.wr, 24) }, rd_u64(&w.wr, 8), rd_u64(&w.wr, 16))
 }
 
-/// Number of PSNs a WQE's message takes: one per packet; a READ request takes as many as its
-/// response has packets (IBA 9.7.4.1.3).
-pub(crate) fn psns_of(w: &SendWqe, mtu: u32) -> u32 {
-    match w.opcode {
-        SendOpcode::CmpAndSwp | SendOpcode::FetchAndAdd | SendOpcode::AtomicWrite | SendOpcode::Flush => 1,
-        _ => w.length.div_ceil(mtu).max(1),
-    }
-}
-
 /// The opcode of the packet at byte `offset` of a message of `len` bytes.
 fn opcode_for(qp_type: QpType, w: &SendWqe, offset: u32, mtu: u32) -> Option<Opcode> {
     let first = offset == 0;
@@ -388,11 +379,24 @@ fn step(dev: &Device<Roxe>, qp: &RoxeQp, path: &PathInfo) -> Step {
         return Step::Idle;
     }
     if matches!(entry.wqe.opcode, SendOpcode::LocalInv | SendOpcode::BindMw | SendOpcode::Flush | SendOpcode::AtomicWrite) {
-        // Not supported yet: complete with a local operation error rather than hang.
+        // Local operations execute in order with the sends before them (IBA 10.8.3.1); FLUSH
+        // and ATOMIC WRITE are not implemented yet and fail rather than hang.
+        let status = match entry.wqe.opcode {
+            SendOpcode::BindMw => match crate::mw::bind(dev.data(), qp.pd_id, qp.qpn, &entry.wqe) {
+                Ok(()) => WcStatus::Success,
+                Err(s) => s,
+            },
+            SendOpcode::LocalInv => match crate::mw::invalidate(dev.data(), qp.pd_id, entry.wqe.ex) {
+                Ok(()) => WcStatus::Success,
+                Err(_) => WcStatus::LocQpOpErr,
+            },
+            _ => WcStatus::LocQpOpErr,
+        };
         let e = sq.entries.remove(cur);
         let mut done = KVec::new();
         if let Ok(e) = e {
-            let _ = done.push((e.wqe.wr_id, e.wqe.opcode, send_flags::SIGNALED, WcStatus::LocQpOpErr, true), GFP_ATOMIC);
+            let flags = if status == WcStatus::Success { e.wqe.flags } else { send_flags::SIGNALED };
+            let _ = done.push((e.wqe.wr_id, e.wqe.opcode, flags, status, true), GFP_ATOMIC);
         }
         return Step::Complete(done);
     }

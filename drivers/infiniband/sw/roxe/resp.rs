@@ -12,7 +12,7 @@
 use crate::{
     comp,
     device::Roxe,
-    mem::{lookup_mr, MemError, SgeList},
+    mem::{lookup_remote, MemError, SgeList},
     mr::RoxeMr,
     net::{self, Source},
     proto::{
@@ -404,6 +404,19 @@ fn send(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src: &Source, path
         return;
     }
     if info.ends_message() {
+        if let Some(ieth) = pkt.ieth() {
+            // SEND with Invalidate frees the named window before the receive completes (IBA
+            // 10.6.7.3); an R_Key that names no invalidatable window fails the request.
+            if crate::mw::invalidate(dev.data(), qp.pd_id, ieth.rkey).is_err() {
+                if let Some(r) = rs.recv.take() {
+                    fx.recv_cqe = Some(Cqe::recv_error(r.wqe.wr_id, WcStatus::RemInvReqErr, qp.qpn));
+                }
+                if rc {
+                    nak_error(dev, path, rs, fx, pkt.psn(), NakCode::InvalidRequest);
+                }
+                return;
+            }
+        }
         if let Some(r) = rs.recv.take() {
             let (src_qp, grh) = if ud { (pkt.deth().map(|d| d.src_qpn), true) } else { (None, false) };
             let c = RecvCompletion {
@@ -445,9 +458,7 @@ fn write(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, path: &PathInfo, 
         }
     }
     if let Some(reth) = pkt.reth() {
-        match lookup_mr(dev.data(), reth.rkey, qp.pd_id, Access::REMOTE_WRITE)
-            .and_then(|mr| mr.geometry.check_range(reth.va, u64::from(reth.dma_len)).map(|_| mr).map_err(|_| MemError::Range))
-        {
+        match lookup_remote(dev.data(), reth.rkey, qp.pd_id, qp.qpn, Access::REMOTE_WRITE, reth.va, u64::from(reth.dma_len)) {
             Ok(mr) => rs.write = Some(WriteCursor { mr, va: reth.va, remaining: reth.dma_len }),
             Err(_) => {
                 rs.write = None;
@@ -506,9 +517,9 @@ fn read(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, path: &PathInfo, r
     let mr = if reth.dma_len == 0 {
         None
     } else {
-        match lookup_mr(dev.data(), reth.rkey, qp.pd_id, Access::REMOTE_READ) {
-            Ok(mr) if mr.geometry.check_range(reth.va, u64::from(reth.dma_len)).is_ok() => Some(mr),
-            _ => {
+        match lookup_remote(dev.data(), reth.rkey, qp.pd_id, qp.qpn, Access::REMOTE_READ, reth.va, u64::from(reth.dma_len)) {
+            Ok(mr) => Some(mr),
+            Err(_) => {
                 nak_error(dev, path, rs, fx, start_psn, NakCode::RemoteAccessError);
                 return;
             }
@@ -575,9 +586,9 @@ fn atomic(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, path: &PathInfo,
         nak_error(dev, path, rs, fx, psn, NakCode::InvalidRequest);
         return;
     }
-    let mr = match lookup_mr(dev.data(), a.rkey, qp.pd_id, Access::REMOTE_ATOMIC) {
-        Ok(mr) if mr.geometry.check_range(a.va, 8).is_ok() => mr,
-        _ => {
+    let mr = match lookup_remote(dev.data(), a.rkey, qp.pd_id, qp.qpn, Access::REMOTE_ATOMIC, a.va, 8) {
+        Ok(mr) => mr,
+        Err(_) => {
             nak_error(dev, path, rs, fx, psn, NakCode::RemoteAccessError);
             return;
         }
@@ -621,8 +632,8 @@ fn duplicate(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, path: &PathIn
     let last = rs.expected_psn.add(0xff_ffff);
     if info.is_read() {
         if let Some(reth) = pkt.reth() {
-            if let Ok(mr) = lookup_mr(dev.data(), reth.rkey, qp.pd_id, Access::REMOTE_READ) {
-                if mr.geometry.check_range(reth.va, u64::from(reth.dma_len)).is_ok() {
+            if let Ok(mr) = lookup_remote(dev.data(), reth.rkey, qp.pd_id, qp.qpn, Access::REMOTE_READ, reth.va, u64::from(reth.dma_len)) {
+                {
                     let npkts = reth.dma_len.div_ceil(path.mtu).max(1);
                     read_responses(dev, path, rs.msn, Some(&mr), reth.va, reth.dma_len, pkt.psn(), 0, npkts, fx);
                 }

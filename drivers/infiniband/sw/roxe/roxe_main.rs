@@ -24,6 +24,7 @@ mod cq;
 mod device;
 mod mem;
 mod mr;
+mod mw;
 mod net;
 mod param;
 mod qp;

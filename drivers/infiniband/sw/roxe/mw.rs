@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Memory windows: binding, invalidation, and access through a window's R_Key. Counterpart of
+//! rxe's `rxe_mw.c`.
+//!
+//! A window grants remote access to a range of an MR under an R_Key of its own (IBA 10.6.7).
+//! Type 1 windows are bound by `ibv_bind_mw` and type 2 by a BIND_MW work request; both arrive
+//! as a BIND_MW send WQE. Type 2 windows are tied to the QP that bound them (type 2B) and are
+//! freed by LOCAL_INV or a remote SEND with Invalidate.
+//!
+//! Locking: `RoxeMw::state` is BH-disabling (the responder checks windows in softirq).
+
+#![deny(unsafe_code)]
+
+use crate::{
+    device::RoxeDevice,
+    mem::{lookup_mr, MemError},
+    mr::RoxeMr,
+    proto::{
+        cqe::WcStatus,
+        mtt::{permits, Access, MemKey},
+        wqe::SendWqe,
+    },
+};
+use crate::rdma::{pool::PoolRef, sync::SpinLockBh};
+use kernel::prelude::*;
+
+/// The range a bound window grants, and to whom.
+pub(crate) struct Binding {
+    mr: PoolRef<RoxeMr>,
+    addr: u64,
+    length: u64,
+    access: Access,
+    /// Type 2: the QP it is bound to.
+    qpn: Option<u32>,
+}
+
+/// The mutable part of a window.
+pub(crate) struct MwState {
+    /// The current R_Key (its key byte changes with every bind).
+    pub(crate) key: MemKey,
+    pub(crate) binding: Option<Binding>,
+}
+
+/// A memory window.
+#[pin_data]
+pub(crate) struct RoxeMw {
+    pub(crate) pd_id: u64,
+    pub(crate) type2: bool,
+    #[pin]
+    pub(crate) state: SpinLockBh<MwState>,
+}
+
+fn rd_u32(b: &[u8], off: usize) -> u32 {
+    b.get(off..off + 4).and_then(|s| s.try_into().ok()).map_or(0, u32::from_ne_bytes)
+}
+
+fn rd_u64(b: &[u8], off: usize) -> u64 {
+    b.get(off..off + 8).and_then(|s| s.try_into().ok()).map_or(0, u64::from_ne_bytes)
+}
+
+/// Executes a BIND_MW WQE of QP `qpn` (PD `pd_id`). The WQE's union holds, as rdma-core's rxe
+/// provider writes it: `addr` u64, `length` u64, `mr_lkey`, `mw_rkey`, the new `rkey`, `access`.
+/// Every violation completes with `IBV_WC_MW_BIND_ERR` (IBA 10.6.7.2.4).
+pub(crate) fn bind(dev: &RoxeDevice, pd_id: u64, qpn: u32, wqe: &SendWqe) -> Result<(), WcStatus> {
+    let w = &wqe.wr;
+    let (addr, length) = (rd_u64(w, 0), rd_u64(w, 8));
+    let (mr_lkey, mw_rkey, new_rkey, access) = (rd_u32(w, 16), rd_u32(w, 20), rd_u32(w, 24), rd_u32(w, 28));
+    let err = WcStatus::MwBindErr;
+    let old = MemKey::from_raw(mw_rkey);
+    let new = MemKey::from_raw(new_rkey);
+    // Only the key byte may change (IBA 10.6.7.2.2).
+    if !old.is_mw() || !old.same_object(new) {
+        return Err(err);
+    }
+    let mw = dev.mws.get(old.index()).ok_or(err)?;
+    let access = Access::from_bits(access);
+    // Zero-based windows (addressed from 0 rather than by VA) are not supported.
+    if access.contains(Access::ZERO_BASED) {
+        return Err(err);
+    }
+    let mut st = mw.state.lock();
+    if st.key.raw() != old.raw() {
+        return Err(err);
+    }
+    if mw.type2 {
+        // A type 2 window must be free, and in the QP's PD (IBA 10.6.7.2.4).
+        if st.binding.is_some() || mw.pd_id != pd_id {
+            return Err(err);
+        }
+    }
+    if length == 0 {
+        // Binding a type 1 window to a zero-length range unbinds it.
+        if mw.type2 {
+            return Err(err);
+        }
+        st.binding = None;
+        st.key = new;
+        return Ok(());
+    }
+    let mr = lookup_mr(dev, mr_lkey, pd_id, Access::MW_BIND).map_err(|_| err)?;
+    if mr.geometry.check_range(addr, length).is_err() {
+        return Err(err);
+    }
+    // Remote write or atomic rights on a window need local write on its MR (IBA 10.6.7.2.4).
+    if access.intersects(Access::REMOTE_WRITE.union(Access::REMOTE_ATOMIC)) && !mr.access.contains(Access::LOCAL_WRITE) {
+        return Err(err);
+    }
+    st.binding = Some(Binding { mr, addr, length, access, qpn: mw.type2.then_some(qpn) });
+    st.key = new;
+    Ok(())
+}
+
+/// Invalidates the type 2 window `rkey` names (LOCAL_INV, or a SEND with Invalidate received by
+/// QP `qpn` of PD `pd_id`, IBA 10.6.7.3). Errors: `MemError::BadKey` for anything else.
+pub(crate) fn invalidate(dev: &RoxeDevice, pd_id: u64, rkey: u32) -> Result<(), MemError> {
+    let key = MemKey::from_raw(rkey);
+    if !key.is_mw() {
+        return Err(MemError::BadKey);
+    }
+    let mw = dev.mws.get(key.index()).ok_or(MemError::BadKey)?;
+    let mut st = mw.state.lock();
+    if !mw.type2 || st.key.raw() != key.raw() || st.binding.is_none() || mw.pd_id != pd_id {
+        return Err(MemError::BadKey);
+    }
+    st.binding = None;
+    Ok(())
+}
+
+/// Resolves a remote access through window key `rkey` by QP `qpn` of PD `pd_id`: the MR behind
+/// it, once the window's key, owner, rights and range allow `[va, va + len)`.
+pub(crate) fn resolve(dev: &RoxeDevice, rkey: u32, pd_id: u64, qpn: u32, need: Access, va: u64, len: u64) -> Result<PoolRef<RoxeMr>, MemError> {
+    let key = MemKey::from_raw(rkey);
+    let mw = dev.mws.get(key.index()).ok_or(MemError::BadKey)?;
+    let st = mw.state.lock();
+    if st.key.raw() != key.raw() {
+        return Err(MemError::BadKey);
+    }
+    let b = st.binding.as_ref().ok_or(MemError::BadKey)?;
+    if mw.pd_id != pd_id && mw.type2 {
+        return Err(MemError::WrongPd);
+    }
+    if b.qpn.is_some_and(|q| q != qpn) {
+        return Err(MemError::WrongPd);
+    }
+    if !permits(b.access, need) {
+        return Err(MemError::Access);
+    }
+    let end = va.checked_add(len).ok_or(MemError::Range)?;
+    if va < b.addr || end > b.addr.saturating_add(b.length) {
+        return Err(MemError::Range);
+    }
+    Ok(b.mr.clone())
+}
