@@ -14,6 +14,7 @@ use super::{
     attr::{DeviceAttr, PortAttr, PortImmutable},
     bindings,
     cq::{Cq, CqInit, CqNotifier, NotifyFlags},
+    kverbs::{KernelRecvWr, KernelSendWr, Wc},
     link::Link,
     mmap,
     mr::{Mw, MrCreated, UserMrRequest},
@@ -206,6 +207,19 @@ pub trait Driver: Sized + Send + Sync + 'static {
 
     /// Deallocates a memory window (`dealloc_mw`).
     fn dealloc_mw(dev: &Device<Self>, mw: Self::Mw);
+
+    /// Queues a kernel consumer's send work request (`post_send` of a kernel QP); the adapter
+    /// then rings [`Driver::post_send_doorbell`]. May be called in atomic context.
+    fn post_send_kernel(qp: &Qp<Self>, wr: &KernelSendWr<'_, Self>) -> Result;
+
+    /// Queues a kernel consumer's receive work request (`post_recv`). Any context.
+    fn post_recv(qp: &Qp<Self>, wr: &KernelRecvWr<'_>) -> Result;
+
+    /// Takes the oldest completion of a kernel consumer's CQ (`poll_cq`). Any context.
+    fn poll_cq(cq: &Cq<Self>) -> Option<Wc>;
+
+    /// Creates a DMA MR over kernel memory (`get_dma_mr`), e.g. a kernel PD's local DMA lkey.
+    fn get_dma_mr(pd: &Pd<Self>, access: u32) -> Result<MrCreated<Self::Mr>>;
 }
 
 /// An RDMA device created by driver `T`.
@@ -485,6 +499,9 @@ impl<T: Driver> Adapter<T> {
             create_user_ah: Some(Self::create_ah),
             destroy_ah: Some(Self::destroy_ah),
             query_ah: Some(Self::query_ah),
+            post_recv: Some(Self::post_recv),
+            poll_cq: Some(Self::poll_cq),
+            get_dma_mr: Some(Self::get_dma_mr),
             reg_user_mr: Some(Self::reg_user_mr),
             dereg_mr: Some(Self::dereg_mr),
             alloc_mw: Some(Self::alloc_mw),

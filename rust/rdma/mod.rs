@@ -24,6 +24,7 @@ pub mod ah;
 pub mod attr;
 pub mod cq;
 pub mod device;
+pub mod kverbs;
 pub mod link;
 pub mod mmap;
 pub mod module_guard;

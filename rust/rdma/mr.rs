@@ -168,7 +168,7 @@ pub struct UserMrRequest {
 pub type Mw<T> = Object<bindings::ib_mw, <T as Driver>::Mw>;
 
 impl<T: Driver> Adapter<T> {
-    fn finish_mr(pd: *mut bindings::ib_pd, created: MrCreated<T::Mr>, iova: u64, length: u64) -> *mut bindings::ib_mr {
+    pub(crate) fn finish_mr(pd: *mut bindings::ib_pd, created: MrCreated<T::Mr>, iova: u64, length: u64) -> *mut bindings::ib_mr {
         let mr = match KBox::new(Mr::<T> { ib: Opaque::zeroed(), data: created.data }, GFP_KERNEL) {
             Ok(mr) => KBox::into_raw(mr),
             Err(e) => return err_ptr(e.into()),

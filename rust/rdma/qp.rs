@@ -275,6 +275,11 @@ pub struct QpNotifier {
 }
 
 impl QpNotifier {
+    /// The QP's C object while it is alive, for `ib_wc.qp` of kernel completions.
+    pub(crate) fn raw_ptr(&self) -> Option<*mut bindings::ib_qp> {
+        self.qp.try_access_with(|qp| qp.0.as_ptr())
+    }
+
     /// Raises `event` on the QP (`ib_qp.event_handler`, which the core wraps to report it to
     /// user space as well). Returns `false` if the QP is already destroyed.
     pub fn event(&self, event: QpEvent) -> bool {
@@ -425,11 +430,7 @@ impl<T: Driver> Adapter<T> {
                 Err(e) => e.to_errno(),
             };
         }
-        // Kernel consumers' work requests are not accepted yet: fail the first one.
-        if !bad_wr.is_null() {
-            // SAFETY: The core passes a valid out-pointer.
-            unsafe { *bad_wr = wr };
-        }
-        EOPNOTSUPP.to_errno()
+        // SAFETY: Kernel consumers pass a valid list of work requests for a live QP of ours.
+        unsafe { Self::post_send_kernel(ibqp, wr, bad_wr) }
     }
 }

@@ -51,6 +51,13 @@ pub(crate) fn create(dev: &Device<Roxe>, av: &AddressVector, ctx: AhContext, uda
     Ok(AhHandle { ah_num, av: *av })
 }
 
+impl AhHandle {
+    /// The AH's number, as UD WQEs carry it.
+    pub(crate) fn ah_num(&self) -> u32 {
+        self.ah_num
+    }
+}
+
 pub(crate) fn query(ah: &AhHandle) -> AddressVector {
     ah.av
 }

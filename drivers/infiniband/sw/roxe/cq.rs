@@ -16,6 +16,7 @@ use crate::{
 };
 use crate::rdma::{
     cq::{Cq, CqInit, CqNotifier, NotifyFlags},
+    kverbs::{Wc, WC_WITH_NETWORK_HDR_TYPE},
     device::Device,
     mmap::MmapInfo,
     object::UData,
@@ -169,4 +170,36 @@ pub(crate) fn req_notify(cq: &Cq<Roxe>, flags: NotifyFlags) -> Result<bool> {
     let mut inner = cq.cq_data().inner.lock();
     inner.notify |= flags.bits() & NotifyFlags::SOLICITED_MASK;
     Ok(flags.bits() & NotifyFlags::REPORT_MISSED_EVENTS != 0 && !inner.queue.is_empty())
+}
+
+fn rd32(b: &[u8], off: usize) -> u32 {
+    b.get(off..off + 4).and_then(|s| s.try_into().ok()).map_or(0, u32::from_ne_bytes)
+}
+
+/// Takes the oldest completion of a kernel consumer's CQ, as a `Wc` (the CQE layout is
+/// `struct ib_uverbs_wc`, whose status and opcode values the kernel's `ib_wc` shares).
+pub(crate) fn poll(cq: &Cq<Roxe>) -> Option<Wc> {
+    let mut e = [0u8; CQE_SIZE];
+    if !cq.cq_data().inner.lock().queue.pop_client(&mut e) {
+        return None;
+    }
+    let qpn = rd32(&e, 28);
+    let wr_id = e.get(..8).and_then(|s| s.try_into().ok()).map_or(0, u64::from_ne_bytes);
+    let net = e.get(47).copied().unwrap_or(0);
+    let mut wc_flags = rd32(&e, 36);
+    if net != 0 {
+        wc_flags |= WC_WITH_NETWORK_HDR_TYPE;
+    }
+    Some(Wc {
+        wr_id,
+        status: rd32(&e, 8),
+        opcode: rd32(&e, 12),
+        byte_len: rd32(&e, 20),
+        ex: rd32(&e, 24),
+        qp: cq.device::<Roxe>().data().qps.get(qpn).map(|q| q.notifier.clone()),
+        src_qp: rd32(&e, 32),
+        wc_flags,
+        pkey_index: e.get(40..42).and_then(|s| s.try_into().ok()).map_or(0, u16::from_ne_bytes),
+        network_hdr_type: net,
+    })
 }

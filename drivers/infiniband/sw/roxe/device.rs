@@ -21,6 +21,7 @@ use crate::rdma::{
     attr::{self, AtomicCap, DeviceAttr, DeviceCaps, KernelCaps, PhysState, PortAttr, PortImmutable, PortState},
     cq::{Cq, CqInit, CqNotifier, NotifyFlags},
     device::{Device, DriverId, PortEvent},
+    kverbs::{KernelRecvWr, KernelSendWr, Wc},
     link::{Link, LinkOps},
     mr::{MrCreated, UserMrRequest},
     netdev::{NetDevice, NetdevEvent, NetdevNotifier},
@@ -376,6 +377,22 @@ impl crate::rdma::device::Driver for Roxe {
 
     fn dealloc_mw(dev: &Device<Self>, m: MwHandle) {
         mr::dealloc_mw(dev, m)
+    }
+
+    fn post_send_kernel(q: &Qp<Self>, wr: &KernelSendWr<'_, Self>) -> Result {
+        qp::post_send_kernel(q, wr)
+    }
+
+    fn post_recv(q: &Qp<Self>, wr: &KernelRecvWr<'_>) -> Result {
+        qp::post_recv(q, wr)
+    }
+
+    fn poll_cq(c: &Cq<Self>) -> Option<Wc> {
+        cq::poll(c)
+    }
+
+    fn get_dma_mr(pd: &Pd<Self>, access: u32) -> Result<MrCreated<MrHandle>> {
+        mr::get_dma(pd, access)
     }
 }
 

@@ -11,13 +11,16 @@
 
 use crate::{
     device::RoxeDevice,
-    mr::RoxeMr,
+    mr::{MrMem, RoxeMr},
     proto::{
         mtt::{permits, Access, MemKey},
         wqe::{sge_at, Sge},
     },
 };
-use crate::rdma::pool::PoolRef;
+use crate::rdma::{
+    kverbs::{read_kernel, write_kernel},
+    pool::PoolRef,
+};
 use kernel::prelude::*;
 
 /// Why an access to registered memory was refused.
@@ -43,7 +46,7 @@ pub(crate) fn lookup_remote(dev: &RoxeDevice, rkey: u32, pd_id: u64, qpn: u32, n
         return crate::mw::resolve(dev, rkey, pd_id, qpn, need, va, len);
     }
     let mr = lookup_mr(dev, rkey, pd_id, need)?;
-    mr.geometry.check_range(va, len).map_err(|_| MemError::Range)?;
+    mr.check_range(va, len)?;
     Ok(mr)
 }
 
@@ -68,13 +71,29 @@ pub(crate) fn lookup_mr(dev: &RoxeDevice, key: u32, pd_id: u64, need: Access) ->
 }
 
 impl RoxeMr {
+    /// Whether `[va, va + len)` lies inside the MR.
+    pub(crate) fn check_range(&self, va: u64, len: u64) -> Result<(), MemError> {
+        match &self.mem {
+            MrMem::User { geometry, .. } => geometry.check_range(va, len).map_err(|_| MemError::Range),
+            MrMem::Dma => va.checked_add(len).map(|_| ()).ok_or(MemError::Range),
+        }
+    }
+
     /// Copies `dst.len()` bytes at IOVA `va` of the MR into `dst`.
     pub(crate) fn read_at(&self, va: u64, dst: &mut [u8]) -> Result<(), MemError> {
-        let chunks = self.geometry.chunks(va, dst.len() as u64).map_err(|_| MemError::Range)?;
+        let (geometry, pages) = match &self.mem {
+            MrMem::User { geometry, pages } => (geometry, pages),
+            MrMem::Dma => {
+                self.check_range(va, dst.len() as u64)?;
+                read_kernel(va, dst);
+                return Ok(());
+            }
+        };
+        let chunks = geometry.chunks(va, dst.len() as u64).map_err(|_| MemError::Range)?;
         let mut done = 0usize;
         for c in chunks {
             let part = dst.get_mut(done..done + c.len).ok_or(MemError::Range)?;
-            self.pages.read(c.page_index, c.offset_in_page, part).map_err(|_| MemError::Range)?;
+            pages.read(c.page_index, c.offset_in_page, part).map_err(|_| MemError::Range)?;
             done += c.len;
         }
         Ok(())
@@ -82,11 +101,19 @@ impl RoxeMr {
 
     /// Copies `src` into the MR at IOVA `va`.
     pub(crate) fn write_at(&self, va: u64, src: &[u8]) -> Result<(), MemError> {
-        let chunks = self.geometry.chunks(va, src.len() as u64).map_err(|_| MemError::Range)?;
+        let (geometry, pages) = match &self.mem {
+            MrMem::User { geometry, pages } => (geometry, pages),
+            MrMem::Dma => {
+                self.check_range(va, src.len() as u64)?;
+                write_kernel(va, src);
+                return Ok(());
+            }
+        };
+        let chunks = geometry.chunks(va, src.len() as u64).map_err(|_| MemError::Range)?;
         let mut done = 0usize;
         for c in chunks {
             let part = src.get(done..done + c.len).ok_or(MemError::Range)?;
-            self.pages.write(c.page_index, c.offset_in_page, part).map_err(|_| MemError::Range)?;
+            pages.write(c.page_index, c.offset_in_page, part).map_err(|_| MemError::Range)?;
             done += c.len;
         }
         Ok(())

@@ -26,14 +26,21 @@ use kernel::prelude::*;
 /// Page shift of pinned user memory (the kernel's page size).
 const PAGE_SHIFT: u32 = kernel::page::PAGE_SHIFT as u32;
 
+/// The memory behind an MR.
+pub(crate) enum MrMem {
+    /// Pinned user pages and the MTT geometry that maps the IOVA range onto them.
+    User { geometry: MttGeometry, pages: PinnedPages },
+    /// All of kernel memory, addressed by kernel virtual address (a kernel consumer's DMA MR).
+    Dma,
+}
+
 /// A registered memory region.
 pub(crate) struct RoxeMr {
     /// The PD's identity: an access through a key of another PD is refused (IBA 10.6.3.2).
     pub(crate) pd_id: u64,
     pub(crate) key: MemKey,
     pub(crate) access: Access,
-    pub(crate) geometry: MttGeometry,
-    pub(crate) pages: PinnedPages,
+    pub(crate) mem: MrMem,
 }
 
 /// The driver's handle of an MR: its key index in the pool.
@@ -57,7 +64,18 @@ pub(crate) fn reg_user(pd: &Pd<Roxe>, req: &UserMrRequest, udata: Option<&UData<
         return Err(EFAULT);
     }
     let index = slot.index();
-    slot.fill(try_init!(RoxeMr { pd_id: pd.data().id, key, access, geometry, pages }? Error))?;
+    slot.fill(try_init!(RoxeMr { pd_id: pd.data().id, key, access, mem: MrMem::User { geometry, pages } }? Error))?;
+    Ok(MrCreated { data: MrHandle { index }, lkey: key.raw(), rkey: key.raw() })
+}
+
+/// A DMA MR for a kernel consumer (`get_dma_mr`): kernel virtual addresses, no pinning.
+pub(crate) fn get_dma(pd: &Pd<Roxe>, access: u32) -> Result<MrCreated<MrHandle>> {
+    let dev = pd.device::<Roxe>();
+    let access = Access::from_bits(access);
+    let slot = dev.data().mrs.reserve(MemKey::MR_INDEX_MIN, MemKey::MR_INDEX_MAX, Alloc::Kernel)?;
+    let key = MemKey::new(slot.index(), dev.data().next_key_byte()).ok_or(EINVAL)?;
+    let index = slot.index();
+    slot.fill(try_init!(RoxeMr { pd_id: pd.data().id, key, access, mem: MrMem::Dma }? Error))?;
     Ok(MrCreated { data: MrHandle { index }, lkey: key.raw(), rkey: key.raw() })
 }
 

@@ -99,7 +99,7 @@ pub(crate) fn bind(dev: &RoxeDevice, pd_id: u64, qpn: u32, wqe: &SendWqe) -> Res
         return Ok(());
     }
     let mr = lookup_mr(dev, mr_lkey, pd_id, Access::MW_BIND).map_err(|_| err)?;
-    if mr.geometry.check_range(addr, length).is_err() {
+    if mr.check_range(addr, length).is_err() {
         return Err(err);
     }
     // Remote write or atomic rights on a window need local write on its MR (IBA 10.6.7.2.4).

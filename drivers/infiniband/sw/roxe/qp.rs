@@ -23,7 +23,7 @@ use crate::{
         comp::RetryCounters,
         cqe::{Cqe, WcOpcode},
         psn::Psn,
-        wqe::{recv_layout, send_layout, SendWqe, SqLimits, SGE_SIZE},
+        wqe::{recv_layout, send_flags, send_layout, SendWqe, SqLimits, SGE_SIZE},
     },
     req,
     resp::RespState,
@@ -32,6 +32,7 @@ use crate::{
 };
 use crate::rdma::{
     ah::AddressVector,
+    kverbs::{KernelRecvWr, KernelSendWr},
     device::Device,
     mmap::MmapInfo,
     object::UData,
@@ -449,4 +450,103 @@ pub(crate) fn flush_recv(qp: &RoxeQp) {
         cqe.opcode = WcOpcode::Recv;
         let _ = qp.recv_cq.post(&cqe.to_bytes(), false);
     }
+}
+
+/// Writes a kernel consumer's send WR into the SQ ring as the rxe-ABI WQE user space would
+/// write, so that one requester serves both. Context: any (kernel consumers may post from
+/// atomic context).
+pub(crate) fn post_send_kernel(qp: &Qp<Roxe>, wr: &KernelSendWr<'_, Roxe>) -> Result {
+    let this = qp.qp_data();
+    if this.is_user {
+        return Err(EINVAL);
+    }
+    if let PostVerdict::Reject = send_verdict(this.state.lock().state) {
+        return Err(EINVAL);
+    }
+    if wr.send_flags & send_flags::INLINE != 0 || wr.sges.len() > this.sq_limits.max_sge as usize {
+        // Kernel consumers that want inline data get it from rdma_rxe-class HCAs only when
+        // `max_inline_data` says so; roxe reports its inline room but copies through SGEs.
+        return Err(EINVAL);
+    }
+    let mut ring = this.sq.lock();
+    let mut slot = KVec::from_elem(0u8, ring.elem_size(), GFP_ATOMIC)?;
+    let put32 = |b: &mut [u8], off: usize, v: u32| {
+        if let Some(d) = b.get_mut(off..off + 4) {
+            d.copy_from_slice(&v.to_ne_bytes());
+        }
+    };
+    let put64 = |b: &mut [u8], off: usize, v: u64| {
+        if let Some(d) = b.get_mut(off..off + 8) {
+            d.copy_from_slice(&v.to_ne_bytes());
+        }
+    };
+    put64(&mut slot, send_layout::WR_ID, wr.wr_id);
+    put32(&mut slot, send_layout::OPCODE, wr.opcode);
+    put32(&mut slot, send_layout::SEND_FLAGS, wr.send_flags);
+    put32(&mut slot, send_layout::EX, wr.ex);
+    let u = send_layout::WR_UNION;
+    match &wr.ud {
+        Some(ud) => {
+            put32(&mut slot, u, ud.remote_qpn);
+            put32(&mut slot, u + 4, ud.remote_qkey);
+            put32(&mut slot, u + 12, ud.ah.data().ah_num());
+        }
+        None => {
+            put64(&mut slot, u, wr.remote_addr);
+            if matches!(wr.opcode, 5 | 6) {
+                // Atomics: remote address, compare/add, swap, rkey.
+                put64(&mut slot, u + 8, wr.compare_add);
+                put64(&mut slot, u + 16, wr.swap);
+                put32(&mut slot, u + 24, wr.rkey);
+            } else {
+                put32(&mut slot, u + 8, wr.rkey);
+            }
+        }
+    }
+    let mut total = 0u32;
+    for (i, sge) in wr.sges.iter().enumerate() {
+        let o = send_layout::DMA_DATA + i * SGE_SIZE;
+        put64(&mut slot, o, sge.addr);
+        put32(&mut slot, o + 8, sge.length);
+        put32(&mut slot, o + 12, sge.lkey);
+        total = total.saturating_add(sge.length);
+    }
+    put32(&mut slot, send_layout::DMA_LENGTH, total);
+    put32(&mut slot, send_layout::DMA_NUM_SGE, wr.sges.len() as u32);
+    ring.produce(&slot)
+}
+
+/// Writes a kernel consumer's receive WR into the RQ ring. Context: any.
+pub(crate) fn post_recv(qp: &Qp<Roxe>, wr: &KernelRecvWr<'_>) -> Result {
+    let this = qp.qp_data();
+    if this.is_user || wr.sges.len() > this.rq_max_sge as usize {
+        return Err(EINVAL);
+    }
+    if this.state.lock().state == QpState::Reset {
+        // IBA C10-97.2.1: receives cannot be posted in RESET.
+        return Err(EINVAL);
+    }
+    let mut rq = this.rq.lock();
+    let Some(ring) = &mut *rq else { return Err(EINVAL) };
+    let mut slot = KVec::from_elem(0u8, ring.elem_size(), GFP_ATOMIC)?;
+    let mut total = 0u32;
+    if let Some(d) = slot.get_mut(recv_layout::WR_ID..recv_layout::WR_ID + 8) {
+        d.copy_from_slice(&wr.wr_id.to_ne_bytes());
+    }
+    for (i, sge) in wr.sges.iter().enumerate() {
+        let o = recv_layout::DMA_DATA + i * SGE_SIZE;
+        if let Some(d) = slot.get_mut(o..o + 16) {
+            d[..8].copy_from_slice(&sge.addr.to_ne_bytes());
+            d[8..12].copy_from_slice(&sge.length.to_ne_bytes());
+            d[12..].copy_from_slice(&sge.lkey.to_ne_bytes());
+        }
+        total = total.saturating_add(sge.length);
+    }
+    if let Some(d) = slot.get_mut(recv_layout::DMA_LENGTH..recv_layout::DMA_LENGTH + 4) {
+        d.copy_from_slice(&total.to_ne_bytes());
+    }
+    if let Some(d) = slot.get_mut(recv_layout::DMA_NUM_SGE..recv_layout::DMA_NUM_SGE + 4) {
+        d.copy_from_slice(&(wr.sges.len() as u32).to_ne_bytes());
+    }
+    ring.produce(&slot)
 }

@@ -158,6 +158,39 @@ impl Queue {
         Ok(())
     }
 
+    /// Kernel consumers' rings (`FromClient`, no user space): appends `elem` as the producer.
+    /// The producer index lives only in the kernel then, so it is read back from the header.
+    pub(crate) fn produce(&mut self, elem: &[u8]) -> Result {
+        if self.direction != Direction::FromClient || self.mmap.is_some() {
+            return Err(EINVAL);
+        }
+        let producer = self.buf.load_acquire(PRODUCER_INDEX_OFFSET) & self.geometry.index_mask();
+        if self.geometry.is_full(producer, self.own_index) {
+            return Err(ENOMEM);
+        }
+        if elem.len() > self.geometry.elem_size() {
+            return Err(EINVAL);
+        }
+        self.buf.write(self.geometry.elem_offset(producer), elem)?;
+        self.buf.store_release(PRODUCER_INDEX_OFFSET, self.geometry.next(producer));
+        Ok(())
+    }
+
+    /// Kernel consumers' CQs (`ToClient`, no user space): takes the oldest element as the
+    /// consumer. Returns `false` if empty.
+    pub(crate) fn pop_client(&mut self, out: &mut [u8]) -> bool {
+        if self.direction != Direction::ToClient || self.mmap.is_some() || self.is_empty() {
+            return false;
+        }
+        let consumer = self.peer_index();
+        let n = out.len().min(self.geometry.elem_size());
+        let ok = out.get_mut(..n).is_some_and(|dst| self.buf.read(self.geometry.elem_offset(consumer), dst).is_ok());
+        if ok {
+            self.buf.store_release(CONSUMER_INDEX_OFFSET, self.geometry.next(consumer));
+        }
+        ok
+    }
+
     /// Empties the ring (QP reset): both indices back to zero.
     pub(crate) fn reset(&mut self) {
         self.own_index = 0;

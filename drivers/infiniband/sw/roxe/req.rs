@@ -281,6 +281,11 @@ fn fetch(dev: &Device<Roxe>, qp: &RoxeQp, sq: &mut crate::qp::SqState) -> Option
     if matches!(qp.qp_type, QpType::Ud | QpType::Gsi) {
         ud_remote_qpn = rd_u32(&wqe.wr, 0) & 0x00ff_ffff;
         ud_qkey = rd_u32(&wqe.wr, 4);
+        if ud_qkey & 0x8000_0000 != 0 {
+            // IBA 10.2.5: a WR Q_Key with the high bit set means "use the QP's own Q_Key" (the
+            // MAD layer sends with IB_QP_SET_QKEY).
+            ud_qkey = qp.state.lock().attr.qkey;
+        }
         let ah_num = rd_u32(&wqe.wr, 12);
         match dev.data().ahs.get(ah_num) {
             Some(ah) => ud_av = Some(ah.av),

@@ -224,7 +224,18 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src:
         comp::move_to_error(qp);
     }
     if let Some(cqe) = fx.recv_cqe {
-        let _ = qp.recv_cq.post(&cqe.to_bytes(), fx.solicited);
+        let mut bytes = cqe.to_bytes();
+        if !qp.is_user && matches!(qp.qp_type, QpType::Ud | QpType::Gsi) {
+            // Kernel consumers learn the network header type from `ib_wc` (the MAD layer needs
+            // it to build a reply's address); the byte is reserved in the user ABI's CQE.
+            if let Some(b) = bytes.get_mut(47) {
+                *b = match src.network {
+                    Network::Ipv4 => crate::rdma::kverbs::NETWORK_IPV4,
+                    Network::Ipv6 => crate::rdma::kverbs::NETWORK_IPV6,
+                };
+            }
+        }
+        let _ = qp.recv_cq.post(&bytes, fx.solicited);
     }
     if let Some(av) = path.av {
         for skb in fx.packets {
