@@ -55,18 +55,21 @@ void roxe_helper_copy_to_page(struct page *page, size_t offset, const void *src,
 void roxe_helper_spin_lock_bh(spinlock_t *lock);
 void roxe_helper_spin_unlock_bh(spinlock_t *lock);
 bool roxe_helper_spin_trylock_bh(spinlock_t *lock);
-void roxe_helper_xa_init_alloc_bh(struct xarray *xa);
-int roxe_helper_xa_alloc_cyclic_bh(struct xarray *xa, u32 *id, void *entry, u32 min, u32 max,
+void roxe_helper_xa_init_alloc(struct xarray *xa);
+int roxe_helper_xa_alloc_cyclic_irqsafe(struct xarray *xa, u32 *id, void *entry, u32 min, u32 max,
 				   u32 *next, gfp_t gfp);
-int roxe_helper_xa_insert_bh(struct xarray *xa, unsigned long index, void *entry, gfp_t gfp);
-void roxe_helper_xa_store_bh(struct xarray *xa, unsigned long index, void *entry);
-void roxe_helper_xa_release_bh(struct xarray *xa, unsigned long index);
-void *roxe_helper_xa_erase_bh(struct xarray *xa, unsigned long index);
+int roxe_helper_xa_insert_irqsafe(struct xarray *xa, unsigned long index, void *entry, gfp_t gfp);
+void roxe_helper_xa_store_irqsafe(struct xarray *xa, unsigned long index, void *entry);
+void roxe_helper_xa_release_irqsafe(struct xarray *xa, unsigned long index);
+void *roxe_helper_xa_erase_irqsafe(struct xarray *xa, unsigned long index);
 void *roxe_helper_xa_find_from(struct xarray *xa, unsigned long *index);
 struct timer_list;
 void roxe_helper_timer_setup(struct timer_list *timer, void (*fn)(struct timer_list *));
 void roxe_helper_timer_arm_ms(struct timer_list *timer, unsigned int ms);
 u64 roxe_helper_jiffies_ms(void);
+struct work_struct;
+void roxe_helper_init_work(struct work_struct *work, void (*fn)(struct work_struct *));
+void roxe_helper_queue_work_bh(struct work_struct *work);
 
 /* net: transmit and receive */
 struct sk_buff *roxe_helper_alloc_tx_skb(struct net_device *ndev, unsigned int len);

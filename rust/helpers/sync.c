@@ -3,6 +3,7 @@
 #include <linux/jiffies.h>
 #include <linux/spinlock.h>
 #include <linux/timer.h>
+#include <linux/workqueue.h>
 #include <linux/xarray.h>
 #include "helpers.h"
 
@@ -21,38 +22,68 @@ bool roxe_helper_spin_trylock_bh(spinlock_t *lock)
 	return spin_trylock_bh(lock);
 }
 
-void roxe_helper_xa_init_alloc_bh(struct xarray *xa)
+/*
+ * Object pools: allocating XArrays whose lock disables interrupts, because kernel consumers
+ * create and destroy address handles with interrupts disabled (the CM under a spinlock taken
+ * with irqsave), and the data path reaches the same pools from softirq. Lookups use RCU and
+ * take no lock.
+ */
+void roxe_helper_xa_init_alloc(struct xarray *xa)
 {
-	xa_init_flags(xa, XA_FLAGS_ALLOC | XA_FLAGS_LOCK_BH);
+	xa_init_flags(xa, XA_FLAGS_ALLOC | XA_FLAGS_LOCK_IRQ);
 }
 
-int roxe_helper_xa_alloc_cyclic_bh(struct xarray *xa, u32 *id, void *entry, u32 min, u32 max,
+int roxe_helper_xa_alloc_cyclic_irqsafe(struct xarray *xa, u32 *id, void *entry, u32 min, u32 max,
 				   u32 *next, gfp_t gfp)
 {
-	return xa_alloc_cyclic_bh(xa, id, entry, XA_LIMIT(min, max), next, gfp);
+	unsigned long flags;
+	int ret;
+
+	xa_lock_irqsave(xa, flags);
+	ret = __xa_alloc_cyclic(xa, id, entry, XA_LIMIT(min, max), next, gfp);
+	xa_unlock_irqrestore(xa, flags);
+	return ret;
 }
 
-int roxe_helper_xa_insert_bh(struct xarray *xa, unsigned long index, void *entry, gfp_t gfp)
+int roxe_helper_xa_insert_irqsafe(struct xarray *xa, unsigned long index, void *entry, gfp_t gfp)
 {
-	return xa_insert_bh(xa, index, entry, gfp);
+	unsigned long flags;
+	int ret;
+
+	xa_lock_irqsave(xa, flags);
+	ret = __xa_insert(xa, index, entry, gfp);
+	xa_unlock_irqrestore(xa, flags);
+	return ret;
 }
 
 /* Stores into an index reserved by an allocation: no memory is needed, so it cannot fail. */
-void roxe_helper_xa_store_bh(struct xarray *xa, unsigned long index, void *entry)
+void roxe_helper_xa_store_irqsafe(struct xarray *xa, unsigned long index, void *entry)
 {
-	xa_store_bh(xa, index, entry, GFP_ATOMIC);
+	unsigned long flags;
+
+	xa_lock_irqsave(xa, flags);
+	__xa_store(xa, index, entry, GFP_ATOMIC);
+	xa_unlock_irqrestore(xa, flags);
 }
 
-void roxe_helper_xa_release_bh(struct xarray *xa, unsigned long index)
+void roxe_helper_xa_release_irqsafe(struct xarray *xa, unsigned long index)
 {
-	xa_lock_bh(xa);
+	unsigned long flags;
+
+	xa_lock_irqsave(xa, flags);
 	__xa_cmpxchg(xa, index, XA_ZERO_ENTRY, NULL, 0);
-	xa_unlock_bh(xa);
+	xa_unlock_irqrestore(xa, flags);
 }
 
-void *roxe_helper_xa_erase_bh(struct xarray *xa, unsigned long index)
+void *roxe_helper_xa_erase_irqsafe(struct xarray *xa, unsigned long index)
 {
-	return xa_erase_bh(xa, index);
+	unsigned long flags;
+	void *old;
+
+	xa_lock_irqsave(xa, flags);
+	old = __xa_erase(xa, index);
+	xa_unlock_irqrestore(xa, flags);
+	return old;
 }
 
 /* The first entry at or after *@index, which is updated to its index; NULL if none. */
@@ -75,4 +106,15 @@ void roxe_helper_timer_arm_ms(struct timer_list *timer, unsigned int ms)
 u64 roxe_helper_jiffies_ms(void)
 {
 	return jiffies64_to_msecs(get_jiffies_64());
+}
+
+void roxe_helper_init_work(struct work_struct *work, void (*fn)(struct work_struct *))
+{
+	INIT_WORK(work, fn);
+}
+
+/* Queues @work on the BH workqueue: it runs in softirq context, soon, on this CPU. */
+void roxe_helper_queue_work_bh(struct work_struct *work)
+{
+	queue_work(system_bh_wq, work);
 }

@@ -103,6 +103,10 @@ pub trait Driver: Sized + Send + Sync + 'static {
     /// Periodic work of a registered device (retransmission and RNR timers). Softirq context.
     fn tick(dev: &Device<Self>);
 
+    /// Work asked for with [`Device::kick`], e.g. from a context that may not transmit (kernel
+    /// consumers post with interrupts disabled). Softirq context (the BH workqueue).
+    fn kicked(dev: &Device<Self>);
+
     /// Reports the device's attributes (`query_device`).
     fn query_device(dev: &Device<Self>) -> Result<DeviceAttr>;
 
@@ -208,8 +212,8 @@ pub trait Driver: Sized + Send + Sync + 'static {
     /// Deallocates a memory window (`dealloc_mw`).
     fn dealloc_mw(dev: &Device<Self>, mw: Self::Mw);
 
-    /// Queues a kernel consumer's send work request (`post_send` of a kernel QP); the adapter
-    /// then rings [`Driver::post_send_doorbell`]. May be called in atomic context.
+    /// Queues a kernel consumer's send work request (`post_send` of a kernel QP). Called in any
+    /// context, often with interrupts disabled: transmission must be left to [`Device::kick`].
     fn post_send_kernel(qp: &Qp<Self>, wr: &KernelSendWr<'_, Self>) -> Result;
 
     /// Queues a kernel consumer's receive work request (`post_recv`). Any context.
@@ -238,6 +242,8 @@ pub struct Device<T: Driver> {
     tick: Opaque<bindings::timer_list>,
     /// The tick timer was set up (registration got that far).
     tick_armed: kernel::sync::atomic::AtomicFlag,
+    /// Runs [`Driver::kicked`]; set up before registration, disabled before `data` drops.
+    kick: Opaque<bindings::work_struct>,
     data: T::Data,
 }
 
@@ -311,6 +317,14 @@ impl<T: Driver> Device<T> {
         unsafe { bindings::ib_dispatch_event(&ev) };
     }
 
+    /// Asks for [`Driver::kicked`] to run soon in softirq context. Any context, including with
+    /// interrupts disabled; kicks before the work runs coalesce.
+    pub fn kick(&self) {
+        // SAFETY: The work was initialised at allocation and stays valid until `dealloc_driver`
+        // disables it; queueing a pending work is a no-op.
+        unsafe { bindings::roxe_helper_queue_work_bh(self.kick.get()) };
+    }
+
     /// Schedules the unregistration of the device (`ib_unregister_device_queued`), for contexts
     /// that hold locks the unregistration needs, such as RTNL in a netdev notifier.
     pub fn unregister_queued(&self) {
@@ -364,6 +378,7 @@ impl<T: Link> Device<T> {
         // pinned there (the core never moves the device).
         let init = unsafe {
             core::ptr::addr_of_mut!((*dev).tick_armed).write(kernel::sync::atomic::AtomicFlag::new(false));
+            bindings::roxe_helper_init_work(Opaque::cast_into(core::ptr::addr_of!((*dev).kick)), Some(Adapter::<T>::kick));
             pin_init::raw_try_init(core::ptr::addr_of_mut!((*dev).data), data)
         };
         if let Err(e) = init {
@@ -642,8 +657,19 @@ impl<T: Driver> Adapter<T> {
         unsafe { bindings::roxe_helper_timer_arm_ms(timer, T::TICK_MS) };
     }
 
+    unsafe extern "C" fn kick(work: *mut bindings::work_struct) {
+        let offset = core::mem::offset_of!(Device<T>, kick);
+        // SAFETY: The work is the `kick` field of a `Device<T>`, alive: `dealloc_driver` disables
+        // the work (waiting for a running one) before freeing the device.
+        let dev = unsafe { &*work.cast::<u8>().sub(offset).cast::<Device<T>>() };
+        T::kicked(dev);
+    }
+
     unsafe extern "C" fn dealloc_driver(ibdev: *mut bindings::ib_device) {
         let dev = ibdev.cast::<Device<T>>();
+        // SAFETY: The work was initialised at allocation; afterwards it can neither run nor be
+        // queued again.
+        unsafe { bindings::disable_work_sync(Opaque::cast_into(core::ptr::addr_of!((*dev).kick))) };
         // SAFETY: The device is being freed; the timer, if set up, stops for good and any
         // running callback finishes before we go on.
         unsafe {

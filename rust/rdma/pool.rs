@@ -4,7 +4,8 @@
 //! softirq data path can make without taking a lock.
 //!
 //! A [`Pool<T>`] is an XArray of reference-counted entries ([`PoolRef<T>`]) whose lock disables
-//! bottom halves (`XA_FLAGS_LOCK_BH`). Lookups ([`Pool::get`]) run under RCU and return a new
+//! interrupts (`XA_FLAGS_LOCK_IRQ`, taken with irqsave: kernel consumers create and destroy
+//! address handles with interrupts off). Lookups ([`Pool::get`]) run under RCU and return a new
 //! reference. The pool's own reference is dropped only after an RCU grace period following the
 //! erase, so a lookup that found the entry has taken its reference before the pool's can go:
 //! [`Pool::remove`] waits for the grace period and hands the reference back (for objects whose
@@ -70,7 +71,7 @@ impl Alloc {
 ///
 /// # Invariants
 ///
-/// - `xa` is initialised with `XA_FLAGS_ALLOC | XA_FLAGS_LOCK_BH`.
+/// - `xa` is initialised with `XA_FLAGS_ALLOC | XA_FLAGS_LOCK_IRQ`.
 /// - Every entry is a pointer from `PoolRef::<T>::into_foreign`, owned by the pool.
 #[pin_data(PinnedDrop)]
 pub struct Pool<T: Send + Sync + 'static> {
@@ -93,7 +94,7 @@ impl<T: Send + Sync + 'static> Pool<T> {
             // INVARIANT: Initialised with the allocating, BH-locked flags.
             // SAFETY: `xa_init_flags` initialises the slot fully.
             xa <- Opaque::ffi_init(|xa| unsafe {
-                bindings::roxe_helper_xa_init_alloc_bh(xa);
+                bindings::roxe_helper_xa_init_alloc(xa);
             }),
             next: Opaque::new(0),
             _t: PhantomData,
@@ -113,7 +114,7 @@ impl<T: Send + Sync + 'static> Pool<T> {
         // SAFETY: `xa` is initialised (type invariant); a NULL entry reserves the index; `next`
         // is only touched under the XArray lock, which the call takes.
         let ret = unsafe {
-            bindings::roxe_helper_xa_alloc_cyclic_bh(self.xa(), &mut id, core::ptr::null_mut(), min, max, self.next.get(), alloc.gfp())
+            bindings::roxe_helper_xa_alloc_cyclic_irqsafe(self.xa(), &mut id, core::ptr::null_mut(), min, max, self.next.get(), alloc.gfp())
         };
         if ret < 0 {
             return Err(Error::from_errno(ret));
@@ -126,7 +127,7 @@ impl<T: Send + Sync + 'static> Pool<T> {
         let item = Self::new_entry(init, alloc)?;
         let ptr = item.clone().into_foreign();
         // SAFETY: As in `reserve`; `ptr` is a valid entry.
-        let ret = unsafe { bindings::roxe_helper_xa_insert_bh(self.xa(), index as _, ptr.cast(), alloc.gfp()) };
+        let ret = unsafe { bindings::roxe_helper_xa_insert_irqsafe(self.xa(), index as _, ptr.cast(), alloc.gfp()) };
         if ret < 0 {
             // SAFETY: Not inserted: we still own the reference.
             drop(unsafe { PoolRef::<T>::from_foreign(ptr) });
@@ -186,7 +187,7 @@ impl<T: Send + Sync + 'static> Pool<T> {
     /// lookup still borrows it. Process context (it sleeps).
     pub fn remove(&self, index: u32) -> Option<PoolRef<T>> {
         // SAFETY: `xa` is initialised.
-        let ptr = unsafe { bindings::roxe_helper_xa_erase_bh(self.xa(), index as _) };
+        let ptr = unsafe { bindings::roxe_helper_xa_erase_irqsafe(self.xa(), index as _) };
         if ptr.is_null() {
             return None;
         }
@@ -200,7 +201,7 @@ impl<T: Send + Sync + 'static> Pool<T> {
     /// reference, so it must not sleep. Returns whether the index was present.
     pub fn remove_deferred(&self, index: u32) -> bool {
         // SAFETY: `xa` is initialised.
-        let ptr = unsafe { bindings::roxe_helper_xa_erase_bh(self.xa(), index as _) };
+        let ptr = unsafe { bindings::roxe_helper_xa_erase_irqsafe(self.xa(), index as _) };
         if ptr.is_null() {
             return false;
         }
@@ -245,7 +246,7 @@ impl<T: Send + Sync + 'static> Reservation<'_, T> {
         let ptr = item.clone().into_foreign();
         // SAFETY: `xa` is initialised; the index is reserved, so storing needs no allocation and
         // cannot fail; `ptr` is a valid entry the pool now owns.
-        unsafe { bindings::roxe_helper_xa_store_bh(self.pool.xa(), self.index as _, ptr.cast()) };
+        unsafe { bindings::roxe_helper_xa_store_irqsafe(self.pool.xa(), self.index as _, ptr.cast()) };
         self.filled = true;
         Ok(item)
     }
@@ -255,7 +256,7 @@ impl<T: Send + Sync + 'static> Drop for Reservation<'_, T> {
     fn drop(&mut self) {
         if !self.filled {
             // SAFETY: `xa` is initialised; releasing a reserved, unfilled index frees it.
-            unsafe { bindings::roxe_helper_xa_release_bh(self.pool.xa(), self.index as _) };
+            unsafe { bindings::roxe_helper_xa_release_irqsafe(self.pool.xa(), self.index as _) };
         }
     }
 }
@@ -272,7 +273,7 @@ impl<T: Send + Sync + 'static> PinnedDrop for Pool<T> {
                 break;
             }
             // SAFETY: As above.
-            unsafe { bindings::roxe_helper_xa_erase_bh(self.xa(), index) };
+            unsafe { bindings::roxe_helper_xa_erase_irqsafe(self.xa(), index) };
             // SAFETY: An owned entry from `into_foreign`; no lookup can run during drop.
             drop(unsafe { PoolRef::<T>::from_foreign(ptr.cast()) });
         }

@@ -10,7 +10,6 @@
 
 use crate::{
     device::Roxe,
-    new_spinlock_bh,
     param,
     queue::{Direction, Queue},
 };
@@ -20,8 +19,8 @@ use crate::rdma::{
     device::Device,
     mmap::MmapInfo,
     object::UData,
-    sync::SpinLockBh,
 };
+use kernel::sync::SpinLockIrq;
 use kernel::{
     prelude::*,
     sync::{
@@ -56,7 +55,7 @@ struct CqInner {
 #[pin_data]
 pub(crate) struct RoxeCq {
     #[pin]
-    inner: SpinLockBh<CqInner>,
+    inner: SpinLockIrq<CqInner>,
     notifier: Arc<CqNotifier>,
     /// Completions dropped because the CQ was full (each also raised `IB_EVENT_CQ_ERR`).
     overruns: Atomic<u64>,
@@ -124,7 +123,7 @@ pub(crate) fn create(
     let capacity = queue.capacity();
     let cq = Arc::pin_init(
         pin_init!(RoxeCq {
-            inner <- new_spinlock_bh!(CqInner { queue, notify: 0 }, "roxe_cq"),
+            inner <- kernel::new_spinlock_irq!(CqInner { queue, notify: 0 }, "roxe_cq"),
             notifier,
             overruns: Atomic::new(0),
         }),

@@ -31,11 +31,12 @@ use crate::rdma::{
     qp::{Qp, QpAttr, QpAttrMask, QpCreated, QpInit, QpNotifier},
     skb::SkbQueue,
     srq::{Srq, SrqAttr, SrqInit, SrqNotifier},
-    sync::SpinLockBh,
 };
+use kernel::sync::SpinLockIrq;
 use kernel::{
     prelude::*,
     sync::{
+        aref::ARef,
         atomic::{Atomic, AtomicFlag, Relaxed},
         Arc,
     },
@@ -61,6 +62,10 @@ pub(crate) static LINK_OPS: LinkOps<Roxe> = LinkOps::new();
 /// Per-device state.
 #[pin_data]
 pub(crate) struct RoxeDevice {
+    /// The netdev the device sits on, held from creation until the device is freed. The data
+    /// path uses this reference rather than `ib_device_get_netdev`, whose lock is not safe in
+    /// softirq context.
+    pub(crate) netdev: ARef<NetDevice>,
     /// Node GUID (EUI-64 of the netdev's MAC), wire order.
     guid: [u8; 8],
     /// Whether the port was last reported active, so that events fire only on transitions.
@@ -95,7 +100,7 @@ pub(crate) struct RoxeDevice {
     /// Serialises the responder's atomic operations device-wide (IBA 9.4.5: atomics are atomic
     /// with respect to other atomics on the same HCA).
     #[pin]
-    pub(crate) atomic_lock: SpinLockBh<()>,
+    pub(crate) atomic_lock: SpinLockIrq<()>,
 }
 
 impl RoxeDevice {
@@ -151,6 +156,14 @@ impl crate::rdma::device::Driver for Roxe {
     fn tick(dev: &Device<Self>) {
         let now = crate::rdma::device::now_ms();
         dev.data().qps.for_each(|_, qp| crate::comp::tick(dev, qp, now));
+    }
+
+    fn kicked(dev: &Device<Self>) {
+        dev.data().qps.for_each(|_, qp| {
+            if qp.kick_pending.xchg(false, kernel::sync::atomic::Acquire) {
+                crate::req::run(dev, qp);
+            }
+        });
     }
 
     fn query_device(dev: &Device<Self>) -> Result<DeviceAttr> {
@@ -423,6 +436,7 @@ impl Link for Roxe {
             guid,
             c"roxe",
             try_pin_init!(RoxeDevice {
+                netdev: ARef::from(netdev),
                 guid,
                 port_active: AtomicFlag::new(active),
                 pds: Atomic::new(0),
@@ -435,7 +449,7 @@ impl Link for Roxe {
                 ahs <- Pool::new(),
                 loopback <- SkbQueue::new(),
                 loopback_draining: AtomicFlag::new(false),
-                atomic_lock <- crate::new_spinlock_bh!((), "roxe_atomic"),
+                atomic_lock <- kernel::new_spinlock_irq!((), "roxe_atomic"),
             }),
         )?;
         pr_info!(

@@ -101,7 +101,7 @@ pub(crate) fn alloc_mw(pd: &Pd<Roxe>, type2: bool, udata: Option<&UData<'_>>) ->
     slot.fill(try_pin_init!(RoxeMw {
         pd_id: pd.data().id,
         type2,
-        state <- crate::new_spinlock_bh!(MwState { key, binding: None }, "roxe_mw"),
+        state <- kernel::new_spinlock_irq!(MwState { key, binding: None }, "roxe_mw"),
     }? Error))?;
     Ok((MwHandle { index }, key.raw()))
 }

@@ -22,7 +22,8 @@ use crate::{
         wqe::SendWqe,
     },
 };
-use crate::rdma::{pool::PoolRef, sync::SpinLockBh};
+use crate::rdma::pool::PoolRef;
+use kernel::sync::SpinLockIrq;
 use kernel::prelude::*;
 
 /// The range a bound window grants, and to whom.
@@ -48,7 +49,7 @@ pub(crate) struct RoxeMw {
     pub(crate) pd_id: u64,
     pub(crate) type2: bool,
     #[pin]
-    pub(crate) state: SpinLockBh<MwState>,
+    pub(crate) state: SpinLockIrq<MwState>,
 }
 
 fn rd_u32(b: &[u8], off: usize) -> u32 {

@@ -179,9 +179,7 @@ pub(crate) fn loopback(dev: &RoxeDevice, skb: SkBuff) {
 /// destination of `av`, leaving from UDP source port `sport`. Computes the ICRC over the final
 /// headers.
 pub(crate) fn xmit(dev: &Device<Roxe>, av: &AddressVector, sport: u16, mut skb: TxSkBuff) -> Result {
-    let Some(netdev) = dev.netdev(crate::device::PORT) else {
-        return Err(ENODEV);
-    };
+    let netdev = &dev.data().netdev;
     if av.network != Network::Ipv4 {
         // IPv6 transmission comes with the IPv6 route lookup (issue: data path, IPv6 GIDs).
         return Err(EAFNOSUPPORT);
@@ -190,7 +188,7 @@ pub(crate) fn xmit(dev: &Device<Roxe>, av: &AddressVector, sport: u16, mut skb: 
         (Some(s), Some(d)) => (s.try_into().map_err(|_| EINVAL)?, d.try_into().map_err(|_| EINVAL)?),
         _ => return Err(EINVAL),
     };
-    skb.prepare_v4(&netdev, saddr, daddr, sport, av.traffic_class, av.hop_limit)?;
+    skb.prepare_v4(netdev, saddr, daddr, sport, av.traffic_class, av.hop_limit)?;
     // ICRC over the IP header (20 bytes, built above), UDP header and the RoCE part.
     let icrc = {
         let data = skb.data();

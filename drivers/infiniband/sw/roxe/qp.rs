@@ -12,7 +12,6 @@
 use crate::{
     cq::{mminfo_bytes, RoxeCq, MMINFO_SIZE},
     device::{errno, Roxe, PORT},
-    new_spinlock_bh,
     param,
     proto::{
         mtu::IbMtu,
@@ -38,11 +37,14 @@ use crate::rdma::{
     object::UData,
     pool::{Alloc, PoolRef},
     qp::{Qp, QpAttr, QpAttrMask, QpCap, QpCreated, QpInit, QpNotifier},
-    sync::SpinLockBh,
 };
+use kernel::sync::SpinLockIrq;
 use kernel::{
     prelude::*,
-    sync::{atomic::Atomic, Arc},
+    sync::{
+        atomic::{Atomic, AtomicFlag, Release},
+        Arc,
+    },
 };
 
 /// The Q_Key of the GSI QP (IBA 13.4.6.1: QP1 uses the well-known Q_Key 0x80010000).
@@ -118,23 +120,25 @@ pub(crate) struct RoxeQp {
     /// Scatter/gather entries per receive WQE.
     pub(crate) rq_max_sge: u32,
     #[pin]
-    pub(crate) state: SpinLockBh<QpStateData>,
+    pub(crate) state: SpinLockIrq<QpStateData>,
     #[pin]
-    pub(crate) sq: SpinLockBh<Queue>,
+    pub(crate) sq: SpinLockIrq<Queue>,
     /// `None` when the QP takes its receives from an SRQ.
     #[pin]
-    pub(crate) rq: SpinLockBh<Option<Queue>>,
+    pub(crate) rq: SpinLockIrq<Option<Queue>>,
     pub(crate) notifier: Arc<QpNotifier>,
     /// SQ depth: the most WQEs in flight.
     pub(crate) sq_depth: usize,
     /// Requester and completer state.
     #[pin]
-    pub(crate) sq_state: SpinLockBh<SqState>,
+    pub(crate) sq_state: SpinLockIrq<SqState>,
     /// Responder state.
     #[pin]
-    pub(crate) resp_state: SpinLockBh<RespState>,
+    pub(crate) resp_state: SpinLockIrq<RespState>,
     /// The requester runs (see `req::run`): 0 idle, 1 running, more: run again.
     pub(crate) req_running: Atomic<u32>,
+    /// A kernel consumer posted sends: the device's kick work runs the requester.
+    pub(crate) kick_pending: AtomicFlag,
 }
 
 fn qp_type_of(raw: u32) -> Result<QpType> {
@@ -251,15 +255,15 @@ pub(crate) fn create(
         srq,
         sq_limits,
         rq_max_sge,
-        state <- new_spinlock_bh!(
+        state <- kernel::new_spinlock_irq!(
             QpStateData { state: QpState::Reset, attr, av: None, sq_draining: false },
             "roxe_qp_state"
         ),
-        sq <- new_spinlock_bh!(sq, "roxe_qp_sq"),
-        rq <- new_spinlock_bh!(rq, "roxe_qp_rq"),
+        sq <- kernel::new_spinlock_irq!(sq, "roxe_qp_sq"),
+        rq <- kernel::new_spinlock_irq!(rq, "roxe_qp_rq"),
         notifier,
         sq_depth,
-        sq_state <- new_spinlock_bh!(
+        sq_state <- kernel::new_spinlock_irq!(
             SqState {
                 entries: KVec::new(),
                 cur: 0,
@@ -273,8 +277,9 @@ pub(crate) fn create(
             },
             "roxe_qp_sq_state"
         ),
-        resp_state <- new_spinlock_bh!(RespState::new(Psn::new(0)), "roxe_qp_resp_state"),
+        resp_state <- kernel::new_spinlock_irq!(RespState::new(Psn::new(0)), "roxe_qp_resp_state"),
         req_running: Atomic::new(0),
+        kick_pending: AtomicFlag::new(false),
     }? Error))?;
     Ok(QpCreated { data: qp, qp_num: qpn })
 }
@@ -513,7 +518,13 @@ pub(crate) fn post_send_kernel(qp: &Qp<Roxe>, wr: &KernelSendWr<'_, Roxe>) -> Re
     }
     put32(&mut slot, send_layout::DMA_LENGTH, total);
     put32(&mut slot, send_layout::DMA_NUM_SGE, wr.sges.len() as u32);
-    ring.produce(&slot)
+    ring.produce(&slot)?;
+    drop(ring);
+    // The caller may hold a lock with interrupts disabled, where nothing may be sent: the
+    // requester runs from the device's kick work, in softirq context.
+    this.kick_pending.store(true, Release);
+    qp.device::<Roxe>().kick();
+    Ok(())
 }
 
 /// Writes a kernel consumer's receive WR into the RQ ring. Context: any.

@@ -29,35 +29,43 @@ use crate::{
 use crate::rdma::{
     ah::AddressVector,
     device::{now_ms, Device},
+    netdev::NetDevice,
     skb::TxSkBuff,
 };
-use kernel::{prelude::*, sync::atomic::Full};
+use kernel::{
+    prelude::*,
+    sync::{aref::ARef, atomic::Full},
+};
 
 /// Most packets a QP may have sent and not seen acknowledged (RC): the send window.
 const MAX_UNACKED_PSNS: i32 = 128;
 
-/// The QP attributes a packet needs, read once per packet under the state lock.
-#[derive(Clone, Copy)]
+/// The QP attributes a packet needs, read once per packet under the state lock, and the
+/// port's netdev, looked up before taking any lock (the core's netdev lock is not IRQ-safe).
 pub(crate) struct PathInfo {
+    pub(crate) netdev: Option<ARef<NetDevice>>,
     pub(crate) state: QpState,
     pub(crate) mtu: u32,
     pub(crate) dest_qpn: u32,
     pub(crate) av: Option<AddressVector>,
+    /// The QP's Q_Key (UD sends whose WR Q_Key has the high bit set use it).
+    pub(crate) qkey: u32,
+    /// The RNR NAK timer code the responder advertises.
+    pub(crate) min_rnr_timer: u8,
     pub(crate) pkey: u16,
 }
 
 pub(crate) fn path_info(dev: &Device<Roxe>, qp: &RoxeQp) -> PathInfo {
+    let netdev = Some(dev.data().netdev.clone());
+    let port_mtu = netdev.as_ref().map_or(IbMtu::Mtu256, |n| IbMtu::for_netdev_mtu(n.mtu()));
     let st = qp.state.lock();
     let mtu = match qp.qp_type {
         // Datagrams have no path: they are bounded by the port's MTU (IBA 9.6.1 / rxe's
         // `get_mtu`), read from the netdev.
-        QpType::Ud | QpType::Gsi | QpType::Smi => dev
-            .netdev(crate::device::PORT)
-            .map_or(IbMtu::Mtu256, |n| IbMtu::for_netdev_mtu(n.mtu()))
-            .bytes(),
+        QpType::Ud | QpType::Gsi | QpType::Smi => port_mtu.bytes(),
         _ => IbMtu::from_raw(st.attr.path_mtu).unwrap_or(IbMtu::Mtu256).bytes(),
     };
-    PathInfo { state: st.state, mtu, dest_qpn: st.attr.dest_qp_num, av: st.av, pkey: 0xffff }
+    PathInfo { netdev, state: st.state, mtu, dest_qpn: st.attr.dest_qp_num, av: st.av, qkey: st.attr.qkey, min_rnr_timer: st.attr.min_rnr_timer, pkey: 0xffff }
 }
 
 /// The UDP source port of a QP's packets: fixed per QP so that a flow stays on one path, and
@@ -166,7 +174,7 @@ fn build(
     av: &AddressVector,
 ) -> Result<(TxSkBuff, u32), WcStatus> {
     let w = &entry.wqe;
-    let netdev = dev.netdev(crate::device::PORT).ok_or(WcStatus::LocQpOpErr)?;
+    let netdev = path.netdev.as_ref().ok_or(WcStatus::LocQpOpErr)?;
     let opcode = opcode_for(qp.qp_type, w, offset, path.mtu).ok_or(WcStatus::LocQpOpErr)?;
     let info = opcode.info().ok_or(WcStatus::LocQpOpErr)?;
     let payload_len = if info.has_payload() {
@@ -179,7 +187,7 @@ fn build(
     };
     let pad = pad_count_for(payload_len as usize);
     let total = info.header_len() + payload_len as usize + usize::from(pad) + net::ICRC_LEN;
-    let mut skb = TxSkBuff::alloc(&netdev, total).map_err(|_| WcStatus::LocQpOpErr)?;
+    let mut skb = TxSkBuff::alloc(netdev, total).map_err(|_| WcStatus::LocQpOpErr)?;
     {
         let data = skb.data_mut();
         let mut pkt = Packet::build(&mut data[..], opcode, pad).map_err(|_| WcStatus::LocQpOpErr)?;
@@ -258,7 +266,7 @@ fn build(
 
 /// Fetches the next WQE of the SQ into the in-flight list. Returns an error completion for a
 /// WQE that fails validation (it is consumed).
-fn fetch(dev: &Device<Roxe>, qp: &RoxeQp, sq: &mut crate::qp::SqState) -> Option<Result<(), (u64, SendOpcode, WcStatus)>> {
+fn fetch(dev: &Device<Roxe>, qp: &RoxeQp, path: &PathInfo, sq: &mut crate::qp::SqState) -> Option<Result<(), (u64, SendOpcode, WcStatus)>> {
     let mut ring = qp.sq.lock();
     if ring.is_empty() {
         return None;
@@ -284,7 +292,7 @@ fn fetch(dev: &Device<Roxe>, qp: &RoxeQp, sq: &mut crate::qp::SqState) -> Option
         if ud_qkey & 0x8000_0000 != 0 {
             // IBA 10.2.5: a WR Q_Key with the high bit set means "use the QP's own Q_Key" (the
             // MAD layer sends with IB_QP_SET_QKEY).
-            ud_qkey = qp.state.lock().attr.qkey;
+            ud_qkey = path.qkey;
         }
         let ah_num = rd_u32(&wqe.wr, 12);
         match dev.data().ahs.get(ah_num) {
@@ -355,7 +363,7 @@ fn step(dev: &Device<Roxe>, qp: &RoxeQp, path: &PathInfo) -> Step {
                 return Step::Idle;
             }
         }
-        match fetch(dev, qp, &mut sq) {
+        match fetch(dev, qp, path, &mut sq) {
             None => return Step::Idle,
             Some(Err((wr_id, op, status))) => {
                 let mut done = KVec::new();

@@ -99,11 +99,12 @@ fn response(
     fill: impl FnOnce(&mut [u8]) -> Result<(), MemError>,
     orig: Option<u64>,
 ) -> Option<TxSkBuff> {
-    let netdev = dev.netdev(crate::device::PORT)?;
+    let _ = dev;
+    let netdev = path.netdev.as_ref()?;
     let info = opcode.info()?;
     let pad = pad_count_for(payload_len);
     let total = info.header_len() + payload_len + usize::from(pad) + net::ICRC_LEN;
-    let mut skb = TxSkBuff::alloc(&netdev, total).ok()?;
+    let mut skb = TxSkBuff::alloc(netdev, total).ok()?;
     {
         let data = skb.data_mut();
         let mut pkt = Packet::build(&mut data[..], opcode, pad).ok()?;
@@ -392,7 +393,7 @@ fn send(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src: &Source, path
             None => {
                 // No receive WQE: RNR NAK on RC (IBA 9.7.5.2.8); UC and UD drop the message.
                 if rc {
-                    let timer = qp.state.lock().attr.min_rnr_timer;
+                    let timer = path.min_rnr_timer;
                     let aeth = Aeth { syndrome: Syndrome::RnrNak { timer }, msn: rs.msn };
                     push(fx, response(dev, path, Opcode::RC_ACKNOWLEDGE, pkt.psn(), Some(aeth), 0, |_| Ok(()), None));
                 } else if !ud {
@@ -460,7 +461,7 @@ fn write(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, path: &PathInfo, 
             Some(Ok(r)) => rs.recv = Some(r),
             _ => {
                 if qp.qp_type == QpType::Rc {
-                    let timer = qp.state.lock().attr.min_rnr_timer;
+                    let timer = path.min_rnr_timer;
                     let aeth = Aeth { syndrome: Syndrome::RnrNak { timer }, msn: rs.msn };
                     push(fx, response(dev, path, Opcode::RC_ACKNOWLEDGE, psn, Some(aeth), 0, |_| Ok(()), None));
                 }

@@ -10,7 +10,6 @@
 use crate::{
     cq::{mminfo_bytes, MMINFO_SIZE},
     device::Roxe,
-    new_spinlock_bh,
     param,
     proto::wqe::{recv_layout, SGE_SIZE},
     queue::{Direction, Queue},
@@ -20,9 +19,9 @@ use crate::rdma::{
     object::UData,
     pool::Alloc,
     srq::{srq_mask, Srq, SrqAttr, SrqInit, SrqNotifier},
-    sync::SpinLockBh,
 };
 use crate::rdma::{mmap::MmapInfo, pool::PoolRef};
+use kernel::sync::SpinLockIrq;
 use kernel::{
     prelude::*,
     sync::Arc,
@@ -52,7 +51,7 @@ pub(crate) struct RoxeSrq {
     pub(crate) srq_num: u32,
     pub(crate) pd_id: u64,
     #[pin]
-    pub(crate) inner: SpinLockBh<SrqInner>,
+    pub(crate) inner: SpinLockIrq<SrqInner>,
     pub(crate) notifier: Arc<SrqNotifier>,
 }
 
@@ -95,7 +94,7 @@ pub(crate) fn create(
     slot.fill(try_pin_init!(RoxeSrq {
         srq_num,
         pd_id,
-        inner <- new_spinlock_bh!(SrqInner { queue, max_sge, limit }, "roxe_srq"),
+        inner <- kernel::new_spinlock_irq!(SrqInner { queue, max_sge, limit }, "roxe_srq"),
         notifier,
     }? Error))
 }
