@@ -17,7 +17,7 @@ use super::{
     kverbs::{KernelRecvWr, KernelSendWr, Wc},
     link::Link,
     mmap,
-    mr::{Mw, MrCreated, UserMrRequest},
+    mr::{Mr, Mw, MrCreated, UserMrRequest},
     netdev::NetDevice,
     object::{Object, UData},
     pd::Pd,
@@ -201,6 +201,10 @@ pub trait Driver: Sized + Send + Sync + 'static {
 
     /// Registers user memory (`reg_user_mr`).
     fn reg_user_mr(pd: &Pd<Self>, req: &UserMrRequest, udata: Option<&UData<'_>>) -> Result<MrCreated<Self::Mr>>;
+
+    /// Changes an MR in place (`rereg_user_mr`): `flags` are `mr::rereg` bits; `new_pd` is given
+    /// with `rereg::PD`.
+    fn rereg_user_mr(mr: &Mr<Self>, flags: u32, req: &UserMrRequest, new_pd: Option<&Pd<Self>>, udata: Option<&UData<'_>>) -> Result;
 
     /// Deregisters an MR (`dereg_mr`).
     fn dereg_mr(dev: &Device<Self>, mr: Self::Mr);
@@ -518,6 +522,7 @@ impl<T: Driver> Adapter<T> {
             poll_cq: Some(Self::poll_cq),
             get_dma_mr: Some(Self::get_dma_mr),
             reg_user_mr: Some(Self::reg_user_mr),
+            rereg_user_mr: Some(Self::rereg_user_mr),
             dereg_mr: Some(Self::dereg_mr),
             alloc_mw: Some(Self::alloc_mw),
             dealloc_mw: Some(Self::dealloc_mw),

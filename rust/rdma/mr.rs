@@ -135,6 +135,13 @@ impl<T: Driver> Mr<T> {
         &self.data
     }
 
+    /// The device the MR belongs to.
+    pub fn device(&self) -> &Device<T> {
+        // SAFETY: A live MR: `device` is set at registration (see `finish_mr`) and the device
+        // outlives its MRs.
+        unsafe { Device::<T>::from_raw((*self.ib.get()).device) }
+    }
+
     /// The memory keys the core reports.
     pub fn keys(&self) -> (u32, u32) {
         // SAFETY: A live MR; the keys are written at registration, before the core sees it.
@@ -162,6 +169,25 @@ pub struct UserMrRequest {
     pub iova: u64,
     /// `IB_ACCESS_*` flags.
     pub access: u32,
+}
+
+/// `rereg_user_mr` flags (`enum ib_mr_rereg_flags`).
+pub mod rereg {
+    /// New address range.
+    pub const TRANS: u32 = super::bindings::ib_mr_rereg_flags_IB_MR_REREG_TRANS;
+    /// New protection domain.
+    pub const PD: u32 = super::bindings::ib_mr_rereg_flags_IB_MR_REREG_PD;
+    /// New access rights.
+    pub const ACCESS: u32 = super::bindings::ib_mr_rereg_flags_IB_MR_REREG_ACCESS;
+}
+
+impl PinnedPages {
+    /// Whether the pinned pages can serve a registration with `access` after a rereg with
+    /// `flags` (`ib_umem_check_rereg`: e.g. read-only pinned pages cannot become writable).
+    pub fn check_rereg(&self, flags: u32, access: u32) -> Result {
+        // SAFETY: The umem is alive (type invariant).
+        kernel::error::to_result(unsafe { bindings::ib_umem_check_rereg(self.umem.as_ptr(), flags as i32, access as i32) })
+    }
 }
 
 /// A memory window of driver `T` (allocated by the core).
@@ -204,6 +230,31 @@ impl<T: Driver> Adapter<T> {
         let req = UserMrRequest { start, length, iova, access: access as u32 };
         match T::reg_user_mr(pd, &req, udata.as_ref()) {
             Ok(created) => Self::finish_mr(ibpd, created, iova, length),
+            Err(e) => err_ptr(e),
+        }
+    }
+
+    pub(crate) unsafe extern "C" fn rereg_user_mr(
+        ibmr: *mut bindings::ib_mr,
+        flags: ffi::c_int,
+        start: u64,
+        length: u64,
+        iova: u64,
+        access: ffi::c_int,
+        ibpd: *mut bindings::ib_pd,
+        udata: *mut bindings::ib_udata,
+    ) -> *mut bindings::ib_mr {
+        // CAST: `ib` is the first field of the `#[repr(C)]` `Mr<T>`.
+        // SAFETY: One of our MRs, alive during the command; the new PD, if any, is a live PD of
+        // ours; the udata lives for the command.
+        let (mr, udata) = unsafe { (&*ibmr.cast::<Mr<T>>(), UData::from_raw(udata)) };
+        let flags = flags as u32;
+        // SAFETY: As above.
+        let new_pd = (flags & rereg::PD != 0 && !ibpd.is_null()).then(|| unsafe { Pd::<T>::from_raw(ibpd) });
+        let req = UserMrRequest { start, length, iova, access: access as u32 };
+        match T::rereg_user_mr(mr, flags, &req, new_pd, udata.as_ref()) {
+            // NULL: changed in place; the core updates `pd` and, for a new range, `iova`/`length`.
+            Ok(()) => core::ptr::null_mut(),
             Err(e) => err_ptr(e),
         }
     }

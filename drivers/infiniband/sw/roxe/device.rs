@@ -23,7 +23,7 @@ use crate::rdma::{
     device::{Device, DriverId, PortEvent},
     kverbs::{KernelRecvWr, KernelSendWr, Wc},
     link::{Link, LinkOps},
-    mr::{MrCreated, UserMrRequest},
+    mr::{Mr, MrCreated, UserMrRequest},
     netdev::{NetDevice, NetdevEvent, NetdevNotifier},
     object::UData,
     pd::Pd,
@@ -378,6 +378,10 @@ impl crate::rdma::device::Driver for Roxe {
 
     fn reg_user_mr(pd: &Pd<Self>, req: &UserMrRequest, udata: Option<&UData<'_>>) -> Result<MrCreated<MrHandle>> {
         mr::reg_user(pd, req, udata)
+    }
+
+    fn rereg_user_mr(m: &Mr<Self>, flags: u32, req: &UserMrRequest, new_pd: Option<&Pd<Self>>, udata: Option<&UData<'_>>) -> Result {
+        mr::rereg(m, flags, req, new_pd, udata)
     }
 
     fn dereg_mr(dev: &Device<Self>, m: MrHandle) {

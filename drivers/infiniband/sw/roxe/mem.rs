@@ -61,10 +61,10 @@ pub(crate) fn lookup_mr(dev: &RoxeDevice, key: u32, pd_id: u64, need: Access) ->
     if mr.key.raw() != key.raw() {
         return Err(MemError::BadKey);
     }
-    if mr.pd_id != pd_id {
+    if mr.pd_id() != pd_id {
         return Err(MemError::WrongPd);
     }
-    if !permits(mr.access, need) {
+    if !permits(mr.access(), need) {
         return Err(MemError::Access);
     }
     Ok(mr)

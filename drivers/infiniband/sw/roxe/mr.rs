@@ -16,12 +16,15 @@ use crate::{
 };
 use crate::rdma::{
     device::Device,
-    mr::{MrCreated, PinnedPages, UserMrRequest},
+    mr::{rereg, Mr, MrCreated, PinnedPages, UserMrRequest},
     object::UData,
     pd::Pd,
     pool::Alloc,
 };
-use kernel::prelude::*;
+use kernel::{
+    prelude::*,
+    sync::atomic::{Atomic, Relaxed},
+};
 
 /// Page shift of pinned user memory (the kernel's page size).
 const PAGE_SHIFT: u32 = kernel::page::PAGE_SHIFT as u32;
@@ -37,10 +40,24 @@ pub(crate) enum MrMem {
 /// A registered memory region.
 pub(crate) struct RoxeMr {
     /// The PD's identity: an access through a key of another PD is refused (IBA 10.6.3.2).
-    pub(crate) pd_id: u64,
+    /// Atomic: `rereg_user_mr` may move the MR to another PD in place.
+    pd_id: Atomic<u64>,
     pub(crate) key: MemKey,
-    pub(crate) access: Access,
+    /// `IB_ACCESS_*` rights; atomic for the same reason.
+    access: Atomic<u32>,
     pub(crate) mem: MrMem,
+}
+
+impl RoxeMr {
+    /// The PD the MR belongs to now.
+    pub(crate) fn pd_id(&self) -> u64 {
+        self.pd_id.load(Relaxed)
+    }
+
+    /// The MR's access rights now.
+    pub(crate) fn access(&self) -> Access {
+        Access::from_bits(self.access.load(Relaxed))
+    }
 }
 
 /// The driver's handle of an MR: its key index in the pool.
@@ -64,7 +81,12 @@ pub(crate) fn reg_user(pd: &Pd<Roxe>, req: &UserMrRequest, udata: Option<&UData<
         return Err(EFAULT);
     }
     let index = slot.index();
-    slot.fill(try_init!(RoxeMr { pd_id: pd.data().id, key, access, mem: MrMem::User { geometry, pages } }? Error))?;
+    slot.fill(try_init!(RoxeMr {
+        pd_id: Atomic::new(pd.data().id),
+        key,
+        access: Atomic::new(access.bits()),
+        mem: MrMem::User { geometry, pages },
+    }? Error))?;
     Ok(MrCreated { data: MrHandle { index }, lkey: key.raw(), rkey: key.raw() })
 }
 
@@ -75,8 +97,37 @@ pub(crate) fn get_dma(pd: &Pd<Roxe>, access: u32) -> Result<MrCreated<MrHandle>>
     let slot = dev.data().mrs.reserve(MemKey::MR_INDEX_MIN, MemKey::MR_INDEX_MAX, Alloc::Kernel)?;
     let key = MemKey::new(slot.index(), dev.data().next_key_byte()).ok_or(EINVAL)?;
     let index = slot.index();
-    slot.fill(try_init!(RoxeMr { pd_id: pd.data().id, key, access, mem: MrMem::Dma }? Error))?;
+    slot.fill(try_init!(RoxeMr { pd_id: Atomic::new(pd.data().id), key, access: Atomic::new(access.bits()), mem: MrMem::Dma }? Error))?;
     Ok(MrCreated { data: MrHandle { index }, lkey: key.raw(), rkey: key.raw() })
+}
+
+/// Changes an MR's PD and/or access rights in place, as rxe does; a new address range
+/// (`rereg::TRANS`) is `EOPNOTSUPP`, after which rdma-core falls back to deregistering and
+/// registering again.
+pub(crate) fn rereg(mr: &Mr<Roxe>, flags: u32, req: &UserMrRequest, new_pd: Option<&Pd<Roxe>>, udata: Option<&UData<'_>>) -> Result {
+    if let Some(u) = udata {
+        u.check_in_empty()?;
+    }
+    if flags & rereg::TRANS != 0 || flags & !(rereg::PD | rereg::ACCESS) != 0 {
+        return Err(EOPNOTSUPP);
+    }
+    let m = mr.device().data().mrs.get(mr.data().index).ok_or(EINVAL)?;
+    apply(&m, flags, req, new_pd)
+}
+
+fn apply(m: &RoxeMr, flags: u32, req: &UserMrRequest, new_pd: Option<&Pd<Roxe>>) -> Result {
+    if flags & rereg::ACCESS != 0 {
+        let caps = MrCaps { on_demand_paging: false, flush_global: true, flush_persistent: true };
+        let access = validate_reg_access(req.access, caps).map_err(|e| errno(e.errno()))?;
+        if let MrMem::User { pages, .. } = &m.mem {
+            pages.check_rereg(flags, req.access)?;
+        }
+        m.access.store(access.bits(), Relaxed);
+    }
+    if let Some(pd) = new_pd {
+        m.pd_id.store(pd.data().id, Relaxed);
+    }
+    Ok(())
 }
 
 pub(crate) fn dereg(dev: &Device<Roxe>, mr: MrHandle) {

@@ -104,7 +104,7 @@ pub(crate) fn bind(dev: &RoxeDevice, pd_id: u64, qpn: u32, wqe: &SendWqe) -> Res
         return Err(err);
     }
     // Remote write or atomic rights on a window need local write on its MR (IBA 10.6.7.2.4).
-    if access.intersects(Access::REMOTE_WRITE.union(Access::REMOTE_ATOMIC)) && !mr.access.contains(Access::LOCAL_WRITE) {
+    if access.intersects(Access::REMOTE_WRITE.union(Access::REMOTE_ATOMIC)) && !mr.access().contains(Access::LOCAL_WRITE) {
         return Err(err);
     }
     st.binding = Some(Binding { mr, addr, length, access, qpn: mw.type2.then_some(qpn) });
