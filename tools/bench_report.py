@@ -14,6 +14,8 @@ for row in csv.DictReader(open(src)):
         v = float(row['value'])
     except ValueError:
         continue
+    if v != v:  # NaN: the run failed to report; leave it out of the median
+        continue
     if row['driver'] == 'guest':
         memcpy[row['setup']] = v
         continue
@@ -49,7 +51,7 @@ with open(data, 'w') as f:
         f.write('\n\n')
 cols = 3
 rows = (len(panels) + cols - 1) // cols
-gp = [f'set terminal pngcairo size {cols * 420},{rows * 300} font ",9"',
+gp = [f'set terminal pngcairo noenhanced size {cols * 420},{rows * 300} font ",9"',
       f'set output "{os.path.join(outdir, "bench.png")}"',
       f'set multiplot layout {rows},{cols} title "roxe vs rdma_rxe (medians, Debian stock kernel, QEMU TCG)"',
       'set logscale x 2', 'set key top left', 'set grid']
