@@ -92,6 +92,19 @@ wait_port_active() {
 	return 1
 }
 
+# The RoCE v2 GID index of our fd77:: IPv6 address.
+gid_index_v6() {
+	local dev=${1:-$RDMA_DEV} d
+	for d in /sys/class/infiniband/"$dev"/ports/1/gids/*; do
+		local i=${d##*/}
+		local t=$(cat "/sys/class/infiniband/$dev/ports/1/gid_attrs/types/$i" 2>/dev/null)
+		case "$(cat "$d")" in
+		fd77:*) [ "$t" = "RoCE v2" ] && { echo "$i"; return 0; } ;;
+		esac
+	done
+	return 1
+}
+
 # The RoCE v2 GID index of our IPv4 address (GID 1 on rxe, but never assume).
 gid_index_v4() {
 	local dev=${1:-$RDMA_DEV} d
@@ -131,6 +144,6 @@ kmemleak_check() {
 finish_tests() { exit $ROXE_TESTS_FAILED; }
 
 # Helpers that `check` runs in a child shell need to be exported, with the variables they use.
-export -f say pass fail retry_client wait_port_active gid_index_v4 load_rdma_core unload_driver \
+export -f say pass fail retry_client wait_port_active gid_index_v4 gid_index_v6 load_rdma_core unload_driver \
 	kmemleak_check
 export ROXE_VM ROXE_FLAVOUR PEER_IP SELF_IP NETDEV

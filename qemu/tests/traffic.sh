@@ -46,6 +46,12 @@ validate() {
 	grep -E '^ *[0-9]+ +[0-9]+ ' "/out/$1.txt" 2>/dev/null | head -3
 }
 pair rc-pingpong 120 ibv_rc_pingpong -n 100 -c
+# The same over IPv6 (RoCE v2 GID of fd77::N): the pair helper's GID is swapped for one pair.
+if gid6=$(gid_index_v6); then
+	gid4=$gid; gid=$gid6; pair rc-pingpong-ipv6 120 ibv_rc_pingpong -n 100 -c; gid=$gid4
+else
+	fail "$TAG: no RoCE v2 IPv6 GID"
+fi
 pair rc-pingpong-events 120 ibv_rc_pingpong -n 100 -c -e
 pair rc-pingpong-large 120 ibv_rc_pingpong -n 20 -s 100000 -c
 pair uc-pingpong 120 ibv_uc_pingpong -n 100 -c

@@ -9,6 +9,8 @@
 #include <linux/skbuff.h>
 #include <linux/udp.h>
 #include <net/ip.h>
+#include <net/ip6_route.h>
+#include <net/ipv6.h>
 #include <net/route.h>
 #include <net/udp.h>
 #include <rdma/ib_verbs.h>
@@ -116,7 +118,60 @@ int roxe_helper_send4(struct sk_buff *skb)
 /* Makes a prepared packet look received: data at the UDP header, as encap_rcv sees it. */
 void roxe_helper_loopback_prepare(struct sk_buff *skb)
 {
-	skb_pull(skb, sizeof(struct iphdr));
+	skb_pull(skb, skb_transport_offset(skb));
+}
+
+/* The IPv6 counterpart of roxe_helper_prepare4(): route, then UDP and IPv6 headers. */
+int roxe_helper_prepare6(struct sk_buff *skb, struct net_device *ndev, const u8 *saddr,
+			 const u8 *daddr, __be16 sport, u8 tclass, u8 hop_limit)
+{
+	struct flowi6 fl6 = {};
+	struct dst_entry *dst;
+	struct ipv6hdr *ip6h;
+	struct udphdr *uh;
+
+	fl6.flowi6_oif = ndev->ifindex;
+	memcpy(&fl6.saddr, saddr, sizeof(fl6.saddr));
+	memcpy(&fl6.daddr, daddr, sizeof(fl6.daddr));
+	fl6.flowi6_proto = IPPROTO_UDP;
+	dst = ip6_dst_lookup_flow(dev_net(ndev), NULL, &fl6, NULL);
+	if (IS_ERR(dst))
+		return PTR_ERR(dst);
+	if (dst->error) {
+		int err = dst->error;
+
+		dst_release(dst);
+		return err;
+	}
+	skb_scrub_packet(skb, false);
+	skb_clear_hash(skb);
+	skb_dst_set(skb, dst);
+	memset(IP6CB(skb), 0, sizeof(*IP6CB(skb)));
+
+	uh = skb_push(skb, sizeof(*uh));
+	skb_reset_transport_header(skb);
+	uh->source = sport;
+	uh->dest = htons(ROCE_V2_UDP_DPORT);
+	uh->len = htons(skb->len);
+	uh->check = 0;
+
+	skb_push(skb, sizeof(*ip6h));
+	skb_reset_network_header(skb);
+	ip6h = ipv6_hdr(skb);
+	ip6_flow_hdr(ip6h, tclass, htonl(0));
+	ip6h->payload_len = htons(skb->len - sizeof(*ip6h));
+	ip6h->nexthdr = IPPROTO_UDP;
+	ip6h->hop_limit = hop_limit;
+	memcpy(&ip6h->saddr, saddr, sizeof(ip6h->saddr));
+	memcpy(&ip6h->daddr, daddr, sizeof(ip6h->daddr));
+	skb->protocol = htons(ETH_P_IPV6);
+	return 0;
+}
+
+/* Sends a packet prepared by roxe_helper_prepare6(); consumes the skb. */
+int roxe_helper_send6(struct sk_buff *skb)
+{
+	return ip6_local_out(dev_net(skb_dst(skb)->dev), NULL, skb);
 }
 
 u32 roxe_helper_crc32_le(u32 crc, const void *p, size_t len)

@@ -163,6 +163,27 @@ impl TxSkBuff {
         }
     }
 
+    /// Routes the packet over IPv6 out of `netdev` and pushes its UDP and IPv6 headers.
+    pub fn prepare_v6(&mut self, netdev: &NetDevice, saddr: &[u8; 16], daddr: &[u8; 16], sport: u16, tclass: u8, hop_limit: u8) -> Result {
+        // SAFETY: Owned skb with the headroom `alloc` reserved (room for an IPv6 header);
+        // `netdev` is alive; the addresses are 16-byte arrays for the call.
+        kernel::error::to_result(unsafe {
+            bindings::roxe_helper_prepare6(self.0.as_raw(), netdev.as_raw(), saddr.as_ptr(), daddr.as_ptr(), sport.to_be(), tclass, hop_limit)
+        })
+    }
+
+    /// Sends a packet prepared by [`TxSkBuff::prepare_v6`]. Consumes it, whatever the outcome.
+    pub fn send_v6(self) -> Result {
+        let skb = self.0.into_raw();
+        // SAFETY: A prepared skb whose ownership passes to the stack.
+        let ret = unsafe { bindings::roxe_helper_send6(skb) };
+        if ret < 0 {
+            Err(Error::from_errno(ret))
+        } else {
+            Ok(())
+        }
+    }
+
     /// Turns a prepared packet into one "received" by this host: data at the UDP header, the
     /// IP header as network header, as the UDP encapsulation hook delivers packets.
     pub fn into_loopback(self) -> SkBuff {

@@ -180,22 +180,28 @@ pub(crate) fn loopback(dev: &RoxeDevice, skb: SkBuff) {
 /// headers.
 pub(crate) fn xmit(dev: &Device<Roxe>, av: &AddressVector, sport: u16, mut skb: TxSkBuff) -> Result {
     let netdev = &dev.data().netdev;
-    if av.network != Network::Ipv4 {
-        // IPv6 transmission comes with the IPv6 route lookup (issue: data path, IPv6 GIDs).
-        return Err(EAFNOSUPPORT);
-    }
-    let (saddr, daddr): ([u8; 4], [u8; 4]) = match (av.sgid.get(12..16), av.dgid.get(12..16)) {
-        (Some(s), Some(d)) => (s.try_into().map_err(|_| EINVAL)?, d.try_into().map_err(|_| EINVAL)?),
-        _ => return Err(EINVAL),
+    let ip_len = match av.network {
+        Network::Ipv4 => {
+            let (saddr, daddr): ([u8; 4], [u8; 4]) = match (av.sgid.get(12..16), av.dgid.get(12..16)) {
+                (Some(s), Some(d)) => (s.try_into().map_err(|_| EINVAL)?, d.try_into().map_err(|_| EINVAL)?),
+                _ => return Err(EINVAL),
+            };
+            skb.prepare_v4(netdev, saddr, daddr, sport, av.traffic_class, av.hop_limit)?;
+            20
+        }
+        Network::Ipv6 => {
+            skb.prepare_v6(netdev, &av.sgid, &av.dgid, sport, av.traffic_class, av.hop_limit)?;
+            40
+        }
     };
-    skb.prepare_v4(netdev, saddr, daddr, sport, av.traffic_class, av.hop_limit)?;
-    // ICRC over the IP header (20 bytes, built above), UDP header and the RoCE part.
+    // ICRC over the IP header (built above), UDP header and the RoCE part.
     let icrc = {
         let data = skb.data();
-        let (ip, rest) = data.split_at(core::cmp::min(20, data.len()));
+        let (ip, rest) = data.split_at(core::cmp::min(ip_len, data.len()));
         let (udp, roce) = rest.split_at(core::cmp::min(UDP_HDR_LEN, rest.len()));
         let covered = roce.get(..roce.len().saturating_sub(ICRC_LEN)).ok_or(EINVAL)?;
-        icrc::icrc(&KernelCrc, IpHeader::V4(ip), udp, covered).map_err(|_| EINVAL)?
+        let ip = if ip_len == 20 { IpHeader::V4(ip) } else { IpHeader::V6(ip) };
+        icrc::icrc(&KernelCrc, ip, udp, covered).map_err(|_| EINVAL)?
     };
     {
         let data = skb.data_mut();
@@ -207,8 +213,10 @@ pub(crate) fn xmit(dev: &Device<Roxe>, av: &AddressVector, sport: u16, mut skb: 
     if av.dgid == av.sgid {
         loopback(dev.data(), skb.into_loopback());
         Ok(())
-    } else {
+    } else if ip_len == 20 {
         skb.send_v4()
+    } else {
+        skb.send_v6()
     }
 }
 
