@@ -41,7 +41,9 @@ pair() {
 validate() {
 	case $2 in
 	ib_*_bw) check "$TAG-$1-nonzero" 5 awk '/^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+/ { if ($2 > 0 && $4 > 0) ok = 1 } END { exit !ok }' "/out/$1.txt" ;;
-	ib_*_lat) check "$TAG-$1-nonzero" 5 awk '/^ *[0-9]+ +[0-9]+ +[0-9.]+/ { if ($2 > 0 && $3 > 0) ok = 1 } END { exit !ok }' "/out/$1.txt" ;;
+	# Latency tools must report their iterations; the times themselves come from the TSC,
+	# which QEMU's TCG sometimes leaves uncalibrated (perftest then prints "inf").
+	ib_*_lat) check "$TAG-$1-completed" 5 awk '/^ *[0-9]+ +[0-9]+ +([0-9.]+|inf)/ { if ($2 > 0) ok = 1 } END { exit !ok }' "/out/$1.txt" ;;
 	esac
 	grep -E '^ *[0-9]+ +[0-9]+ ' "/out/$1.txt" 2>/dev/null | head -3
 }
