@@ -380,8 +380,11 @@ pub(crate) fn modify(qp: &Qp<Roxe>, attr: &QpAttr, mask: QpAttrMask, udata: Opti
         let (retry_cnt, rnr_retry, timeout) = (st.attr.retry_cnt, st.attr.rnr_retry, st.attr.timeout);
         let mut sq = this.sq_state.lock();
         sq.retry = RetryCounters::new(retry_cnt, rnr_retry);
-        // Round up to the tick; a soft HCA under emulation is slow, so never below 100 ms.
-        sq.ack_timeout_ms = ack_timeout_ns(timeout).map_or(0, |ns| (ns / 1_000_000).max(100));
+        // IBA 9.7.6.1.3 makes 4.096 us * 2^timeout the least time before a retry. A soft HCA
+        // may be far slower than the consumer assumed (a debug kernel under emulation handles a
+        // 100 KB message in hundreds of ms), so it waits at least 500 ms: early retries only add
+        // duplicates to a busy responder and burn the retry count.
+        sq.ack_timeout_ms = ack_timeout_ns(timeout).map_or(0, |ns| (ns / 1_000_000).max(500));
     }
     let prev = st.state;
     st.state = next;
