@@ -14,7 +14,7 @@ ROXE_CACHE ?= /var/cache/roxe
 export ROXE_CACHE
 Q := qemu
 
-.PHONY: all modules deps kernels kernel-debug kernel-stock image hosttest qemu-test test run baseline pyverbs \
+.PHONY: all modules deps kernels kernel-debug kernel-stock image hosttest qemu-test test run baseline pyverbs reliability \
 	bench soak fuzz clean distclean
 
 ifneq ($(KDIR),)
@@ -58,6 +58,10 @@ baseline: deps
 
 pyverbs: deps
 	$(Q)/test-all.sh --list qemu/tests/pyverbs.list
+
+# RC under netem loss, duplication and reordering (qemu/tests/reliability.list).
+reliability: deps
+	$(Q)/test-all.sh --list qemu/tests/reliability.list
 
 # roxe against rdma_rxe on the stock kernel, one and two VMs: Documentation/bench/.
 bench: deps
