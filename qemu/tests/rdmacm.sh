@@ -8,7 +8,7 @@ TWO=0; grep -qw 'roxe.two=1' /proc/cmdline && TWO=1
 step "$DRV-load-vm$ROXE_VM" load_driver "$DRV" || finish_tests
 check "$DRV-gsi-qp" 10 sh -c "rdma resource show qp | tee /out/qps.txt | grep -q 'lqpn 1 .*type GSI'"
 SRV=$SELF_IP; [ $TWO = 1 ] && SRV=192.168.77.1
-TAG="$1-${2:-$1}"
+TAG="${1:-roxe}-${2:-${1:-roxe}}"
 pair() { # pair NAME TIMEOUT SERVER-CMD -- CLIENT-CMD
 	local name=$1 t=$2; shift 2
 	local srv=() cli=()
