@@ -51,10 +51,7 @@ void *roxe_helper_vmalloc_user(unsigned long size);
 void roxe_helper_copy_from_page(struct page *page, size_t offset, void *dst, size_t len);
 void roxe_helper_copy_to_page(struct page *page, size_t offset, const void *src, size_t len);
 
-/* linux/spinlock.h, linux/xarray.h */
-void roxe_helper_spin_lock_bh(spinlock_t *lock);
-void roxe_helper_spin_unlock_bh(spinlock_t *lock);
-bool roxe_helper_spin_trylock_bh(spinlock_t *lock);
+/* linux/xarray.h, linux/timer.h, linux/workqueue.h */
 void roxe_helper_xa_init_alloc(struct xarray *xa);
 int roxe_helper_xa_alloc_cyclic_irqsafe(struct xarray *xa, u32 *id, void *entry, u32 min, u32 max,
 				   u32 *next, gfp_t gfp);

@@ -1,26 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
-/* Helpers for include/linux/spinlock.h and include/linux/xarray.h. */
+/* Helpers for include/linux/xarray.h, timers and the BH workqueue. */
 #include <linux/jiffies.h>
 #include <linux/spinlock.h>
 #include <linux/timer.h>
 #include <linux/workqueue.h>
 #include <linux/xarray.h>
 #include "helpers.h"
-
-void roxe_helper_spin_lock_bh(spinlock_t *lock)
-{
-	spin_lock_bh(lock);
-}
-
-void roxe_helper_spin_unlock_bh(spinlock_t *lock)
-{
-	spin_unlock_bh(lock);
-}
-
-bool roxe_helper_spin_trylock_bh(spinlock_t *lock)
-{
-	return spin_trylock_bh(lock);
-}
 
 /*
  * Object pools: allocating XArrays whose lock disables interrupts, because kernel consumers

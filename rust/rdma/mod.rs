@@ -36,5 +36,4 @@ pub mod pool;
 pub mod qp;
 pub mod srq;
 pub mod skb;
-pub mod sync;
 pub mod udp_tunnel;
