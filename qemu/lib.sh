@@ -65,7 +65,15 @@ mount_buildroot() {
 	# Clones may live anywhere (CI clones into a temporary directory): bind the project too.
 	case "$ROXE_TOP" in
 	/work/*|/tmp/*|"$ROXE_CACHE"/*) ;;
-	*) mkdir -p "$root$ROXE_TOP"; mountpoint -q "$root$ROXE_TOP" || mount --rbind "$ROXE_TOP" "$root$ROXE_TOP" ;;
+	*)
+		# A bind left by an earlier clone at the same path keeps showing that (deleted) clone:
+		# rebind unless the mount point is this very directory.
+		if mountpoint -q "$root$ROXE_TOP" && ! [ "$root$ROXE_TOP" -ef "$ROXE_TOP" ]; then
+			umount -l "$root$ROXE_TOP"
+		fi
+		mkdir -p "$root$ROXE_TOP"
+		mountpoint -q "$root$ROXE_TOP" || mount --rbind "$ROXE_TOP" "$root$ROXE_TOP"
+		;;
 	esac
 }
 
