@@ -17,7 +17,7 @@ use super::{
     kverbs::{KernelRecvWr, KernelSendWr, Wc},
     link::Link,
     mmap,
-    mr::{Mr, Mw, MrCreated, UserMrRequest},
+    mr::{FastRegPages, Mr, Mw, MrCreated, UserMrRequest},
     netdev::NetDevice,
     object::{Object, UData},
     pd::Pd,
@@ -26,7 +26,8 @@ use super::{
 };
 use core::{ffi::CStr, marker::PhantomData, mem::size_of, ops::Deref, ptr::NonNull};
 use kernel::{
-    error::from_result,
+    build_error,
+    error::{from_result, VTABLE_DEFAULT_ERROR},
     ffi,
     prelude::*,
     sync::{aref::ARef, Arc},
@@ -201,6 +202,18 @@ pub trait Driver: Sized + Send + Sync + 'static {
 
     /// Registers user memory (`reg_user_mr`).
     fn reg_user_mr(pd: &Pd<Self>, req: &UserMrRequest, udata: Option<&UData<'_>>) -> Result<MrCreated<Self::Mr>>;
+
+    /// Allocates a fast-registration MR (`ib_alloc_mr` with `IB_MR_TYPE_MEM_REG`) able to map
+    /// `max_pages` pages; it maps nothing until a REG_MR work request makes it valid.
+    fn alloc_mr(_pd: &Pd<Self>, _max_pages: u32) -> Result<MrCreated<Self::Mr>> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Takes the page list `ib_map_mr_sg` built for a fast-registration MR (see
+    /// [`FastRegPages`]). May be called in atomic context.
+    fn map_mr_sg(_mr: &Mr<Self>, _pages: &FastRegPages<'_>) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
 
     /// Changes an MR in place (`rereg_user_mr`): `flags` are `mr::rereg` bits; `new_pd` is given
     /// with `rereg::PD`.
@@ -524,6 +537,8 @@ impl<T: Driver> Adapter<T> {
             reg_user_mr: Some(Self::reg_user_mr),
             rereg_user_mr: Some(Self::rereg_user_mr),
             dereg_mr: Some(Self::dereg_mr),
+            alloc_mr: if T::HAS_ALLOC_MR { Some(Self::alloc_mr) } else { None },
+            map_mr_sg: if T::HAS_MAP_MR_SG { Some(Self::map_mr_sg) } else { None },
             alloc_mw: Some(Self::alloc_mw),
             dealloc_mw: Some(Self::dealloc_mw),
             size_ib_ucontext: UContext::<T>::SIZE,

@@ -23,7 +23,7 @@ use crate::rdma::{
     device::{Device, DriverId, PortEvent},
     kverbs::{KernelRecvWr, KernelSendWr, Wc},
     link::{Link, LinkOps},
-    mr::{Mr, MrCreated, UserMrRequest},
+    mr::{FastRegPages, Mr, MrCreated, UserMrRequest},
     netdev::{NetDevice, NetdevEvent, NetdevNotifier},
     object::UData,
     pd::Pd,
@@ -162,6 +162,11 @@ impl crate::rdma::device::Driver for Roxe {
         dev.data().qps.for_each(|_, qp| {
             if qp.kick_pending.xchg(false, kernel::sync::atomic::Acquire) {
                 crate::req::run(dev, qp);
+                // A receive posted to a QP in error flushes (IBA 10.3.1); `ib_drain_rq`
+                // waits for exactly that completion.
+                if qp.state.lock().state == crate::proto::qp_state::QpState::Err {
+                    crate::qp::flush_recv(qp);
+                }
             }
         });
     }
@@ -410,6 +415,14 @@ impl crate::rdma::device::Driver for Roxe {
 
     fn get_dma_mr(pd: &Pd<Self>, access: u32) -> Result<MrCreated<MrHandle>> {
         mr::get_dma(pd, access)
+    }
+
+    fn alloc_mr(pd: &Pd<Self>, max_pages: u32) -> Result<MrCreated<MrHandle>> {
+        mr::alloc_fast(pd, max_pages)
+    }
+
+    fn map_mr_sg(m: &Mr<Self>, pages: &FastRegPages<'_>) -> Result {
+        mr::map_sg(m, pages)
     }
 }
 

@@ -22,6 +22,7 @@ use crate::{
         packet::{pad_count_for, AtomicEth, Deth, Ieth, Packet, Reth},
         psn::Psn,
         qp_state::{QpState, QpType},
+        req::RegMrWr,
         wqe::{send_flags, send_layout, Payload, SendOpcode, SendWqe},
     },
     qp::{RoxeQp, SendEntry},
@@ -391,7 +392,7 @@ fn step(dev: &Device<Roxe>, qp: &RoxeQp, path: &PathInfo) -> Step {
     {
         return Step::Idle;
     }
-    if matches!(entry.wqe.opcode, SendOpcode::LocalInv | SendOpcode::BindMw | SendOpcode::Flush | SendOpcode::AtomicWrite) {
+    if matches!(entry.wqe.opcode, SendOpcode::LocalInv | SendOpcode::BindMw | SendOpcode::RegMr | SendOpcode::Flush | SendOpcode::AtomicWrite) {
         // Local operations execute in order with the sends before them (IBA 10.8.3.1); FLUSH
         // and ATOMIC WRITE are not implemented yet and fail rather than hang.
         let status = match entry.wqe.opcode {
@@ -399,7 +400,13 @@ fn step(dev: &Device<Roxe>, qp: &RoxeQp, path: &PathInfo) -> Step {
                 Ok(()) => WcStatus::Success,
                 Err(s) => s,
             },
-            SendOpcode::LocalInv => match crate::mw::invalidate(dev.data(), qp.pd_id, entry.wqe.ex) {
+            SendOpcode::LocalInv => match crate::mem::invalidate(dev.data(), qp.pd_id, entry.wqe.ex) {
+                Ok(()) => WcStatus::Success,
+                Err(_) => WcStatus::LocQpOpErr,
+            },
+            // Only kernel QPs fast-register: their WQEs come from `post_send_kernel`, which
+            // names the MR by key index; a user ring claiming the opcode gets an error.
+            SendOpcode::RegMr if !qp.is_user => match crate::mr::reg_fast(dev.data(), qp.pd_id, &RegMrWr::decode(&entry.wqe.wr)) {
                 Ok(()) => WcStatus::Success,
                 Err(_) => WcStatus::LocQpOpErr,
             },

@@ -419,7 +419,7 @@ fn send(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src: &Source, path
         if let Some(ieth) = pkt.ieth() {
             // SEND with Invalidate frees the named window before the receive completes (IBA
             // 10.6.7.3); an R_Key that names no invalidatable window fails the request.
-            if crate::mw::invalidate(dev.data(), qp.pd_id, ieth.rkey).is_err() {
+            if crate::mem::invalidate(dev.data(), qp.pd_id, ieth.rkey).is_err() {
                 if let Some(r) = rs.recv.take() {
                     fx.recv_cqe = Some(Cqe::recv_error(r.wqe.wr_id, WcStatus::RemInvReqErr, qp.qpn));
                 }
