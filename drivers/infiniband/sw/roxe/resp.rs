@@ -405,13 +405,16 @@ fn send(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src: &Source, path
     }
     let Some(r) = rs.recv.as_mut() else { return };
     if let Err(status) = scatter(dev, qp, r, pkt.payload()) {
-        // Too long for the buffer, or a bad buffer: the receive fails and, on RC, the sender
-        // gets an invalid request NAK (IBA 9.7.5.2.3).
+        // The receive fails. On RC the sender gets, for a message too long for the buffer, an
+        // invalid request NAK (IBA 9.7.5.2.3, class C); for a buffer the QP may not write (bad
+        // L_Key, address outside the MR), a remote operational error NAK (IBA 9.7.5.2.4: an
+        // error local to the responder; rxe's RESPST_ERR_MALFORMED_WQE).
         let wr_id = r.wqe.wr_id;
         rs.recv = None;
         fx.recv_cqe = Some(Cqe::recv_error(wr_id, status, qp.qpn));
         if rc {
-            nak_error(dev, path, rs, fx, pkt.psn(), NakCode::InvalidRequest);
+            let code = if status == WcStatus::LocLenErr { NakCode::InvalidRequest } else { NakCode::RemoteOperationalError };
+            nak_error(dev, path, rs, fx, pkt.psn(), code);
         }
         return;
     }
@@ -469,33 +472,43 @@ fn write(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, path: &PathInfo, 
             }
         }
     }
-    if let Some(reth) = pkt.reth() {
+    let payload = pkt.payload();
+    // C9-88: a zero-length RDMA WRITE names no memory, so neither its R_Key nor its VA is
+    // checked (as for READ).
+    let zero_length = pkt.reth().is_some_and(|r| r.dma_len == 0) && payload.is_empty() && info.ends_message();
+    if let Some(reth) = pkt.reth().filter(|_| !zero_length) {
         match lookup_remote(dev.data(), reth.rkey, qp.pd_id, qp.qpn, Access::REMOTE_WRITE, reth.va, u64::from(reth.dma_len)) {
             Ok(mr) => rs.write = Some(WriteCursor { mr, va: reth.va, remaining: reth.dma_len }),
             Err(_) => {
                 rs.write = None;
+                // A WRITE with immediate took a receive WQE above: it left the ring, so only this
+                // completion reports it (rxe: class C, IB_WC_REM_ACCESS_ERR).
+                if let Some(r) = rs.recv.take() {
+                    fx.recv_cqe = Some(Cqe::recv_error(r.wqe.wr_id, WcStatus::RemAccessErr, qp.qpn));
+                }
                 nak_error(dev, path, rs, fx, psn, NakCode::RemoteAccessError);
                 return;
             }
         }
     }
-    let payload = pkt.payload();
-    let Some(w) = rs.write.as_mut() else {
-        nak_error(dev, path, rs, fx, psn, NakCode::InvalidRequest);
-        return;
-    };
-    if payload.len() as u64 > u64::from(w.remaining) {
-        rs.write = None;
-        nak_error(dev, path, rs, fx, psn, NakCode::InvalidRequest);
-        return;
+    if !zero_length {
+        let Some(w) = rs.write.as_mut() else {
+            nak_error(dev, path, rs, fx, psn, NakCode::InvalidRequest);
+            return;
+        };
+        if payload.len() as u64 > u64::from(w.remaining) {
+            rs.write = None;
+            nak_error(dev, path, rs, fx, psn, NakCode::InvalidRequest);
+            return;
+        }
+        if w.mr.write_at(w.va, payload).is_err() {
+            rs.write = None;
+            nak_error(dev, path, rs, fx, psn, NakCode::RemoteAccessError);
+            return;
+        }
+        w.va = w.va.wrapping_add(payload.len() as u64);
+        w.remaining -= payload.len() as u32;
     }
-    if w.mr.write_at(w.va, payload).is_err() {
-        rs.write = None;
-        nak_error(dev, path, rs, fx, psn, NakCode::RemoteAccessError);
-        return;
-    }
-    w.va = w.va.wrapping_add(payload.len() as u64);
-    w.remaining -= payload.len() as u32;
     if info.ends_message() {
         rs.write = None;
         if info.has_immediate() {
