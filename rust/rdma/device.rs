@@ -191,8 +191,8 @@ pub trait Driver: Sized + Send + Sync + 'static {
     /// Prepares an SRQ's destruction (`destroy_srq`). The core only calls it once no QP uses it.
     fn destroy_srq(srq: &Srq<Self>) -> Result;
 
-    /// Creates an address handle (`create_ah`/`create_user_ah`).
-    fn create_ah(dev: &Device<Self>, av: &AddressVector, ctx: AhContext, udata: Option<&UData<'_>>) -> Result<Self::Ah>;
+    /// Creates an address handle (`create_ah`/`create_user_ah`) in `pd`.
+    fn create_ah(dev: &Device<Self>, pd: &Pd<Self>, av: &AddressVector, ctx: AhContext, udata: Option<&UData<'_>>) -> Result<Self::Ah>;
 
     /// Destroys an address handle (`destroy_ah`); may be called in atomic context.
     fn destroy_ah(dev: &Device<Self>, ah: Self::Ah);

@@ -369,8 +369,8 @@ impl crate::rdma::device::Driver for Roxe {
         Ok(())
     }
 
-    fn create_ah(dev: &Device<Self>, av: &AddressVector, ctx: AhContext, udata: Option<&UData<'_>>) -> Result<AhHandle> {
-        ah::create(dev, av, ctx, udata)
+    fn create_ah(dev: &Device<Self>, pd: &Pd<Self>, av: &AddressVector, ctx: AhContext, udata: Option<&UData<'_>>) -> Result<AhHandle> {
+        ah::create(dev, pd.data().id, av, ctx, udata)
     }
 
     fn destroy_ah(dev: &Device<Self>, a: AhHandle) {

@@ -297,8 +297,8 @@ fn fetch(dev: &Device<Roxe>, qp: &RoxeQp, path: &PathInfo, sq: &mut crate::qp::S
         }
         let ah_num = rd_u32(&wqe.wr, 12);
         match dev.data().ahs.get(ah_num) {
-            Some(ah) => ud_av = Some(ah.av),
-            None => return Some(Err((wqe.wr_id, wqe.opcode, WcStatus::LocQpOpErr))),
+            Some(ah) if ah.pd_id == qp.pd_id => ud_av = Some(ah.av),
+            _ => return Some(Err((wqe.wr_id, wqe.opcode, WcStatus::LocQpOpErr))),
         }
     }
     let entry = SendEntry {
