@@ -174,6 +174,17 @@ pub trait Driver: Sized + Send + Sync + 'static {
     /// The send doorbell of a user QP (a `post_send` without WRs): new WQEs are in its ring.
     fn post_send_doorbell(qp: &Qp<Self>) -> Result;
 
+    /// Attaches UD QP `qp` to the multicast group `mgid` (`ibv_attach_mcast`; the core checked
+    /// that the QP is UD and the GID multicast). Attaching twice is not an error.
+    fn attach_mcast(_qp: &Qp<Self>, _mgid: &[u8; 16]) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Detaches `qp` from the multicast group `mgid` (`ibv_detach_mcast`).
+    fn detach_mcast(_qp: &Qp<Self>, _mgid: &[u8; 16]) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
     /// Creates an SRQ (`create_srq`); writes back the real sizes in `init.attr`.
     fn create_srq(
         dev: &Device<Self>,
@@ -538,6 +549,8 @@ impl<T: Driver> Adapter<T> {
             rereg_user_mr: Some(Self::rereg_user_mr),
             dereg_mr: Some(Self::dereg_mr),
             alloc_mr: if T::HAS_ALLOC_MR { Some(Self::alloc_mr) } else { None },
+            attach_mcast: if T::HAS_ATTACH_MCAST { Some(Self::attach_mcast) } else { None },
+            detach_mcast: if T::HAS_DETACH_MCAST { Some(Self::detach_mcast) } else { None },
             map_mr_sg: if T::HAS_MAP_MR_SG { Some(Self::map_mr_sg) } else { None },
             alloc_mw: Some(Self::alloc_mw),
             dealloc_mw: Some(Self::dealloc_mw),

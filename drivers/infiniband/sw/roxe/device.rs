@@ -101,6 +101,9 @@ pub(crate) struct RoxeDevice {
     /// with respect to other atomics on the same HCA).
     #[pin]
     pub(crate) atomic_lock: SpinLockIrq<()>,
+    /// Multicast groups and their attached QPs (`mcast.rs`).
+    #[pin]
+    pub(crate) mcast: crate::mcast::McastTable,
 }
 
 impl RoxeDevice {
@@ -343,6 +346,14 @@ impl crate::rdma::device::Driver for Roxe {
         Ok(())
     }
 
+    fn attach_mcast(q: &Qp<Self>, mgid: &[u8; 16]) -> Result {
+        crate::mcast::attach(q, mgid)
+    }
+
+    fn detach_mcast(q: &Qp<Self>, mgid: &[u8; 16]) -> Result {
+        crate::mcast::detach(q, mgid)
+    }
+
     fn post_send_doorbell(qp: &Qp<Self>) -> Result {
         qp::doorbell(qp)
     }
@@ -467,6 +478,7 @@ impl Link for Roxe {
                 loopback <- SkbQueue::new(),
                 loopback_draining: AtomicFlag::new(false),
                 atomic_lock <- kernel::new_spinlock_irq!((), "roxe_atomic"),
+                mcast <- crate::mcast::McastTable::new(),
             }),
         )?;
         pr_info!(

@@ -422,6 +422,10 @@ pub(crate) fn query(qp: &Qp<Roxe>) -> (QpAttr, bool) {
 
 pub(crate) fn destroy(qp: &Qp<Roxe>) {
     let this = qp.qp_data();
+    if this.qp_type == QpType::Ud {
+        // uverbs detaches its groups first; a kernel consumer may not have.
+        crate::mcast::detach_all(qp.device::<Roxe>().data(), this.qpn);
+    }
     // After the grace period in `remove` no packet handler still uses the QP's number.
     drop(qp.device::<Roxe>().data().qps.remove(this.qpn));
 }

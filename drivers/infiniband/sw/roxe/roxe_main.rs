@@ -22,6 +22,7 @@ mod ah;
 mod comp;
 mod cq;
 mod device;
+mod mcast;
 mod mem;
 mod mr;
 mod mw;
