@@ -148,6 +148,8 @@ def send_wqe(wr_id, opcode, flags=e.IBV_SEND_SIGNALED, sges=(), num_sge=None, le
     b = bytearray(SEND_DATA + 16 * max(len(sges), 1) + (len(inline) if inline else 0))
     struct.pack_into('=QIIII', b, 0, wr_id, 0, opcode, flags, ex)
     b[24:24 + len(wr)] = wr
+    if len(wr) >= 8:  # iova @152 = the remote address, as the provider writes it (rdma_rxe reads it)
+        b[152:160] = wr[:8]
     if length is None:
         length = len(inline) if inline is not None else sum(s[1] for s in sges)
     struct.pack_into('=IIIII', b, SEND_DMA, length & 0xffffffff, length & 0xffffffff, 0,
