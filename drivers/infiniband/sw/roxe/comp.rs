@@ -117,6 +117,7 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>) {
                 Syndrome::RnrNak { timer } => {
                     // The responder had no receive WQE: wait for its RNR timer, then resend from
                     // the NAK'd PSN (IBA 9.7.5.2.8), unless the RNR retries ran out.
+                    dev.data().counters.inc(crate::counters::Counter::RcvdRnrErr);
                     match sq.retry.on_rnr_nak() {
                         RnrVerdict::Wait => {
                             let delay_ms = u64::from(rnr_timer_us(timer)).div_ceil(1000).max(1);
@@ -125,6 +126,7 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>) {
                             restart_at(&mut sq, psn, mtu);
                         }
                         RnrVerdict::Exhausted => {
+                            dev.data().counters.inc(crate::counters::Counter::RnrNakRetryErr);
                             done = Done::Front { count: 1, status: WcStatus::RnrRetryExcErr };
                             error = true;
                         }
@@ -139,7 +141,11 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>) {
                     };
                     match status {
                         // IBA 9.7.5.2.1: resend everything from the NAK'd PSN.
-                        None => restart_at(&mut sq, psn, mtu),
+                        None => {
+                            dev.data().counters.inc(crate::counters::Counter::RcvdSeqErr);
+                            dev.data().counters.inc(crate::counters::Counter::CompleterRetryErr);
+                            restart_at(&mut sq, psn, mtu)
+                        }
                         Some(status) => {
                             // The WQE holding the PSN fails; the QP goes to error.
                             let idx = sq.entries.iter().position(|e| e.first_psn.diff(psn) <= 0 && e.last_psn.diff(psn) >= 0);
@@ -261,11 +267,13 @@ pub(crate) fn tick(dev: &Device<Roxe>, qp: &RoxeQp, now: u64) {
                 None => sq.ack_deadline_ms = 0,
                 Some(first) => match sq.retry.on_timeout() {
                     TimeoutVerdict::Retry => {
+                        dev.data().counters.inc(crate::counters::Counter::CompleterRetryErr);
                         restart_at(&mut sq, first, mtu);
                         sq.ack_deadline_ms = now + sq.ack_timeout_ms;
                         kick = true;
                     }
                     TimeoutVerdict::Exhausted => {
+                        dev.data().counters.inc(crate::counters::Counter::RetryExceededErr);
                         sq.ack_deadline_ms = 0;
                         take_front(&mut sq, 1, WcStatus::RetryExcErr, &mut completions);
                         error = true;

@@ -8,6 +8,7 @@
 
 use crate::{
     ah::{self, AhHandle, RoxeAh},
+    counters::{self, Counter, Counters},
     cq::{self, RoxeCq},
     mr::{self, MrHandle, MwHandle, RoxeMr},
     mw::RoxeMw,
@@ -20,7 +21,7 @@ use crate::rdma::{
     ah::{Ah, AddressVector, AhContext},
     attr::{self, AtomicCap, DeviceAttr, DeviceCaps, KernelCaps, PhysState, PortAttr, PortImmutable, PortState},
     cq::{Cq, CqInit, CqNotifier, NotifyFlags},
-    device::{Device, DriverId, PortEvent},
+    device::{Device, DriverId, PortEvent, StatDesc},
     kverbs::{KernelRecvWr, KernelSendWr, Wc},
     link::{Link, LinkOps},
     mr::{FastRegPages, Mr, MrCreated, UserMrRequest},
@@ -101,6 +102,8 @@ pub(crate) struct RoxeDevice {
     /// with respect to other atomics on the same HCA).
     #[pin]
     pub(crate) atomic_lock: SpinLockIrq<()>,
+    /// The port's hardware counters (`rdma statistic`).
+    pub(crate) counters: Counters,
     /// Multicast groups and their attached QPs (`mcast.rs`).
     #[pin]
     pub(crate) mcast: crate::mcast::McastTable,
@@ -428,6 +431,12 @@ impl crate::rdma::device::Driver for Roxe {
         mr::get_dma(pd, access)
     }
 
+    const HW_STATS: &'static [StatDesc] = &counters::DESCS;
+
+    fn get_hw_stats(dev: &Device<Self>, _port: u32, values: &mut [u64]) {
+        dev.data().counters.read(values);
+    }
+
     fn alloc_mr(pd: &Pd<Self>, max_pages: u32) -> Result<MrCreated<MrHandle>> {
         mr::alloc_fast(pd, max_pages)
     }
@@ -478,6 +487,7 @@ impl Link for Roxe {
                 loopback <- SkbQueue::new(),
                 loopback_draining: AtomicFlag::new(false),
                 atomic_lock <- kernel::new_spinlock_irq!((), "roxe_atomic"),
+                counters: Counters::new(),
                 mcast <- crate::mcast::McastTable::new(),
             }),
         )?;
@@ -502,6 +512,9 @@ impl NetdevNotifier for Roxe {
             NetdevEvent::Up | NetdevEvent::Down | NetdevEvent::Change => {
                 let active = port_state(netdev) == PortState::Active;
                 if dev.data().port_active.xchg(active, Relaxed) != active {
+                    if !active {
+                        dev.data().counters.inc(Counter::LinkDowned);
+                    }
                     dev.dispatch_port_event(PORT, if active { PortEvent::Active } else { PortEvent::Error });
                     pr_info!("{}: port {}\n", dev.name().to_str().unwrap_or("?"), if active { "ACTIVE" } else { "DOWN" });
                 }

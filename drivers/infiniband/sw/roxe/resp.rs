@@ -276,12 +276,14 @@ fn handle(
         let d = psn.diff(rs.expected_psn);
         if d < 0 {
             if rc {
+                dev.data().counters.inc(crate::counters::Counter::DuplicateRequest);
                 duplicate(dev, qp, pkt, path, rs, fx);
             }
             return;
         }
         if d > 0 {
             if rc {
+                dev.data().counters.inc(crate::counters::Counter::OutOfSeqRequest);
                 if !rs.nak_sent {
                     rs.nak_sent = true;
                     push(fx, response(dev, path, Opcode::RC_ACKNOWLEDGE, rs.expected_psn, Some(nak_aeth(NakCode::PsnSequenceError, rs.msn)), 0, |_| Ok(()), None));
@@ -393,6 +395,7 @@ fn send(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src: &Source, path
             None => {
                 // No receive WQE: RNR NAK on RC (IBA 9.7.5.2.8); UC and UD drop the message.
                 if rc {
+                    dev.data().counters.inc(crate::counters::Counter::SendRnrErr);
                     let timer = path.min_rnr_timer;
                     let aeth = Aeth { syndrome: Syndrome::RnrNak { timer }, msn: rs.msn };
                     push(fx, response(dev, path, Opcode::RC_ACKNOWLEDGE, pkt.psn(), Some(aeth), 0, |_| Ok(()), None));
@@ -464,6 +467,7 @@ fn write(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, path: &PathInfo, 
             Some(Ok(r)) => rs.recv = Some(r),
             _ => {
                 if qp.qp_type == QpType::Rc {
+                    dev.data().counters.inc(crate::counters::Counter::SendRnrErr);
                     let timer = path.min_rnr_timer;
                     let aeth = Aeth { syndrome: Syndrome::RnrNak { timer }, msn: rs.msn };
                     push(fx, response(dev, path, Opcode::RC_ACKNOWLEDGE, psn, Some(aeth), 0, |_| Ok(()), None));

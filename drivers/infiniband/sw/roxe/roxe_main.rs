@@ -20,6 +20,7 @@ mod rdma;
 
 mod ah;
 mod comp;
+mod counters;
 mod cq;
 mod device;
 mod mcast;
