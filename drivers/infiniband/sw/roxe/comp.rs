@@ -144,6 +144,29 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>) {
                         None => {
                             dev.data().counters.inc(crate::counters::Counter::RcvdSeqErr);
                             dev.data().counters.inc(crate::counters::Counter::CompleterRetryErr);
+                            // The responder executed every request before the PSN it expects:
+                            // the NAK acknowledges them implicitly (as in rxe's completer), which
+                            // is progress. Without this, under steady loss progress came only from
+                            // ACKs of every 64th packet, each timeout went back to the last ACK,
+                            // and the retries ran out while data still moved (RETRY_EXC_ERR under
+                            // netem).
+                            let before = psn.add(0xff_ffff);
+                            if before.diff(sq.acked_psn) > 0 {
+                                sq.acked_psn = before;
+                                sq.retry.reset();
+                                sq.ack_deadline_ms = if sq.ack_timeout_ms != 0 { now_ms() + sq.ack_timeout_ms } else { 0 };
+                                let mut n = 0;
+                                for e in sq.entries.iter() {
+                                    if !e.sent
+                                        || e.last_psn.diff(before) > 0
+                                        || matches!(e.wqe.opcode, SendOpcode::RdmaRead | SendOpcode::CmpAndSwp | SendOpcode::FetchAndAdd)
+                                    {
+                                        break;
+                                    }
+                                    n += 1;
+                                }
+                                take_front(&mut sq, n, WcStatus::Success, &mut completions);
+                            }
                             restart_at(&mut sq, psn, mtu)
                         }
                         Some(status) => {
