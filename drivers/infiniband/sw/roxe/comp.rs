@@ -328,6 +328,16 @@ fn take_front(
             break;
         }
         if let Ok(e) = sq.entries.remove(0) {
+            if sq.cur == 0 {
+                // The WQE was current: rewound for resending (go-back-N) and completed by a
+                // response already on its way. Its PSNs must not be reused, or the next WQE
+                // would go out with PSNs the responder has executed: a duplicate, ACKed and
+                // never delivered (a SEND completing with no receive).
+                if e.last_psn.diff(sq.next_psn) >= 0 {
+                    sq.next_psn = e.last_psn.next();
+                }
+                sq.cur_offset = 0;
+            }
             let len = match e.wqe.opcode {
                 SendOpcode::RdmaRead => e.read_done,
                 _ => e.wqe.length,
