@@ -12,7 +12,8 @@ CFG=/sys/kernel/config/nvmet
 export NQN CFG
 step "$DRV-load" load_driver "$DRV" || finish_tests
 mountpoint -q /sys/kernel/config || mount -t configfs none /sys/kernel/config
-step nvme-modules modprobe -a nvmet nvmet-rdma nvme-rdma || finish_tests
+# The target receives its commands on a shared receive queue (kernel SRQ posting).
+step nvme-modules sh -c "modprobe nvmet && modprobe nvmet-rdma use_srq=1 && modprobe nvme-rdma && grep -qx Y /sys/module/nvmet_rdma/parameters/use_srq" || finish_tests
 
 # Target: a 64 MiB file on tmpfs as namespace 1, any host, RDMA port on our IPv4 address.
 setup_target() {
@@ -51,6 +52,7 @@ DEV=$(cat /tmp/nvme-dev) CTRL=$(cat /tmp/nvme-ctrl)
 export DEV CTRL
 say "namespace $DEV on controller $CTRL"
 check fast-reg-mrs 10 sh -c "rdma resource show mr | tee /out/mrs.txt; rdma resource show mr | grep -q ."
+check target-srq 10 sh -c "rdma resource show srq | tee /out/srqs.txt; rdma resource show srq | grep -q nvmet"
 
 # Write 32 MiB of random data with O_DIRECT in 1 MiB requests (each one a fast registration of
 # 256 pages on the host, RDMA READs by the target), read it back with O_DIRECT (RDMA WRITEs

@@ -174,6 +174,11 @@ pub trait Driver: Sized + Send + Sync + 'static {
     /// The send doorbell of a user QP (a `post_send` without WRs): new WQEs are in its ring.
     fn post_send_doorbell(qp: &Qp<Self>) -> Result;
 
+    /// Posts a kernel consumer's receive WR to an SRQ (`ib_post_srq_recv`). Any context.
+    fn post_srq_recv(_srq: &Srq<Self>, _wr: &KernelRecvWr<'_>) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
     /// Attaches UD QP `qp` to the multicast group `mgid` (`ibv_attach_mcast`; the core checked
     /// that the QP is UD and the GID multicast). Attaching twice is not an error.
     fn attach_mcast(_qp: &Qp<Self>, _mgid: &[u8; 16]) -> Result {
@@ -578,6 +583,7 @@ impl<T: Driver> Adapter<T> {
             rereg_user_mr: Some(Self::rereg_user_mr),
             dereg_mr: Some(Self::dereg_mr),
             alloc_mr: if T::HAS_ALLOC_MR { Some(Self::alloc_mr) } else { None },
+            post_srq_recv: if T::HAS_POST_SRQ_RECV { Some(Self::post_srq_recv) } else { None },
             attach_mcast: if T::HAS_ATTACH_MCAST { Some(Self::attach_mcast) } else { None },
             detach_mcast: if T::HAS_DETACH_MCAST { Some(Self::detach_mcast) } else { None },
             map_mr_sg: if T::HAS_MAP_MR_SG { Some(Self::map_mr_sg) } else { None },

@@ -17,6 +17,7 @@ use super::{
     mr::Mr,
     pd::Pd,
     qp::{Qp, QpNotifier},
+    srq::Srq,
 };
 use kernel::{ffi, prelude::*, sync::Arc};
 
@@ -257,6 +258,35 @@ impl<T: Driver> Adapter<T> {
                 None => Err(EINVAL),
                 // SAFETY: `wr_id` is the member kernel consumers of this op set.
                 Some(s) => T::post_recv(qp, &KernelRecvWr { wr_id: unsafe { w.__bindgen_anon_1.wr_id }, sges: s }),
+            };
+            if let Err(e) = res {
+                if !bad_wr.is_null() {
+                    // SAFETY: The core passes a valid out-pointer.
+                    unsafe { *bad_wr = wr };
+                }
+                return e.to_errno();
+            }
+            wr = w.next;
+        }
+        0
+    }
+
+    pub(crate) unsafe extern "C" fn post_srq_recv(
+        ibsrq: *mut bindings::ib_srq,
+        mut wr: *const bindings::ib_recv_wr,
+        bad_wr: *mut *const bindings::ib_recv_wr,
+    ) -> ffi::c_int {
+        // SAFETY: A live SRQ of ours.
+        let srq = unsafe { Srq::<T>::from_raw(ibsrq) };
+        let mut sge_buf = [KernelSge::default(); MAX_SGE];
+        while !wr.is_null() {
+            // SAFETY: The core passes a valid list of work requests.
+            let w = unsafe { &*wr };
+            // SAFETY: `sg_list` holds `num_sge` entries.
+            let res = match unsafe { sges(w.sg_list, w.num_sge, &mut sge_buf) } {
+                None => Err(EINVAL),
+                // SAFETY: `wr_id` is the member kernel consumers of this op set.
+                Some(s) => T::post_srq_recv(srq, &KernelRecvWr { wr_id: unsafe { w.__bindgen_anon_1.wr_id }, sges: s }),
             };
             if let Err(e) = res {
                 if !bad_wr.is_null() {

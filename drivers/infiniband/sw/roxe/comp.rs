@@ -54,6 +54,7 @@ pub(crate) fn move_to_error(qp: &RoxeQp) {
         st.attr.qp_state = QpState::Err.as_raw();
         drop(st);
         qp.notifier.event(QpEvent::Fatal);
+        crate::qp::last_wqe_reached(qp);
     }
 }
 

@@ -349,6 +349,10 @@ impl crate::rdma::device::Driver for Roxe {
         Ok(())
     }
 
+    fn post_srq_recv(s: &Srq<Self>, wr: &KernelRecvWr<'_>) -> Result {
+        crate::srq::post_kernel(s, wr)
+    }
+
     fn attach_mcast(q: &Qp<Self>, mgid: &[u8; 16]) -> Result {
         crate::mcast::attach(q, mgid)
     }

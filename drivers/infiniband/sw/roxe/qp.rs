@@ -36,7 +36,7 @@ use crate::rdma::{
     mmap::MmapInfo,
     object::UData,
     pool::{Alloc, PoolRef},
-    qp::{Qp, QpAttr, QpAttrMask, QpCap, QpCreated, QpInit, QpNotifier},
+    qp::{Qp, QpAttr, QpAttrMask, QpCap, QpCreated, QpEvent, QpInit, QpNotifier},
 };
 use kernel::sync::SpinLockIrq;
 use kernel::{
@@ -396,6 +396,7 @@ pub(crate) fn modify(qp: &Qp<Roxe>, attr: &QpAttr, mask: QpAttrMask, udata: Opti
         // Outstanding and queued WQEs complete with a flush error (IBA 10.3.1).
         req::run(qp.device::<Roxe>(), this);
         flush_recv(this);
+        last_wqe_reached(this);
         return Ok(());
     }
     if next == QpState::Reset && prev != QpState::Reset {
@@ -440,6 +441,15 @@ pub(crate) fn doorbell(qp: &Qp<Roxe>) -> Result {
             req::run(qp.device::<Roxe>(), qp.qp_data());
             Ok(())
         }
+    }
+}
+
+/// Tells the consumer of a QP that shares an SRQ and just entered the error state that it will
+/// take no more WQEs from the SRQ (IBA 11.6.3.1, Last WQE Reached). `ib_drain_qp` waits for
+/// this event before it lets an SRQ-attached QP be destroyed.
+pub(crate) fn last_wqe_reached(qp: &RoxeQp) {
+    if qp.srq.is_some() {
+        qp.notifier.event(QpEvent::LastWqeReached);
     }
 }
 
@@ -543,6 +553,31 @@ pub(crate) fn post_send_kernel(qp: &Qp<Roxe>, wr: &KernelSendWr<'_, Roxe>) -> Re
     Ok(())
 }
 
+/// A kernel consumer's receive WR as the rxe-ABI receive WQE user space would write (for an RQ
+/// or an SRQ ring with `elem_size`-byte slots).
+pub(crate) fn encode_recv_wqe(elem_size: usize, wr: &KernelRecvWr<'_>) -> Result<KVec<u8>> {
+    let mut slot = KVec::from_elem(0u8, elem_size, GFP_ATOMIC)?;
+    let mut total = 0u32;
+    if let Some(d) = slot.get_mut(recv_layout::WR_ID..recv_layout::WR_ID + 8) {
+        d.copy_from_slice(&wr.wr_id.to_ne_bytes());
+    }
+    for (i, sge) in wr.sges.iter().enumerate() {
+        let o = recv_layout::DMA_DATA + i * SGE_SIZE;
+        let d = slot.get_mut(o..o + SGE_SIZE).ok_or(EINVAL)?;
+        d[..8].copy_from_slice(&sge.addr.to_ne_bytes());
+        d[8..12].copy_from_slice(&sge.length.to_ne_bytes());
+        d[12..].copy_from_slice(&sge.lkey.to_ne_bytes());
+        total = total.saturating_add(sge.length);
+    }
+    if let Some(d) = slot.get_mut(recv_layout::DMA_LENGTH..recv_layout::DMA_LENGTH + 4) {
+        d.copy_from_slice(&total.to_ne_bytes());
+    }
+    if let Some(d) = slot.get_mut(recv_layout::DMA_NUM_SGE..recv_layout::DMA_NUM_SGE + 4) {
+        d.copy_from_slice(&(wr.sges.len() as u32).to_ne_bytes());
+    }
+    Ok(slot)
+}
+
 /// Writes a kernel consumer's receive WR into the RQ ring. Context: any.
 pub(crate) fn post_recv(qp: &Qp<Roxe>, wr: &KernelRecvWr<'_>) -> Result {
     let this = qp.qp_data();
@@ -555,26 +590,7 @@ pub(crate) fn post_recv(qp: &Qp<Roxe>, wr: &KernelRecvWr<'_>) -> Result {
     }
     let mut rq = this.rq.lock();
     let Some(ring) = &mut *rq else { return Err(EINVAL) };
-    let mut slot = KVec::from_elem(0u8, ring.elem_size(), GFP_ATOMIC)?;
-    let mut total = 0u32;
-    if let Some(d) = slot.get_mut(recv_layout::WR_ID..recv_layout::WR_ID + 8) {
-        d.copy_from_slice(&wr.wr_id.to_ne_bytes());
-    }
-    for (i, sge) in wr.sges.iter().enumerate() {
-        let o = recv_layout::DMA_DATA + i * SGE_SIZE;
-        if let Some(d) = slot.get_mut(o..o + 16) {
-            d[..8].copy_from_slice(&sge.addr.to_ne_bytes());
-            d[8..12].copy_from_slice(&sge.length.to_ne_bytes());
-            d[12..].copy_from_slice(&sge.lkey.to_ne_bytes());
-        }
-        total = total.saturating_add(sge.length);
-    }
-    if let Some(d) = slot.get_mut(recv_layout::DMA_LENGTH..recv_layout::DMA_LENGTH + 4) {
-        d.copy_from_slice(&total.to_ne_bytes());
-    }
-    if let Some(d) = slot.get_mut(recv_layout::DMA_NUM_SGE..recv_layout::DMA_NUM_SGE + 4) {
-        d.copy_from_slice(&(wr.sges.len() as u32).to_ne_bytes());
-    }
+    let slot = encode_recv_wqe(ring.elem_size(), wr)?;
     ring.produce(&slot)?;
     drop(rq);
     // Checked after producing: a move to ERR that flushed the ring just before this WQE
