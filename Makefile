@@ -63,6 +63,11 @@ pyverbs: deps
 reliability: deps
 	$(Q)/test-all.sh --list qemu/tests/reliability.list
 
+# The cargo-fuzz targets for FUZZ_SECONDS (default 30 minutes; `make test` runs 60 s).
+FUZZ_SECONDS ?= 1800
+fuzz:
+	tools/fuzz.sh $(FUZZ_SECONDS)
+
 # roxe against rdma_rxe on the stock kernel, one and two VMs: Documentation/bench/.
 bench: deps
 	tools/bench.sh

@@ -36,6 +36,17 @@ if [ $qemu_only = 0 ]; then
 	hf=$(printf '%s\n' "$out" | sed -n 's/^test result: .* \([0-9]*\) passed; \([0-9]*\) failed.*/\2/p' | paste -sd+ | bc)
 	passed=$((passed + ${hp:-0})); failed=$((failed + ${hf:-0}))
 	if [ $hrc != 0 ] || [ -z "$hp" ]; then count FAIL "host tests (exit $hrc)"; else count PASS host-tests; fi
+	# A short fuzzing run of the protocol logic (`make fuzz` is the long form).
+	fs=${ROXE_FUZZ_SECONDS:-60}
+	log "== fuzz ($fs s)"
+	mkdir -p build
+	if tools/fuzz.sh "$fs" >build/fuzz.log 2>&1; then
+		grep -E '^fuzz.sh:|^stat::number_of_executed_units' build/fuzz.log | tail -8
+		count PASS "fuzz-${fs}s"
+	else
+		tail -25 build/fuzz.log
+		count FAIL "fuzz-${fs}s (see build/fuzz.log)"
+	fi
 fi
 
 log "== preparing kernels, guest image and modules"

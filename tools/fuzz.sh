@@ -20,12 +20,30 @@ fuzz_dir=$top/tools/fuzz
 case $seconds in
 ''|*[!0-9]*) echo "usage: $0 [SECONDS]" >&2; exit 2 ;;
 esac
+cache=${ROXE_CACHE:-/var/cache/roxe}
+# cargo-fuzz is a cargo subcommand, not part of a toolchain: use the one on PATH, or install it
+# once into the cache (a fresh machine needs only cargo and crates.io). The install is locked so
+# that two runs never build it at once, and lands atomically: a half-built one is never used.
 if ! cargo fuzz --version >/dev/null 2>&1; then
-	echo "cargo-fuzz is missing: cargo install cargo-fuzz" >&2
-	exit 2
+	command -v cargo >/dev/null || { echo "fuzz.sh: cargo is missing (install rustup or Debian's cargo)" >&2; exit 2; }
+	export PATH="$cache/cargo-fuzz/bin:$PATH"
+	if ! cargo fuzz --version >/dev/null 2>&1; then
+		mkdir -p "$cache"
+		(
+			flock 9
+			cargo fuzz --version >/dev/null 2>&1 && exit 0
+			echo "fuzz.sh: installing cargo-fuzz into $cache/cargo-fuzz" >&2
+			rm -rf "$cache/cargo-fuzz.tmp"
+			CARGO_TARGET_DIR="$cache/cargo-target/cargo-fuzz-install" \
+				cargo install --locked --quiet --root "$cache/cargo-fuzz.tmp" cargo-fuzz@0.13.2 &&
+				rm -rf "$cache/cargo-fuzz" && mv "$cache/cargo-fuzz.tmp" "$cache/cargo-fuzz"
+		) 9>"$cache/.cargo-fuzz.lock" || { echo "fuzz.sh: cannot install cargo-fuzz" >&2; exit 2; }
+	fi
 fi
 
-export CARGO_TARGET_DIR=${ROXE_CACHE:-/var/cache/roxe}/cargo-target/fuzz
+command -v c++ >/dev/null || { echo "fuzz.sh: libFuzzer needs a C++ compiler (apt-get install g++)" >&2; exit 2; }
+
+export CARGO_TARGET_DIR=$cache/cargo-target/fuzz
 export RUSTC_BOOTSTRAP=1
 mkdir -p "$CARGO_TARGET_DIR"
 cd "$top"
