@@ -60,7 +60,7 @@ for i in $(seq 0 $((nvm - 1))); do
 		-accel tcg,thread=multi -cpu max -smp "$smp" -m "$mem" \
 		-display none -monitor none -serial "file:$out/console.log" -no-reboot \
 		-kernel "$kernel" "${initrd[@]}" \
-		-append "console=ttyS0 root=/dev/vda rw init=/sbin/roxe-boot panic=-1 oops=panic no5lvl \
+		-append "console=ttyS0 root=/dev/vda rw init=/sbin/roxe-boot panic=-1 oops=panic no5lvl no_timer_check \
 roxe.script=$script roxe.vm=$i roxe.two=$two roxe.timeout=$timeout roxe.flavour=$flavour roxe.args=$args" \
 		-drive "file=$img,if=virtio,format=raw,snapshot=on" \
 		-virtfs "local,path=$ROXE_TOP,mount_tag=roxe,security_model=none,readonly=on" \
