@@ -14,7 +14,7 @@ ROXE_CACHE ?= /var/cache/roxe
 export ROXE_CACHE
 Q := qemu
 
-.PHONY: all modules deps kernels kernel-debug kernel-stock image hosttest qemu-test test run baseline pyverbs reliability \
+.PHONY: all modules deps kernels kernel-debug kernel-stock image hosttest qemu-test test run baseline pyverbs reliability sweep \
 	bench soak fuzz clean distclean
 
 ifneq ($(KDIR),)
@@ -72,6 +72,11 @@ soak: deps
 FUZZ_SECONDS ?= 1800
 fuzz:
 	tools/fuzz.sh $(FUZZ_SECONDS)
+
+# perftest's bandwidth tests over every size, 2 B to 8 MiB, on the debug kernel
+# (qemu/tests/sweep.list).
+sweep: deps
+	$(Q)/test-all.sh --list qemu/tests/sweep.list
 
 # roxe against rdma_rxe on the stock kernel, one and two VMs: Documentation/bench/.
 bench: deps
