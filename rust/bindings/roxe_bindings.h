@@ -15,6 +15,7 @@
 #include <linux/mm_types.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/ib_umem.h>
+#include <rdma/ib_umem_odp.h>
 #include <rdma/uverbs_ioctl.h>
 #include <rdma/ib_cache.h>
 #include <rdma/ib_mad.h>

@@ -68,6 +68,26 @@ struct work_struct;
 void roxe_helper_init_work(struct work_struct *work, void (*fn)(struct work_struct *));
 void roxe_helper_queue_work_bh(struct work_struct *work);
 
+/* rdma/ib_umem_odp.h, linux/mmu_notifier.h, linux/hmm.h: ODP umems */
+struct ib_umem_odp;
+struct mmu_interval_notifier;
+struct mmu_notifier_range;
+struct ib_umem_odp *roxe_helper_umem_odp_of_notifier(struct mmu_interval_notifier *mni);
+void roxe_helper_umem_odp_lock(struct ib_umem_odp *odp);
+void roxe_helper_umem_odp_unlock(struct ib_umem_odp *odp);
+unsigned long roxe_helper_umem_odp_start(struct ib_umem_odp *odp);
+unsigned long roxe_helper_umem_odp_end(struct ib_umem_odp *odp);
+bool roxe_helper_mmu_range_blockable(const struct mmu_notifier_range *range);
+void roxe_helper_mmu_range_bounds(const struct mmu_notifier_range *range, unsigned long *start,
+				  unsigned long *end);
+void roxe_helper_mmu_interval_set_seq(struct mmu_interval_notifier *mni, unsigned long seq);
+int roxe_helper_umem_odp_map_and_lock(struct ib_umem_odp *odp, u64 va, u64 len, bool fault);
+size_t roxe_helper_umem_odp_pages(struct ib_umem_odp *odp, size_t first, size_t count,
+				  unsigned long *out);
+void roxe_helper_umem_odp_set_private(struct ib_umem_odp *odp, void *private);
+void *roxe_helper_umem_odp_private(struct ib_umem_odp *odp);
+void roxe_helper_queue_work_unbound(struct work_struct *work);
+
 /* net: transmit and receive */
 struct sk_buff *roxe_helper_alloc_tx_skb(struct net_device *ndev, unsigned int len);
 unsigned char *roxe_helper_skb_data(struct sk_buff *skb);

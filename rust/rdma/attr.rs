@@ -62,6 +62,43 @@ pub struct KernelCaps(pub u64);
 impl KernelCaps {
     /// `rdma link delete` may unregister the device.
     pub const ALLOW_USER_UNREG: Self = Self(bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG as u64);
+    /// On-demand paging MRs (`IB_ACCESS_ON_DEMAND`).
+    pub const ON_DEMAND_PAGING: Self = Self(bindings::ib_kernel_cap_flags_IBK_ON_DEMAND_PAGING as u64);
+
+    /// The union of two flag sets.
+    pub const fn with(self, other: Self) -> Self {
+        Self(self.0 | other.0)
+    }
+}
+
+/// On-demand paging capabilities (`struct ib_odp_caps`, `enum ib_odp_general_cap_bits`,
+/// `enum ib_odp_transport_cap_bits`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OdpCaps {
+    /// `IB_ODP_SUPPORT*` general capabilities.
+    pub general: u64,
+    /// Per transport: what may use ODP memory.
+    pub rc: u32,
+    pub uc: u32,
+    pub ud: u32,
+    pub xrc: u32,
+}
+
+impl OdpCaps {
+    /// ODP is supported (explicit MRs).
+    pub const SUPPORT: u64 = bindings::ib_odp_general_cap_bits_IB_ODP_SUPPORT as u64;
+    /// ODP MRs may be the local memory of SENDs.
+    pub const SEND: u32 = bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_SEND as u32;
+    /// ... of receives.
+    pub const RECV: u32 = bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_RECV as u32;
+    /// ... the target of RDMA WRITEs.
+    pub const WRITE: u32 = bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_WRITE as u32;
+    /// ... the source of RDMA READs.
+    pub const READ: u32 = bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_READ as u32;
+    /// ... the target of atomics.
+    pub const ATOMIC: u32 = bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_ATOMIC as u32;
+    /// ... of receives through an SRQ.
+    pub const SRQ_RECV: u32 = bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_SRQ_RECV as u32;
 }
 
 /// Atomic operation support (`enum ib_atomic_cap`).
@@ -123,6 +160,7 @@ pub struct DeviceAttr {
     pub max_pkeys: u16,
     pub local_ca_ack_delay: u8,
     pub max_mw: u32,
+    pub odp_caps: OdpCaps,
 }
 
 impl DeviceAttr {
@@ -161,6 +199,11 @@ impl DeviceAttr {
         a.max_pkeys = self.max_pkeys;
         a.local_ca_ack_delay = self.local_ca_ack_delay;
         a.max_mw = self.max_mw;
+        a.odp_caps.general_caps = self.odp_caps.general;
+        a.odp_caps.per_transport_caps.rc_odp_caps = self.odp_caps.rc;
+        a.odp_caps.per_transport_caps.uc_odp_caps = self.odp_caps.uc;
+        a.odp_caps.per_transport_caps.ud_odp_caps = self.odp_caps.ud;
+        a.odp_caps.per_transport_caps.xrc_odp_caps = self.odp_caps.xrc;
     }
 }
 

@@ -108,6 +108,10 @@ pub trait Driver: Sized + Send + Sync + 'static {
     /// consumers post with interrupts disabled). Softirq context (the BH workqueue).
     fn kicked(dev: &Device<Self>);
 
+    /// Work asked for with [`Device::queue_process_work`]: process context (the unbound system
+    /// workqueue), may sleep, e.g. to fault in on-demand-paging memory for the data path.
+    fn process_work(_dev: &Device<Self>) {}
+
     /// Reports the device's attributes (`query_device`).
     fn query_device(dev: &Device<Self>) -> Result<DeviceAttr>;
 
@@ -306,6 +310,8 @@ pub struct Device<T: Driver> {
     tick_armed: kernel::sync::atomic::AtomicFlag,
     /// Runs [`Driver::kicked`]; set up before registration, disabled before `data` drops.
     kick: Opaque<bindings::work_struct>,
+    /// Runs [`Driver::process_work`]; set up before registration, disabled before `data` drops.
+    process_work: Opaque<bindings::work_struct>,
     data: T::Data,
 }
 
@@ -387,6 +393,15 @@ impl<T: Driver> Device<T> {
         unsafe { bindings::roxe_helper_queue_work_bh(self.kick.get()) };
     }
 
+    /// Asks for [`Driver::process_work`] to run soon in process context. Any context, including
+    /// with interrupts disabled; requests before the work runs coalesce, and a request while it
+    /// runs makes it run again.
+    pub fn queue_process_work(&self) {
+        // SAFETY: The work was initialised at allocation and stays valid until `dealloc_driver`
+        // disables it; queueing a pending work is a no-op.
+        unsafe { bindings::roxe_helper_queue_work_unbound(self.process_work.get()) };
+    }
+
     /// Schedules the unregistration of the device (`ib_unregister_device_queued`), for contexts
     /// that hold locks the unregistration needs, such as RTNL in a netdev notifier.
     pub fn unregister_queued(&self) {
@@ -441,6 +456,10 @@ impl<T: Link> Device<T> {
         let init = unsafe {
             core::ptr::addr_of_mut!((*dev).tick_armed).write(kernel::sync::atomic::AtomicFlag::new(false));
             bindings::roxe_helper_init_work(Opaque::cast_into(core::ptr::addr_of!((*dev).kick)), Some(Adapter::<T>::kick));
+            bindings::roxe_helper_init_work(
+                Opaque::cast_into(core::ptr::addr_of!((*dev).process_work)),
+                Some(Adapter::<T>::process_work),
+            );
             pin_init::raw_try_init(core::ptr::addr_of_mut!((*dev).data), data)
         };
         if let Err(e) = init {
@@ -773,8 +792,19 @@ impl<T: Driver> Adapter<T> {
         T::kicked(dev);
     }
 
+    unsafe extern "C" fn process_work(work: *mut bindings::work_struct) {
+        let offset = core::mem::offset_of!(Device<T>, process_work);
+        // SAFETY: The work is the `process_work` field of a `Device<T>`, alive: `dealloc_driver`
+        // disables the work (waiting for a running one) before freeing the device.
+        let dev = unsafe { &*work.cast::<u8>().sub(offset).cast::<Device<T>>() };
+        T::process_work(dev);
+    }
+
     unsafe extern "C" fn dealloc_driver(ibdev: *mut bindings::ib_device) {
         let dev = ibdev.cast::<Device<T>>();
+        // SAFETY: The work was initialised at allocation; afterwards it can neither run nor be
+        // queued again. First, since it may kick.
+        unsafe { bindings::disable_work_sync(Opaque::cast_into(core::ptr::addr_of!((*dev).process_work))) };
         // SAFETY: The work was initialised at allocation; afterwards it can neither run nor be
         // queued again.
         unsafe { bindings::disable_work_sync(Opaque::cast_into(core::ptr::addr_of!((*dev).kick))) };

@@ -31,6 +31,7 @@ pub mod module_guard;
 pub mod mr;
 pub mod netdev;
 pub mod object;
+pub mod odp;
 pub mod pd;
 pub mod pool;
 pub mod qp;
