@@ -19,7 +19,7 @@ use crate::{
 };
 use crate::rdma::{
     ah::{Ah, AddressVector, AhContext},
-    attr::{self, AtomicCap, DeviceAttr, DeviceCaps, KernelCaps, PhysState, PortAttr, PortImmutable, PortState},
+    attr::{self, AtomicCap, DeviceAttr, DeviceCaps, KernelCaps, OdpCaps, PhysState, PortAttr, PortImmutable, PortState},
     cq::{Cq, CqInit, CqNotifier, NotifyFlags},
     device::{Device, DriverId, PortEvent, StatDesc},
     kverbs::{KernelRecvWr, KernelSendWr, Wc},
@@ -107,6 +107,9 @@ pub(crate) struct RoxeDevice {
     /// Multicast groups and their attached QPs (`mcast.rs`).
     #[pin]
     pub(crate) mcast: crate::mcast::McastTable,
+    /// On-demand paging: faults, kicks and deferred packets for the process work (`odp.rs`).
+    #[pin]
+    pub(crate) odp_jobs: SpinLockIrq<KVec<crate::odp::Job>>,
 }
 
 impl RoxeDevice {
@@ -177,6 +180,10 @@ impl crate::rdma::device::Driver for Roxe {
         });
     }
 
+    fn process_work(dev: &Device<Self>) {
+        crate::odp::run(dev);
+    }
+
     fn query_device(dev: &Device<Self>) -> Result<DeviceAttr> {
         let caps = [
             DeviceCaps::BAD_PKEY_CNTR,
@@ -205,7 +212,16 @@ impl crate::rdma::device::Driver for Roxe {
             max_qp: param::MAX_QP,
             max_qp_wr: param::MAX_QP_WR,
             device_cap_flags: caps,
-            kernel_cap_flags: KernelCaps::ALLOW_USER_UNREG,
+            kernel_cap_flags: KernelCaps::ALLOW_USER_UNREG.with(KernelCaps::ON_DEMAND_PAGING),
+            // Explicit ODP MRs (no implicit ones, no prefetch): as local memory of sends and
+            // receives on RC and UD, as the target of RC WRITEs, READs and atomics.
+            odp_caps: OdpCaps {
+                general: OdpCaps::SUPPORT,
+                rc: OdpCaps::SEND | OdpCaps::RECV | OdpCaps::WRITE | OdpCaps::READ | OdpCaps::ATOMIC | OdpCaps::SRQ_RECV,
+                ud: OdpCaps::SEND | OdpCaps::RECV | OdpCaps::SRQ_RECV,
+                uc: 0,
+                xrc: 0,
+            },
             max_send_sge: param::MAX_SGE,
             max_recv_sge: param::MAX_SGE,
             max_sge_rd: param::MAX_SGE_RD,
@@ -493,6 +509,7 @@ impl Link for Roxe {
                 atomic_lock <- kernel::new_spinlock_irq!((), "roxe_atomic"),
                 counters: Counters::new(),
                 mcast <- crate::mcast::McastTable::new(),
+                odp_jobs <- kernel::new_spinlock_irq!(KVec::new(), "roxe_odp_jobs"),
             }),
         )?;
         pr_info!(

@@ -12,6 +12,7 @@
 use crate::{
     device::RoxeDevice,
     mr::{FastReg, MrMem, RoxeMr},
+    proto::mtt::MttGeometry,
     proto::{
         mtt::{permits, Access, MemKey},
         wqe::{sge_at, Sge},
@@ -19,6 +20,7 @@ use crate::{
 };
 use crate::rdma::{
     kverbs::{read_kernel, write_kernel},
+    odp::{OdpMem, OdpMiss, OdpPages},
     pool::PoolRef,
 };
 use kernel::{prelude::*, sync::SpinLockIrq};
@@ -36,6 +38,21 @@ pub(crate) enum MemError {
     Range,
     /// The SGE list is shorter than the data.
     Length,
+    /// On-demand paging: a page of the range is not faulted in now. Nothing was refused: the
+    /// caller asks for a fault (`odp::fault_mr`, `odp::fault_sges`) and tries again later.
+    NotPresent,
+}
+
+/// Maps a miss of ODP memory to the data path's error.
+fn odp_err(m: OdpMiss) -> MemError {
+    match m {
+        OdpMiss::Missing => MemError::NotPresent,
+        // The memory is not mapped with the rights the MR needs: an access error, as for
+        // pinned memory that could not be pinned.
+        OdpMiss::Failed | OdpMiss::Range => MemError::Range,
+        // Deregistered under a late packet: the key is gone.
+        OdpMiss::Released => MemError::BadKey,
+    }
 }
 
 /// Resolves a remote access (RDMA WRITE, READ, atomic) with R_Key `rkey` to `[va, va + len)`
@@ -93,7 +110,7 @@ impl RoxeMr {
     /// Whether `[va, va + len)` lies inside the MR.
     pub(crate) fn check_range(&self, va: u64, len: u64) -> Result<(), MemError> {
         match &self.mem {
-            MrMem::User { geometry, .. } => geometry.check_range(va, len).map_err(|_| MemError::Range),
+            MrMem::User { geometry, .. } | MrMem::Odp { geometry, .. } => geometry.check_range(va, len).map_err(|_| MemError::Range),
             MrMem::Dma => va.checked_add(len).map(|_| ()).ok_or(MemError::Range),
             MrMem::Fast(state) => match &state.lock().valid {
                 Some(geometry) => geometry.check_range(va, len).map_err(|_| MemError::Range),
@@ -120,9 +137,69 @@ impl RoxeMr {
         Ok(())
     }
 
+    /// The pages `[first, first + count)` of an ODP MR that back `[va, va + len)`, for a fault;
+    /// `None` for other MRs or a range outside the MR.
+    pub(crate) fn odp_pages(&self, va: u64, len: u64) -> Option<(usize, usize)> {
+        let MrMem::Odp { geometry, .. } = &self.mem else { return None };
+        let mut chunks = geometry.chunks(va, len.max(1)).ok()?;
+        let first = chunks.next()?.page_index;
+        let last = chunks.last().map_or(first, |c| c.page_index);
+        Some((first, last - first + 1))
+    }
+
+    /// Faults in pages `first..first + count` of an ODP MR (process context: it sleeps).
+    pub(crate) fn odp_fault(&self, first: usize, count: usize) -> Result {
+        match &self.mem {
+            MrMem::Odp { odp, .. } => odp.fault(first, count),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether the bytes `[va, va + len)` can be accessed now without a fault: always, except
+    /// for ODP pages not faulted in (`MemError::NotPresent`) or that failed to fault.
+    pub(crate) fn check_present(&self, va: u64, len: u64) -> Result<(), MemError> {
+        let MrMem::Odp { geometry, odp } = &self.mem else { return Ok(()) };
+        let chunks = geometry.chunks(va, len).map_err(|_| MemError::Range)?;
+        odp.access(|p| {
+            for c in chunks {
+                p.check(c.page_index).map_err(odp_err)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Copies between an ODP MR's pages at IOVA `va` and a buffer of `len` bytes under its page
+    /// table's lock, so that no page is invalidated mid-copy: `copy(pages, page index, offset
+    /// in page, range of the buffer)` per piece. Every page is checked before any byte moves, so
+    /// a miss leaves the memory untouched.
+    fn odp_copy(
+        geometry: &MttGeometry,
+        odp: &OdpMem,
+        va: u64,
+        len: usize,
+        mut copy: impl FnMut(&OdpPages<'_>, usize, usize, core::ops::Range<usize>) -> Result<(), OdpMiss>,
+    ) -> Result<(), MemError> {
+        let chunks = geometry.chunks(va, len as u64).map_err(|_| MemError::Range)?;
+        odp.access(|p| {
+            for c in chunks.clone() {
+                p.check(c.page_index).map_err(odp_err)?;
+            }
+            let mut done = 0usize;
+            for c in chunks {
+                copy(p, c.page_index, c.offset_in_page, done..done + c.len).map_err(odp_err)?;
+                done += c.len;
+            }
+            Ok(())
+        })
+    }
+
     /// Copies `dst.len()` bytes at IOVA `va` of the MR into `dst`.
     pub(crate) fn read_at(&self, va: u64, dst: &mut [u8]) -> Result<(), MemError> {
         let (geometry, pages) = match &self.mem {
+            MrMem::Odp { geometry, odp } => {
+                let len = dst.len();
+                return Self::odp_copy(geometry, odp, va, len, |p, i, off, r| p.read(i, off, dst.get_mut(r).ok_or(OdpMiss::Range)?));
+            }
             MrMem::User { geometry, pages } => (geometry, pages),
             MrMem::Dma => {
                 self.check_range(va, dst.len() as u64)?;
@@ -149,6 +226,9 @@ impl RoxeMr {
     /// Copies `src` into the MR at IOVA `va`.
     pub(crate) fn write_at(&self, va: u64, src: &[u8]) -> Result<(), MemError> {
         let (geometry, pages) = match &self.mem {
+            MrMem::Odp { geometry, odp } => {
+                return Self::odp_copy(geometry, odp, va, src.len(), |p, i, off, r| p.write(i, off, src.get(r).ok_or(OdpMiss::Range)?));
+            }
             MrMem::User { geometry, pages } => (geometry, pages),
             MrMem::Dma => {
                 self.check_range(va, src.len() as u64)?;
@@ -190,7 +270,7 @@ impl SgeList<'_> {
 
     /// Walks the bytes `offset..offset + len` of the list: calls `f(mr, va, range in the
     /// caller's buffer)` for each piece, after looking the piece's MR up with `need` rights.
-    fn walk(
+    pub(crate) fn walk(
         &self,
         dev: &RoxeDevice,
         pd_id: u64,
@@ -227,6 +307,12 @@ impl SgeList<'_> {
         self.walk(dev, pd_id, offset, len, Access::NONE, |mr, va, r| {
             mr.read_at(va, buf.get_mut(r).ok_or(MemError::Length)?)
         })
+    }
+
+    /// Whether the bytes `offset..offset + len` of the list can be accessed with `need` rights
+    /// now, without a fault (`MemError::NotPresent` otherwise).
+    pub(crate) fn check_present(&self, dev: &RoxeDevice, pd_id: u64, offset: u64, len: usize, need: Access) -> Result<(), MemError> {
+        self.walk(dev, pd_id, offset, len, need, |mr, va, r| mr.check_present(va, r.len() as u64))
     }
 
     /// Copies `buf` into the bytes at `offset..` of the list (receiving: needs local write).

@@ -24,6 +24,7 @@ use crate::rdma::{
     device::Device,
     mr::{rereg, FastRegPages, Mr, MrCreated, PinnedPages, UserMrRequest},
     object::UData,
+    odp::OdpMem,
     pd::Pd,
     pool::Alloc,
 };
@@ -46,6 +47,9 @@ pub(crate) enum MrMem {
     Dma,
     /// A fast-registration MR: pages of kernel memory, mapped while a REG_MR holds.
     Fast(Pin<KBox<SpinLockIrq<FastReg>>>),
+    /// An on-demand paging MR (`IB_ACCESS_ON_DEMAND`): user memory that is not pinned, its
+    /// pages faulted in by `odp::run` when the data path finds them missing (see `odp.rs`).
+    Odp { geometry: MttGeometry, odp: OdpMem },
 }
 
 /// The state of a fast-registration MR.
@@ -100,9 +104,15 @@ pub(crate) fn reg_user(pd: &Pd<Roxe>, req: &UserMrRequest, udata: Option<&UData<
         u.check_in_empty()?;
     }
     let dev = pd.device::<Roxe>();
-    let caps = MrCaps { on_demand_paging: false, flush_global: true, flush_persistent: true };
-    let access = validate_reg_access(req.access, caps).map_err(|e| errno(e.errno()))?;
+    let access = validate_reg_access(req.access, MR_CAPS).map_err(|e| errno(e.errno()))?;
+    if access.contains(Access::ON_DEMAND) && req.start == 0 && req.length == u64::MAX {
+        // Implicit ODP (the whole address space) is not offered (no IB_ODP_SUPPORT_IMPLICIT).
+        return Err(EOPNOTSUPP);
+    }
     let geometry = MttGeometry::for_user(req.start, req.iova, req.length, PAGE_SHIFT).map_err(|e| errno(e.errno()))?;
+    if access.contains(Access::ON_DEMAND) {
+        return reg_odp(pd, req, access, geometry);
+    }
     let slot = dev.data().mrs.reserve(MemKey::MR_INDEX_MIN, MemKey::MR_INDEX_MAX, Alloc::Kernel)?;
     let key = MemKey::new(slot.index(), dev.data().next_key_byte()).ok_or(EINVAL)?;
     // Pinning counts against RLIMIT_MEMLOCK (ib_umem_get), failing with ENOMEM past it.
@@ -116,6 +126,29 @@ pub(crate) fn reg_user(pd: &Pd<Roxe>, req: &UserMrRequest, udata: Option<&UData<
         key: Atomic::new(key.raw()),
         access: Atomic::new(access.bits()),
         mem: MrMem::User { geometry, pages },
+    }? Error))?;
+    Ok(MrCreated { data: MrHandle { index }, lkey: key.raw(), rkey: key.raw() })
+}
+
+/// What the registration checks allow: ODP (explicit MRs only), FLUSH.
+const MR_CAPS: MrCaps = MrCaps { on_demand_paging: true, flush_global: true, flush_persistent: true };
+
+/// An on-demand paging MR: registers the range with an MMU notifier instead of pinning it
+/// (nothing counts against `RLIMIT_MEMLOCK`) and takes in the pages already mapped.
+fn reg_odp(pd: &Pd<Roxe>, req: &UserMrRequest, access: Access, geometry: MttGeometry) -> Result<MrCreated<MrHandle>> {
+    let dev = pd.device::<Roxe>();
+    let odp = OdpMem::register(dev, req.start, req.length, req.access)?;
+    if odp.page_count() != geometry.npages() {
+        return Err(EFAULT);
+    }
+    let slot = dev.data().mrs.reserve(MemKey::MR_INDEX_MIN, MemKey::MR_INDEX_MAX, Alloc::Kernel)?;
+    let key = MemKey::new(slot.index(), dev.data().next_key_byte()).ok_or(EINVAL)?;
+    let index = slot.index();
+    slot.fill(try_init!(RoxeMr {
+        pd_id: Atomic::new(pd.data().id),
+        key: Atomic::new(key.raw()),
+        access: Atomic::new(access.bits()),
+        mem: MrMem::Odp { geometry, odp },
     }? Error))?;
     Ok(MrCreated { data: MrHandle { index }, lkey: key.raw(), rkey: key.raw() })
 }
@@ -242,10 +275,13 @@ pub(crate) fn rereg(mr: &Mr<Roxe>, flags: u32, req: &UserMrRequest, new_pd: Opti
 
 fn apply(m: &RoxeMr, flags: u32, req: &UserMrRequest, new_pd: Option<&Pd<Roxe>>) -> Result {
     if flags & rereg::ACCESS != 0 {
-        let caps = MrCaps { on_demand_paging: false, flush_global: true, flush_persistent: true };
-        let access = validate_reg_access(req.access, caps).map_err(|e| errno(e.errno()))?;
-        if let MrMem::User { pages, .. } = &m.mem {
-            pages.check_rereg(flags, req.access)?;
+        let access = validate_reg_access(req.access, MR_CAPS).map_err(|e| errno(e.errno()))?;
+        match &m.mem {
+            MrMem::User { pages, .. } => pages.check_rereg(flags, req.access)?,
+            // The umem was registered with its access (writable or not) and its ODP mode; a
+            // change of either needs a new registration, which rdma-core then falls back to.
+            MrMem::Odp { .. } => return Err(EOPNOTSUPP),
+            _ => {}
         }
         m.access.store(access.bits(), Relaxed);
     }
@@ -258,7 +294,14 @@ fn apply(m: &RoxeMr, flags: u32, req: &UserMrRequest, new_pd: Option<&Pd<Roxe>>)
 pub(crate) fn dereg(dev: &Device<Roxe>, mr: MrHandle) {
     // After the grace period in `remove` no lookup holds the MR; dropping the last reference
     // here, in process context, unpins its pages.
-    drop(dev.data().mrs.remove(mr.index));
+    let m = dev.data().mrs.remove(mr.index);
+    if let Some(MrMem::Odp { odp, .. }) = m.as_deref().map(|m| &m.mem) {
+        // A late packet or a queued fault may still hold the MR, and would then drop the last
+        // reference in softirq, where the umem cannot be released (it sleeps): release it now.
+        // Accesses through such a stale reference fail from here on.
+        odp.release();
+    }
+    drop(m);
 }
 
 /// The driver's handle of an MW: its key index in the pool.

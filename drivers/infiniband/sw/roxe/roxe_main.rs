@@ -28,6 +28,7 @@ mod mem;
 mod mr;
 mod mw;
 mod net;
+mod odp;
 mod param;
 mod qp;
 mod queue;
