@@ -11,8 +11,10 @@
 
 use crate::{
     device::Roxe,
-    mem::SgeList,
+    mem::{MemError, SgeList},
+    odp,
     proto::{
+        mtt::Access,
         cqe::{wc_opcode_for_send, Cqe, WcStatus},
         opcode::Opcode,
         packet::{NakCode, Packet, Syndrome},
@@ -215,6 +217,12 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>) {
                                     done = Done::Front { count: 1, status: WcStatus::Success };
                                 }
                             }
+                            Err(MemError::NotPresent) => {
+                                // ODP: invalidated since the requester faulted it in. A lost
+                                // response: fault it in; the retry asks again.
+                                let rest = e.wqe.length.saturating_sub(offset) as usize;
+                                let _ = odp::fault_sges(dev, qp.pd_id, &list, u64::from(offset), rest, Access::LOCAL_WRITE);
+                            }
                             Err(_) => {
                                 done = Done::Front { count: 1, status: WcStatus::LocProtErr };
                                 error = true;
@@ -226,6 +234,11 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>) {
                         let list = SgeList { slot: &e.slot, base: send_layout::DMA_DATA, num: 1 };
                         match list.scatter(dev.data(), qp.pd_id, 0, &ack.orig.to_ne_bytes()) {
                             Ok(()) => done = Done::Front { count: 1, status: WcStatus::Success },
+                            // ODP: as for a READ response above; the responder answers the
+                            // retried atomic from its cache.
+                            Err(MemError::NotPresent) => {
+                                let _ = odp::fault_sges(dev, qp.pd_id, &list, 0, 8, Access::LOCAL_WRITE);
+                            }
                             Err(_) => {
                                 done = Done::Front { count: 1, status: WcStatus::LocProtErr };
                                 error = true;

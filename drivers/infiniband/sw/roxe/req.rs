@@ -13,9 +13,10 @@
 use crate::{
     comp,
     device::Roxe,
-    mem::SgeList,
-    net,
+    mem::{MemError, SgeList},
+    net, odp,
     proto::{
+        mtt::Access,
         cqe::WcStatus,
         mtu::IbMtu,
         opcode::Opcode,
@@ -164,6 +165,21 @@ enum Step {
     Idle,
 }
 
+/// Why a packet could not be built.
+enum BuildErr {
+    /// The WQE fails with this status.
+    Status(WcStatus),
+    /// ODP: local memory is not faulted in. The WQE stays where it is; the fault is queued
+    /// and the QP kicked after it (`odp::pause`).
+    Paused,
+}
+
+impl From<WcStatus> for BuildErr {
+    fn from(s: WcStatus) -> Self {
+        BuildErr::Status(s)
+    }
+}
+
 /// Builds the packet for `entry` at byte `offset`.
 fn build(
     dev: &Device<Roxe>,
@@ -173,8 +189,20 @@ fn build(
     offset: u32,
     psn: Psn,
     av: &AddressVector,
-) -> Result<(TxSkBuff, u32), WcStatus> {
+) -> Result<(TxSkBuff, u32), BuildErr> {
     let w = &entry.wqe;
+    if let (SendOpcode::RdmaRead | SendOpcode::CmpAndSwp | SendOpcode::FetchAndAdd, Payload::Sges { num }) = (w.opcode, w.payload) {
+        // ODP: the response lands in these buffers in the completer, which cannot wait for a
+        // fault; fault them in before asking (a miss there later is a lost response).
+        let list = SgeList { slot: &entry.slot, base: send_layout::DMA_DATA, num };
+        let len = w.length.saturating_sub(offset) as usize;
+        if list.check_present(dev.data(), qp.pd_id, u64::from(offset), len, Access::LOCAL_WRITE) == Err(MemError::NotPresent) {
+            if odp::pause(dev, qp.qpn, qp.pd_id, &list, u64::from(offset), len, Access::LOCAL_WRITE) {
+                return Err(BuildErr::Paused);
+            }
+            return Err(WcStatus::LocProtErr.into());
+        }
+    }
     let netdev = path.netdev.as_ref().ok_or(WcStatus::LocQpOpErr)?;
     let opcode = opcode_for(qp.qp_type, w, offset, path.mtu).ok_or(WcStatus::LocQpOpErr)?;
     let info = opcode.info().ok_or(WcStatus::LocQpOpErr)?;
@@ -251,7 +279,18 @@ fn build(
                 }
                 Payload::Sges { num } => {
                     let list = SgeList { slot: &entry.slot, base: send_layout::DMA_DATA, num };
-                    list.gather(dev.data(), qp.pd_id, u64::from(offset), out).map_err(|_| WcStatus::LocProtErr)?;
+                    match list.gather(dev.data(), qp.pd_id, u64::from(offset), out) {
+                        Ok(()) => {}
+                        Err(MemError::NotPresent) => {
+                            // ODP: fault in the rest of the message, then go on from here.
+                            let rest = w.length.saturating_sub(offset) as usize;
+                            if odp::pause(dev, qp.qpn, qp.pd_id, &list, u64::from(offset), rest, Access::NONE) {
+                                return Err(BuildErr::Paused);
+                            }
+                            return Err(WcStatus::LocProtErr.into());
+                        }
+                        Err(_) => return Err(WcStatus::LocProtErr.into()),
+                    }
                 }
             }
         }
@@ -437,7 +476,8 @@ fn step(dev: &Device<Roxe>, qp: &RoxeQp, path: &PathInfo) -> Step {
     };
     let (skb, next_offset) = match build(dev, qp, entry, path, offset, psn, &av) {
         Ok(x) => x,
-        Err(status) => {
+        Err(BuildErr::Paused) => return Step::Idle,
+        Err(BuildErr::Status(status)) => {
             let e = sq.entries.remove(cur);
             let mut done = KVec::new();
             if let Ok(e) = e {

@@ -13,6 +13,7 @@ use crate::{
     comp,
     device::Roxe,
     mem::{lookup_remote, MemError, SgeList},
+    odp,
     mr::RoxeMr,
     net::{self, Source},
     proto::{
@@ -63,6 +64,10 @@ pub(crate) struct RespState {
     write: Option<WriteCursor>,
     atomics: [(u32, u64, bool); ATOMIC_CACHE],
     atomic_next: usize,
+    /// ODP: `recv` is held for a packet that found its buffer not faulted in (RC: the resend
+    /// after the RNR NAK; UD: the deferred packet), so the next first packet reuses it rather
+    /// than take another WQE.
+    odp_held: bool,
 }
 
 impl RespState {
@@ -76,6 +81,7 @@ impl RespState {
             write: None,
             atomics: [(0, 0, false); ATOMIC_CACHE],
             atomic_next: 0,
+            odp_held: false,
         }
     }
 }
@@ -174,14 +180,58 @@ fn take_recv(dev: &Device<Roxe>, qp: &RoxeQp) -> Option<Result<RecvEntry, u64>> 
     }
 }
 
-fn scatter(dev: &Device<Roxe>, qp: &RoxeQp, r: &mut RecvEntry, data: &[u8]) -> Result<(), WcStatus> {
+/// A receive buffer that cannot take the data: the receive fails with a status, or (ODP) its
+/// memory is not faulted in, with the fault queued.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Place {
+    Fail(WcStatus),
+    NotPresent,
+}
+
+fn scatter(dev: &Device<Roxe>, qp: &RoxeQp, r: &mut RecvEntry, data: &[u8]) -> Result<(), Place> {
     if u64::from(r.placed) + data.len() as u64 > u64::from(r.wqe.length) {
-        return Err(WcStatus::LocLenErr);
+        return Err(Place::Fail(WcStatus::LocLenErr));
     }
     let list = SgeList { slot: &r.slot, base: recv_layout::DMA_DATA, num: r.wqe.num_sge };
-    list.scatter(dev.data(), qp.pd_id, u64::from(r.placed), data).map_err(|_| WcStatus::LocProtErr)?;
+    match list.scatter(dev.data(), qp.pd_id, u64::from(r.placed), data) {
+        Ok(()) => {}
+        Err(MemError::NotPresent) => {
+            // Fault in the rest of the buffer: the rest of the message goes there.
+            let rest = r.wqe.length.saturating_sub(r.placed) as usize;
+            let _ = odp::fault_sges(dev, qp.pd_id, &list, u64::from(r.placed), rest, Access::LOCAL_WRITE);
+            return Err(Place::NotPresent);
+        }
+        Err(_) => return Err(Place::Fail(WcStatus::LocProtErr)),
+    }
     r.placed += data.len() as u32;
     Ok(())
+}
+
+/// ODP: the request needs memory that is not faulted in; the fault is queued. Nothing of the
+/// request is consumed (a receive WQE already taken stays held for it). RC answers with an RNR
+/// NAK (IBA 9.7.5.2.8; what ConnectX HCAs do on an ODP page fault): the requester sends again
+/// from this PSN after the QP's RNR timer. UD has no NAK: the packet is handed to the responder
+/// again from the fault work, after the fault. UC (no ODP offered) loses it.
+fn odp_miss(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src: &Source, path: &PathInfo, rs: &mut RespState, fx: &mut Effects) {
+    rs.odp_held = rs.recv.is_some();
+    match qp.qp_type {
+        QpType::Rc => {
+            let aeth = Aeth { syndrome: Syndrome::RnrNak { timer: path.min_rnr_timer }, msn: rs.msn };
+            push(fx, response(dev, path, Opcode::RC_ACKNOWLEDGE, pkt.psn(), Some(aeth), 0, |_| Ok(()), None));
+        }
+        QpType::Ud | QpType::Gsi => {
+            if let Some(r) = rs.recv.as_mut() {
+                // Whichever datagram uses the held WQE writes its own GRH first.
+                r.placed = 0;
+            }
+            let _ = odp::redeliver_after(dev, qp.qpn, pkt, src);
+        }
+        _ => {
+            if let Some(r) = rs.recv.as_mut() {
+                r.placed = 0;
+            }
+        }
+    }
 }
 
 /// A GRH for a UD receive (IBA 8.3): for IPv4 the IPv4 header sits in its last 20 bytes, as
@@ -332,11 +382,11 @@ fn handle(
     if info.is_send() {
         send(dev, qp, pkt, src, path, rs, fx);
     } else if info.is_write() {
-        write(dev, qp, pkt, path, rs, fx);
+        write(dev, qp, pkt, src, path, rs, fx);
     } else if info.is_read() {
-        read(dev, qp, pkt, path, rs, fx, psn);
+        read(dev, qp, pkt, src, path, rs, fx, psn);
     } else if info.is_atomic() {
-        atomic(dev, qp, pkt, path, rs, fx);
+        atomic(dev, qp, pkt, src, path, rs, fx);
     } else {
         nak_error(dev, path, rs, fx, psn, NakCode::InvalidRequest);
     }
@@ -373,18 +423,10 @@ fn send(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src: &Source, path
     let info = pkt.info();
     let rc = qp.qp_type == QpType::Rc;
     let ud = matches!(qp.qp_type, QpType::Ud | QpType::Gsi);
-    if info.starts_message() || rs.recv.is_none() {
+    let held = core::mem::take(&mut rs.odp_held);
+    if (info.starts_message() && !held) || rs.recv.is_none() {
         match take_recv(dev, qp) {
-            Some(Ok(mut r)) => {
-                if ud {
-                    let grh = grh_bytes(src);
-                    if let Err(status) = scatter(dev, qp, &mut r, &grh) {
-                        fx.recv_cqe = Some(Cqe::recv_error(r.wqe.wr_id, status, qp.qpn));
-                        return;
-                    }
-                }
-                rs.recv = Some(r);
-            }
+            Some(Ok(r)) => rs.recv = Some(r),
             Some(Err(wr_id)) => {
                 fx.recv_cqe = Some(Cqe::recv_error(wr_id, WcStatus::LocQpOpErr, qp.qpn));
                 if rc {
@@ -407,7 +449,21 @@ fn send(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src: &Source, path
         }
     }
     let Some(r) = rs.recv.as_mut() else { return };
-    if let Err(status) = scatter(dev, qp, r, pkt.payload()) {
+    if ud && r.placed == 0 {
+        match scatter(dev, qp, r, &grh_bytes(src)) {
+            Ok(()) => {}
+            Err(Place::NotPresent) => return odp_miss(dev, qp, pkt, src, path, rs, fx),
+            Err(Place::Fail(status)) => {
+                let wr_id = r.wqe.wr_id;
+                rs.recv = None;
+                fx.recv_cqe = Some(Cqe::recv_error(wr_id, status, qp.qpn));
+                return;
+            }
+        }
+    }
+    let Some(r) = rs.recv.as_mut() else { return };
+    if let Err(place) = scatter(dev, qp, r, pkt.payload()) {
+        let Place::Fail(status) = place else { return odp_miss(dev, qp, pkt, src, path, rs, fx) };
         // The receive fails. On RC the sender gets, for a message too long for the buffer, an
         // invalid request NAK (IBA 9.7.5.2.3, class C); for a buffer the QP may not write (bad
         // L_Key, address outside the MR), a remote operational error NAK (IBA 9.7.5.2.4: an
@@ -458,7 +514,7 @@ fn send(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src: &Source, path
     }
 }
 
-fn write(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, path: &PathInfo, rs: &mut RespState, fx: &mut Effects) {
+fn write(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src: &Source, path: &PathInfo, rs: &mut RespState, fx: &mut Effects) {
     let info = pkt.info();
     let psn = pkt.psn();
     if info.has_immediate() && rs.recv.is_none() {
@@ -505,7 +561,12 @@ fn write(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, path: &PathInfo, 
             nak_error(dev, path, rs, fx, psn, NakCode::InvalidRequest);
             return;
         }
-        if w.mr.write_at(w.va, payload).is_err() {
+        if let Err(e) = w.mr.write_at(w.va, payload) {
+            if e == MemError::NotPresent {
+                // Fault in the rest of the WRITE; the cursor stays for the resent packet.
+                let _ = odp::fault_mr(dev, &w.mr, w.va, u64::from(w.remaining));
+                return odp_miss(dev, qp, pkt, src, path, rs, fx);
+            }
             rs.write = None;
             nak_error(dev, path, rs, fx, psn, NakCode::RemoteAccessError);
             return;
@@ -537,7 +598,8 @@ fn write(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, path: &PathInfo, 
     accepted(dev, qp, pkt, path, rs, fx);
 }
 
-fn read(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, path: &PathInfo, rs: &mut RespState, fx: &mut Effects, start_psn: Psn) {
+#[allow(clippy::too_many_arguments)]
+fn read(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src: &Source, path: &PathInfo, rs: &mut RespState, fx: &mut Effects, start_psn: Psn) {
     let Some(reth) = pkt.reth() else {
         nak_error(dev, path, rs, fx, start_psn, NakCode::InvalidRequest);
         return;
@@ -554,6 +616,12 @@ fn read(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, path: &PathInfo, r
             }
         }
     };
+    if let Some(mr) = &mr {
+        if mr.check_present(reth.va, u64::from(reth.dma_len)) == Err(MemError::NotPresent) {
+            let _ = odp::fault_mr(dev, mr, reth.va, u64::from(reth.dma_len));
+            return odp_miss(dev, qp, pkt, src, path, rs, fx);
+        }
+    }
     // The request counts as one message; its responses carry the MSN after it (IBA 9.7.5.1.3).
     rs.msn = rs.msn.next();
     rs.last_opcode = None;
@@ -604,7 +672,7 @@ fn read_responses(
     }
 }
 
-fn atomic(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, path: &PathInfo, rs: &mut RespState, fx: &mut Effects) {
+fn atomic(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src: &Source, path: &PathInfo, rs: &mut RespState, fx: &mut Effects) {
     let psn = pkt.psn();
     let Some(a) = pkt.atomic_eth() else {
         nak_error(dev, path, rs, fx, psn, NakCode::InvalidRequest);
@@ -625,8 +693,12 @@ fn atomic(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, path: &PathInfo,
     let orig = {
         let _guard = dev.data().atomic_lock.lock();
         let mut cur = [0u8; 8];
-        if mr.read_at(a.va, &mut cur).is_err() {
+        if let Err(e) = mr.read_at(a.va, &mut cur) {
             drop(_guard);
+            if e == MemError::NotPresent {
+                let _ = odp::fault_mr(dev, &mr, a.va, 8);
+                return odp_miss(dev, qp, pkt, src, path, rs, fx);
+            }
             nak_error(dev, path, rs, fx, psn, NakCode::RemoteAccessError);
             return;
         }
@@ -636,8 +708,13 @@ fn atomic(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, path: &PathInfo,
         } else {
             orig.wrapping_add(a.swap_add)
         };
-        if mr.write_at(a.va, &new.to_ne_bytes()).is_err() {
+        if let Err(e) = mr.write_at(a.va, &new.to_ne_bytes()) {
             drop(_guard);
+            if e == MemError::NotPresent {
+                // Invalidated since the read: nothing was written, so the resend runs it anew.
+                let _ = odp::fault_mr(dev, &mr, a.va, 8);
+                return odp_miss(dev, qp, pkt, src, path, rs, fx);
+            }
             nak_error(dev, path, rs, fx, psn, NakCode::RemoteAccessError);
             return;
         }
@@ -662,7 +739,10 @@ fn duplicate(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, path: &PathIn
     if info.is_read() {
         if let Some(reth) = pkt.reth() {
             if let Ok(mr) = lookup_remote(dev.data(), reth.rkey, qp.pd_id, qp.qpn, Access::REMOTE_READ, reth.va, u64::from(reth.dma_len)) {
-                {
+                if mr.check_present(reth.va, u64::from(reth.dma_len)) == Err(MemError::NotPresent) {
+                    // ODP: no answer now; the requester asks again after its timeout.
+                    let _ = odp::fault_mr(dev, &mr, reth.va, u64::from(reth.dma_len));
+                } else {
                     let npkts = reth.dma_len.div_ceil(path.mtu).max(1);
                     read_responses(dev, path, rs.msn, Some(&mr), reth.va, reth.dma_len, pkt.psn(), 0, npkts, fx);
                 }
