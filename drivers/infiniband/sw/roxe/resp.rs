@@ -216,6 +216,7 @@ fn odp_miss(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src: &Source, 
     rs.odp_held = rs.recv.is_some();
     match qp.qp_type {
         QpType::Rc => {
+            dev.data().counters.inc(crate::counters::Counter::SendRnrErr);
             let aeth = Aeth { syndrome: Syndrome::RnrNak { timer: path.min_rnr_timer }, msn: rs.msn };
             push(fx, response(dev, path, Opcode::RC_ACKNOWLEDGE, pkt.psn(), Some(aeth), 0, |_| Ok(()), None));
         }
