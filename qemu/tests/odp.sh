@@ -1,0 +1,18 @@
+#!/bin/bash
+# On-demand paging MRs under invalidation, in loopback through the device's own GID: RDMA
+# WRITEs, READs and a SEND into ODP memory whose pages are dropped (madvise MADV_DONTNEED) or
+# unmapped and mapped again between rounds; the process must see exactly the bytes sent
+# (qemu/tests/py/odp_invalidate.py). On the debug kernel: no KASAN/lockdep report, kmemleak
+# clean. Argument: the driver (roxe, or rxe for comparison).
+. /roxe/qemu/guest/lib.sh
+DRV=${1:-roxe}
+step "$DRV-load" load_driver "$DRV" || finish_tests
+gid=$(gid_index_v4) || { fail "no RoCE v2 IPv4 GID"; finish_tests; }
+check "$DRV-odp-cases" 300 python3 -X faulthandler /roxe/qemu/tests/py/odp_invalidate.py "$RDMA_DEV" "$gid"
+grep -E '^(PASS|FAIL) odp:' "/out/$DRV-odp-cases.log" | while read -r st name rest; do
+	echo "$st $DRV-$name $rest" >>/out/results
+done
+tail -1 "/out/$DRV-odp-cases.log"
+check "$DRV-unload" 60 unload_driver "$DRV"
+[ "$DRV" = roxe ] && kmemleak_check
+finish_tests

@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""ODP MRs under invalidation, in loopback through the device's own GID.
+
+  odp_invalidate.py DEV GID_INDEX
+
+A responder ODP MR over an mmap'd buffer of 16 pages takes RDMA WRITEs of random bytes (several
+packets, crossing pages); between rounds parts of it are dropped with madvise(MADV_DONTNEED),
+or unmapped and mapped again at the same address (MAP_FIXED), so the driver's pages are
+invalidated and must be faulted in again: every WRITE must land in the memory the process sees
+(the dropped pages read back as zeroes before it), RDMA READs into an ODP buffer of the requester
+(also dropped between rounds) must return the responder's bytes, and a SEND must land in an ODP
+receive buffer. One PASS/FAIL line per case.
+"""
+import ctypes, mmap as pymmap, os, sys
+import pyverbs.enums as e
+from pyverbs.mr import MR
+from pyverbs.wr import RecvWR, SGE, SendWR
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ringlib import REMOTE_ALL, Env, Report, connect, make_cq, make_qp, poll, wcname
+
+PAGE = os.sysconf('SC_PAGE_SIZE')
+NPAGES = 16
+SIZE = NPAGES * PAGE
+ODP = e.IBV_ACCESS_ON_DEMAND
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+MADV_DONTNEED = 4
+PROT = pymmap.PROT_READ | pymmap.PROT_WRITE
+FLAGS = pymmap.MAP_PRIVATE | pymmap.MAP_ANONYMOUS
+MAP_FIXED = 0x10
+
+
+def anon(addr=None):
+    flags = FLAGS | (MAP_FIXED if addr else 0)
+    p = libc.mmap(addr, SIZE, PROT, flags, -1, 0)
+    if p in (None, ctypes.c_void_p(-1).value):
+        raise OSError(ctypes.get_errno(), 'mmap')
+    return p
+
+
+def peek(addr, off, n):
+    return ctypes.string_at(addr + off, n)
+
+
+def poke(addr, off, data):
+    ctypes.memmove(addr + off, data, len(data))
+
+
+def main(dev, gid_index):
+    env = Env(dev, gid_index)
+    r = Report('odp')
+    caps = env.ctx.query_device_ex().odp_caps
+    if not caps.general_caps:
+        print('FAIL odp: no ODP capabilities')
+        return 1
+    cq_a, _ = make_cq(env, 63)
+    cq_b, _ = make_cq(env, 63)
+    qa, _, _ = make_qp(env, env.pd, cq_a)
+    qb, _, _ = make_qp(env, env.pd, cq_b)
+    connect(env, qa, qb)
+    resp_buf = anon()
+    req_buf = anon()
+    resp_mr = MR(env.pd, SIZE, REMOTE_ALL | ODP, address=resp_buf)
+    req_mr = MR(env.pd, SIZE, REMOTE_ALL | ODP, address=req_buf)
+    src = MR(env.pd, SIZE, e.IBV_ACCESS_LOCAL_WRITE)  # pinned source of the WRITEs
+    shadow = bytearray(SIZE)  # what the responder's memory must hold
+
+    def one(wr, qp=qa, cq=cq_a):
+        qp.post_send(wr)
+        wcs = poll(cq, 1)
+        if len(wcs) != 1 or wcs[0].status != e.IBV_WC_SUCCESS:
+            return False, f'completion {[wcname(w.status) for w in wcs] or "none within 20 s"}'
+        return True, ''
+
+    def write(off, n, seed):
+        data = os.urandom(n)
+        src.write(data, n)
+        wr = SendWR(wr_id=seed, opcode=e.IBV_WR_RDMA_WRITE, num_sge=1, sg=[SGE(src.buf, n, src.lkey)])
+        wr.set_wr_rdma(resp_mr.rkey, resp_buf + off)
+        ok, why = one(wr)
+        if ok:
+            shadow[off:off + n] = data
+        return ok, why
+
+    def check_all():
+        got = peek(resp_buf, 0, SIZE)
+        if got != bytes(shadow):
+            bad = next(i for i in range(SIZE) if got[i] != shadow[i])
+            return False, f'responder memory differs at byte {bad} (page {bad // PAGE})'
+        return True, 'memory matches'
+
+    def case(name, steps):
+        def run():
+            for s in steps:
+                ok, why = s()
+                if not ok:
+                    return False, why
+            return check_all()
+        r.run(name, run)
+
+    def dontneed(first, n):
+        def s():
+            libc.madvise(resp_buf + first * PAGE, n * PAGE, MADV_DONTNEED)
+            shadow[first * PAGE:(first + n) * PAGE] = bytes(n * PAGE)
+            z = peek(resp_buf, first * PAGE, n * PAGE)
+            return z == bytes(n * PAGE), 'dropped pages not zero'
+        return s
+
+    def remap():
+        # Unmap the whole buffer and map fresh zero pages at the same address.
+        libc.munmap(resp_buf, SIZE)
+        if anon(resp_buf) != resp_buf:
+            return False, 'MAP_FIXED moved'
+        shadow[:] = bytes(SIZE)
+        return True, ''
+
+    case('write-fresh-mr', [lambda: write(100, 5 * PAGE, 1)])
+    case('write-after-dontneed-middle', [dontneed(2, 3), lambda: write(PAGE + 7, 6 * PAGE, 2)])
+    for i in range(5):
+        case(f'write-dontneed-round-{i}', [dontneed(0, NPAGES), lambda i=i: write(i * 333, 3 * PAGE + 5, 10 + i),
+                                           dontneed(i, 2), lambda i=i: write(i * PAGE, 2 * PAGE, 20 + i)])
+    case('write-after-munmap-remap', [remap, lambda: write(0, SIZE, 3)])
+    case('write-whole-after-dontneed-all', [dontneed(0, NPAGES), lambda: write(0, SIZE, 4)])
+
+    def read_back():
+        libc.madvise(req_buf, SIZE, MADV_DONTNEED)
+        poke(resp_buf, 0, bytes(shadow))  # the responder's pages are present and current
+        wr = SendWR(wr_id=5, opcode=e.IBV_WR_RDMA_READ, num_sge=1, sg=[SGE(req_buf, SIZE, req_mr.lkey)])
+        wr.set_wr_rdma(resp_mr.rkey, resp_buf)
+        ok, why = one(wr)
+        if not ok:
+            return ok, why
+        return peek(req_buf, 0, SIZE) == bytes(shadow), 'READ data differs'
+
+    case('read-into-dropped-odp-buffer', [read_back])
+    case('read-from-dropped-responder', [dontneed(0, NPAGES), read_back])
+
+    def send_recv():
+        data = os.urandom(3 * PAGE)
+        src.write(data, len(data))
+        libc.madvise(resp_buf, SIZE, MADV_DONTNEED)
+        qb.post_recv(RecvWR(wr_id=6, num_sge=1, sg=[SGE(resp_buf + 10, SIZE - 10, resp_mr.lkey)]))
+        ok, why = one(SendWR(wr_id=7, opcode=e.IBV_WR_SEND, num_sge=1, sg=[SGE(src.buf, len(data), src.lkey)]))
+        if not ok:
+            return ok, why
+        wb = poll(cq_b, 1)
+        if len(wb) != 1 or wb[0].status != e.IBV_WC_SUCCESS:
+            return False, f'receive {[wcname(w.status) for w in wb]}'
+        shadow[:] = bytes(SIZE)
+        shadow[10:10 + len(data)] = data
+        return True, ''
+
+    case('send-into-dropped-odp-receive-buffer', [send_recv])
+    for o in (qa, qb):
+        o.close()
+    for m in (resp_mr, req_mr, src):
+        m.close()
+    libc.munmap(resp_buf, SIZE)
+    libc.munmap(req_buf, SIZE)
+    return r.finish()
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1], int(sys.argv[2])))
