@@ -318,7 +318,7 @@ fn step(dev: &Device<Roxe>, qp: &RoxeQp, netdev: &NetDevice, path: &PathInfo, cf
     let Some(entry) = sq.entries.get_mut(cur) else { return Step::Idle };
     let progress = match entry.progress {
         Some(p) if p.psns_used > 0 => {
-            if !matches!(may_continue(&in_flight, cfg), StartVerdict::Go { .. }) {
+            if !matches!(may_continue(&entry.wqe, &in_flight, cfg), StartVerdict::Go { .. }) {
                 return Step::Idle;
             }
             p

@@ -23,7 +23,7 @@ use super::opcode::{ExtHeader, Opcode, Operation, Transport};
 use super::packet::{Aeth, NakCode, Packet, Syndrome};
 use super::psn::Psn;
 use super::qp_state::{ack_timeout_ns, rnr_retry_is_infinite, rnr_timer_us};
-use super::req::{is_local_op, psns_of, ReqConfig, WqeProgress};
+use super::req::{is_local_op, psns_of, ReqConfig, WqeProgress, READ_REQUEST_PSNS};
 use super::wqe::{QpType, SendOpcode, SendWqe};
 
 /// Whether a WQE completes as soon as the requester is done with it, without waiting for a
@@ -470,7 +470,13 @@ fn read_response(state: &mut CompState, wqe: &Outstanding, ack: &AckFacts, opcod
             // retried request) or may not (it resumed the one in progress, as rxe's does). The
             // PSN of the last packet, and only it, ends the message.
             let offset = (index as u64) << state.mtu.bytes().trailing_zeros();
-            if (index == 0 && !starts) || ends != is_last || offset > u64::from(wqe.length) {
+            // The requester asks for a long READ in requests of READ_REQUEST_PSNS aligned from
+            // the WQE's first PSN: the response to each starts at such a boundary and ends before
+            // the next one or at the WQE's last PSN (a re-request from the middle is answered
+            // from there on, IBA 9.7.5.1.2).
+            let boundary = index as u32 % READ_REQUEST_PSNS == 0;
+            let request_end = is_last || (index as u32).wrapping_add(1) % READ_REQUEST_PSNS == 0;
+            if (boundary && !starts) || ends != request_end || offset > u64::from(wqe.length) {
                 return bad;
             }
             let offset = offset as u32;
@@ -820,6 +826,30 @@ mod tests {
         assert_eq!(ack_timeout_ms(18), 1073);
         assert_eq!(ack_timeout_ms(31), 8_796_093);
         assert!(ack_timeout_ms(60) > 0);
+    }
+
+    #[test]
+    fn long_read_responses_come_per_request() {
+        // 130 responses at MTU 1024 (PSNs 0..=129): requests of 128 and 2.
+        let bad = CompAction::Error { status: WcStatus::BadRespErr };
+        let w = out(SendOpcode::RdmaRead, 0, 129, 130 * 1024);
+        let mut s = state(0);
+        s.expected_psn = Psn::new(127);
+        // The first request's responses end at 127, the second's start at 128.
+        assert_eq!(on_response(&mut s.clone(), Some(&w), &read_resp(Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 127, 1024), LIMIT), bad);
+        assert!(matches!(
+            on_response(&mut s, Some(&w), &read_resp(Opcode::RC_RDMA_READ_RESPONSE_LAST, 127, 1024), LIMIT),
+            CompAction::ReadData { offset, completes: false, .. } if offset == 127 * 1024
+        ));
+        assert_eq!(on_response(&mut s.clone(), Some(&w), &read_resp(Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 128, 1024), LIMIT), bad);
+        assert!(matches!(
+            on_response(&mut s, Some(&w), &read_resp(Opcode::RC_RDMA_READ_RESPONSE_FIRST, 128, 1024), LIMIT),
+            CompAction::ReadData { offset, completes: false, .. } if offset == 128 * 1024
+        ));
+        assert!(matches!(
+            on_response(&mut s, Some(&w), &read_resp(Opcode::RC_RDMA_READ_RESPONSE_LAST, 129, 1024), LIMIT),
+            CompAction::ReadData { completes: true, .. }
+        ));
     }
 
     #[test]
