@@ -30,7 +30,7 @@ use crate::{
         resp::{
             self as presp, ack_syndrome, check_length, check_op_allowed, check_opcode, check_psn, check_resource,
             check_rkey, commit, handle_duplicate, Placement, PsnVerdict, ReadReply,
-            RecvWqeFate, Request, RespConfig, RespError, ResponderResources, Response, UD_GRH_LEN,
+            RecvWqeFate, Request, RespConfig, RespError, ResponderResources, Response, READ_REPLY_BURST, UD_GRH_LEN,
         },
         wqe::{recv_layout, RecvWqe},
     },
@@ -61,17 +61,21 @@ pub(crate) struct RespState {
     proto: presp::RespState,
     cache: KBox<Resources>,
     recv: Option<RecvEntry>,
+    /// The rest of an RDMA READ reply longer than [`READ_REPLY_BURST`], which the device tick
+    /// sends on, a burst at a time.
+    pending_read: Option<ReadReply>,
 }
 
 impl RespState {
     /// A responder expecting PSN 0 with no responder resources (QP creation: process context).
     pub(crate) fn new() -> Result<RespState> {
-        Ok(RespState { proto: presp::RespState::new(Psn::new(0)), cache: KBox::new(Resources::new(0), GFP_KERNEL)?, recv: None })
+        Ok(RespState { proto: presp::RespState::new(Psn::new(0)), cache: KBox::new(Resources::new(0), GFP_KERNEL)?, recv: None, pending_read: None })
     }
 
     /// Modify QP set `rq_psn`.
     pub(crate) fn set_rq_psn(&mut self, psn: Psn) {
         self.proto.set_expected_psn(psn);
+        self.pending_read = None;
     }
 
     /// Modify QP set `max_dest_rd_atomic`: the cache starts over with that many slots.
@@ -85,6 +89,7 @@ impl RespState {
         self.proto = presp::RespState::new(Psn::new(0));
         self.cache.reset(u32::from(max_dest_rd_atomic));
         self.recv = None;
+        self.pending_read = None;
     }
 }
 
@@ -299,7 +304,14 @@ fn handle(
     }
     let req = Request::from_packet(pkt);
     match check_psn(&mut rs.proto, cfg, &req) {
-        PsnVerdict::Expected | PsnVerdict::Resync => {}
+        PsnVerdict::Expected | PsnVerdict::Resync => {
+            if rs.pending_read.is_some() {
+                // Responses go out in request order (IBA 9.5): an answer to this request would
+                // overtake the READ responses still to come and acknowledge them implicitly.
+                // Drop it; the requester sends it again once the READ has completed.
+                return;
+            }
+        }
         PsnVerdict::Duplicate => {
             let r = handle_duplicate(&rs.proto, &rs.cache, cfg, &req);
             respond(dev, qp, path, cfg, rs, fx, r, None);
@@ -426,7 +438,7 @@ fn respond(
     qp: &RoxeQp,
     path: &PathInfo,
     cfg: &RespConfig,
-    rs: &RespState,
+    rs: &mut RespState,
     fx: &mut Effects,
     r: Response,
     mr: Option<PoolRef<RoxeMr>>,
@@ -456,12 +468,59 @@ fn respond(
                     found.map(|(_, mr)| mr)
                 }
             };
-            read_responses(path, cfg.mtu, ack, mr.as_ref().map(|m| &***m), &reply, fx);
+            let pending = read_responses(path, cfg.mtu, ack, mr.as_ref().map(|m| &***m), &reply, fx);
+            // A new reply (or a replay the requester asked for) replaces what was left of an
+            // earlier one: the requester asks again for anything it still misses.
+            rs.pending_read = pending;
         }
     }
 }
 
-/// Queues the RDMA READ RESPONSE packets of `reply`.
+/// Sends the next burst of a long RDMA READ reply (from the device tick, softirq). The key is
+/// checked again, as for a replay: the MR may have gone since the READ arrived.
+pub(crate) fn tick(dev: &Device<Roxe>, qp: &RoxeQp) {
+    if qp.qp_type != QpType::Rc {
+        return;
+    }
+    let path = req::path_info(qp);
+    let mtu = IbMtu::from_raw(qp.state.lock().attr.path_mtu).unwrap_or(IbMtu::Mtu256);
+    let mut fx = Effects {
+        netdev: dev.data().netdev.clone(),
+        packets: KVec::new(),
+        recv_cqe: None,
+        solicited: false,
+        error: false,
+        access_event: false,
+        bad_recv: None,
+    };
+    {
+        let mut rs = qp.resp_state.lock();
+        let Some(reply) = rs.pending_read.take() else { return };
+        if !matches!(path.state, QpState::Rts | QpState::Sqd | QpState::Sqe | QpState::Rtr) {
+            return;
+        }
+        let mr = match reply.access() {
+            None => None,
+            Some(access) => {
+                let found = remote_target(dev.data(), reply.rkey, qp.pd_id, qp.qpn);
+                if check_rkey(found.as_ref().map(|(t, _)| t), &access).is_err() {
+                    return;
+                }
+                found.map(|(_, mr)| mr)
+            }
+        };
+        let ack = rs.proto.aeth(ack_syndrome());
+        rs.pending_read = read_responses(&path, mtu, ack, mr.as_ref().map(|m| &***m), &reply, &mut fx);
+    }
+    if let Some(av) = path.av {
+        for skb in fx.packets {
+            let _ = net::xmit(dev, &av, req::udp_sport(qp.qpn), skb);
+        }
+    }
+}
+
+/// Queues the first [`READ_REPLY_BURST`] RDMA READ RESPONSE packets of `reply`, and returns the
+/// rest of it, if any.
 fn read_responses(
     path: &PathInfo,
     mtu: IbMtu,
@@ -469,8 +528,8 @@ fn read_responses(
     mr: Option<&RoxeMr>,
     reply: &ReadReply,
     fx: &mut Effects,
-) {
-    for seg in reply.packets(mtu) {
+) -> Option<ReadReply> {
+    for seg in reply.packets(mtu).take(READ_REPLY_BURST as usize) {
         let at = reply.va.wrapping_add(u64::from(seg.offset));
         let aeth = if seg.has_aeth { Some(ack) } else { None };
         let skb = response(
@@ -485,10 +544,11 @@ fn read_responses(
         );
         if skb.is_none() {
             // Out of memory or the data vanished: the requester times out and asks again.
-            return;
+            return None;
         }
         push(fx, skb);
     }
+    reply.rest_after(mtu, READ_REPLY_BURST)
 }
 
 /// Handles a refused request as [`presp::RespState::fail`] says.
