@@ -400,10 +400,9 @@ pub fn on_response(state: &mut CompState, oldest: Option<&Outstanding>, ack: &Ac
         // loss: ask again for the rest at once, once per gap (`retry_pending` holds until the
         // re-asked responses show progress). Anything else ahead of an unanswered READ or atomic
         // is dropped; the timer recovers it.
-        if matches!(info.operation(), Operation::RdmaReadResponse)
-            && matches!(wqe.op, SendOpcode::RdmaRead)
-            && wqe.fully_sent
-        {
+        // The READ need not be fully sent: its later requests (READ_REQUEST_PSNS) wait for
+        // these responses.
+        if matches!(info.operation(), Operation::RdmaReadResponse) && matches!(wqe.op, SendOpcode::RdmaRead) {
             return state.start_retry(false);
         }
         return CompAction::Ignore;
@@ -873,12 +872,16 @@ mod tests {
             on_response(&mut s, Some(&w), &r(Opcode::RC_RDMA_READ_RESPONSE_LAST, 34), LIMIT),
             CompAction::Retry { from_psn: Psn::new(32) }
         );
-        // A READ still being sent again does not ask (its new request is on its way).
+        // A READ whose later requests are not sent yet asks all the same.
         let mut s = state(30);
         let mut w2 = w;
         w2.fully_sent = false;
-        assert_eq!(on_response(&mut s, Some(&w2), &r(Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 32), LIMIT), CompAction::Ignore);
+        assert_eq!(
+            on_response(&mut s, Some(&w2), &r(Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 32), LIMIT),
+            CompAction::Retry { from_psn: Psn::new(30) }
+        );
         // An atomic's responses have no gap to ask about.
+        let mut s = state(30);
         let a = out(SendOpcode::FetchAndAdd, 30, 30, 8);
         assert_eq!(on_response(&mut s, Some(&a), &ack(31, ACK), LIMIT), CompAction::Retry { from_psn: Psn::new(30) });
     }
