@@ -44,4 +44,6 @@ if [ "$T_RAN" -gt 0 ]; then pass "$DRV-pyverbs-ran ($T_RAN tests, $T_PASS passed
 if [ -z "$unexpected" ]; then pass "$DRV-pyverbs-no-unexpected-failures"; else
 	fail "$DRV-pyverbs-unexpected-failures"; echo "$unexpected" | sed 's/^/    /'; fi
 check "$DRV-unload" 60 unload_driver "$DRV"
+# On the debug kernel: nothing the suite created may leak (a no-op on the stock kernel).
+[ "$DRV" = roxe ] && kmemleak_check
 finish_tests

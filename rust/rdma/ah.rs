@@ -11,6 +11,7 @@ use super::{
     bindings,
     device::{Adapter, Device, Driver},
     object::{Object, UData},
+    pd::Pd,
 };
 use kernel::{error::from_result, ffi, prelude::*};
 
@@ -132,11 +133,14 @@ impl<T: Driver> Adapter<T> {
         udata: *mut bindings::ib_udata,
     ) -> ffi::c_int {
         from_result(|| {
-            // SAFETY: The core passes a fresh AH of our device and a valid init attribute whose
-            // address vector and source GID attribute live for the call; udata lives for it too.
-            let (dev, av, flags, udata) = unsafe {
+            // SAFETY: The core passes a fresh AH of our device, its PD set (`_rdma_create_ah`
+            // sets `ah->pd` before calling the driver, and the PD outlives the AH), and a valid
+            // init attribute whose address vector and source GID attribute live for the call;
+            // udata lives for it too.
+            let (dev, pd, av, flags, udata) = unsafe {
                 (
                     Device::<T>::from_raw((*ibah).device),
+                    Pd::<T>::from_raw((*ibah).pd),
                     AddressVector::from_raw((*init).ah_attr),
                     (*init).flags,
                     UData::from_raw(udata),
@@ -150,7 +154,7 @@ impl<T: Driver> Adapter<T> {
             } else {
                 AhContext::KernelAtomic
             };
-            let data = T::create_ah(dev, &av, ctx, udata.as_ref())?;
+            let data = T::create_ah(dev, pd, &av, ctx, udata.as_ref())?;
             // SAFETY: Fresh AH of `size_ib_ah` bytes.
             unsafe { Ah::<T>::init_data(ibah, data) };
             Ok(0)

@@ -17,7 +17,7 @@ use super::{
     kverbs::{KernelRecvWr, KernelSendWr, Wc},
     link::Link,
     mmap,
-    mr::{Mr, Mw, MrCreated, UserMrRequest},
+    mr::{FastRegPages, Mr, Mw, MrCreated, UserMrRequest},
     netdev::NetDevice,
     object::{Object, UData},
     pd::Pd,
@@ -26,7 +26,8 @@ use super::{
 };
 use core::{ffi::CStr, marker::PhantomData, mem::size_of, ops::Deref, ptr::NonNull};
 use kernel::{
-    error::from_result,
+    build_error,
+    error::{from_result, VTABLE_DEFAULT_ERROR},
     ffi,
     prelude::*,
     sync::{aref::ARef, Arc},
@@ -173,6 +174,17 @@ pub trait Driver: Sized + Send + Sync + 'static {
     /// The send doorbell of a user QP (a `post_send` without WRs): new WQEs are in its ring.
     fn post_send_doorbell(qp: &Qp<Self>) -> Result;
 
+    /// Attaches UD QP `qp` to the multicast group `mgid` (`ibv_attach_mcast`; the core checked
+    /// that the QP is UD and the GID multicast). Attaching twice is not an error.
+    fn attach_mcast(_qp: &Qp<Self>, _mgid: &[u8; 16]) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Detaches `qp` from the multicast group `mgid` (`ibv_detach_mcast`).
+    fn detach_mcast(_qp: &Qp<Self>, _mgid: &[u8; 16]) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
     /// Creates an SRQ (`create_srq`); writes back the real sizes in `init.attr`.
     fn create_srq(
         dev: &Device<Self>,
@@ -190,8 +202,8 @@ pub trait Driver: Sized + Send + Sync + 'static {
     /// Prepares an SRQ's destruction (`destroy_srq`). The core only calls it once no QP uses it.
     fn destroy_srq(srq: &Srq<Self>) -> Result;
 
-    /// Creates an address handle (`create_ah`/`create_user_ah`).
-    fn create_ah(dev: &Device<Self>, av: &AddressVector, ctx: AhContext, udata: Option<&UData<'_>>) -> Result<Self::Ah>;
+    /// Creates an address handle (`create_ah`/`create_user_ah`) in `pd`.
+    fn create_ah(dev: &Device<Self>, pd: &Pd<Self>, av: &AddressVector, ctx: AhContext, udata: Option<&UData<'_>>) -> Result<Self::Ah>;
 
     /// Destroys an address handle (`destroy_ah`); may be called in atomic context.
     fn destroy_ah(dev: &Device<Self>, ah: Self::Ah);
@@ -201,6 +213,18 @@ pub trait Driver: Sized + Send + Sync + 'static {
 
     /// Registers user memory (`reg_user_mr`).
     fn reg_user_mr(pd: &Pd<Self>, req: &UserMrRequest, udata: Option<&UData<'_>>) -> Result<MrCreated<Self::Mr>>;
+
+    /// Allocates a fast-registration MR (`ib_alloc_mr` with `IB_MR_TYPE_MEM_REG`) able to map
+    /// `max_pages` pages; it maps nothing until a REG_MR work request makes it valid.
+    fn alloc_mr(_pd: &Pd<Self>, _max_pages: u32) -> Result<MrCreated<Self::Mr>> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Takes the page list `ib_map_mr_sg` built for a fast-registration MR (see
+    /// [`FastRegPages`]). May be called in atomic context.
+    fn map_mr_sg(_mr: &Mr<Self>, _pages: &FastRegPages<'_>) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
 
     /// Changes an MR in place (`rereg_user_mr`): `flags` are `mr::rereg` bits; `new_pd` is given
     /// with `rereg::PD`.
@@ -228,6 +252,35 @@ pub trait Driver: Sized + Send + Sync + 'static {
 
     /// Creates a DMA MR over kernel memory (`get_dma_mr`), e.g. a kernel PD's local DMA lkey.
     fn get_dma_mr(pd: &Pd<Self>, access: u32) -> Result<MrCreated<Self::Mr>>;
+
+    /// The names of the port's hardware counters (`rdma statistic`, sysfs `hw_counters/`), in
+    /// the order [`Driver::get_hw_stats`] reports them. Empty: the device has none.
+    const HW_STATS: &'static [StatDesc] = &[];
+
+    /// Reads the port's counters into `values` (one per [`Driver::HW_STATS`] entry). Process
+    /// context.
+    fn get_hw_stats(dev: &Device<Self>, port: u32, values: &mut [u64]) {
+        let _ = (dev, port, values);
+    }
+}
+
+/// The name of one hardware counter (`struct rdma_stat_desc`), for [`Driver::HW_STATS`].
+///
+/// # Invariants
+///
+/// `name` points to a `'static` NUL-terminated string and `priv_` is NULL.
+#[repr(transparent)]
+pub struct StatDesc(bindings::rdma_stat_desc);
+
+// SAFETY: The descriptor only holds a pointer to a `'static` string, never written (invariant).
+unsafe impl Sync for StatDesc {}
+
+impl StatDesc {
+    /// A counter called `name`.
+    pub const fn new(name: &'static CStr) -> Self {
+        // INVARIANT: A static string; no private pointer.
+        StatDesc(bindings::rdma_stat_desc { name: name.as_ptr().cast(), flags: 0, priv_: core::ptr::null() })
+    }
 }
 
 /// An RDMA device created by driver `T`.
@@ -524,8 +577,15 @@ impl<T: Driver> Adapter<T> {
             reg_user_mr: Some(Self::reg_user_mr),
             rereg_user_mr: Some(Self::rereg_user_mr),
             dereg_mr: Some(Self::dereg_mr),
+            alloc_mr: if T::HAS_ALLOC_MR { Some(Self::alloc_mr) } else { None },
+            attach_mcast: if T::HAS_ATTACH_MCAST { Some(Self::attach_mcast) } else { None },
+            detach_mcast: if T::HAS_DETACH_MCAST { Some(Self::detach_mcast) } else { None },
+            map_mr_sg: if T::HAS_MAP_MR_SG { Some(Self::map_mr_sg) } else { None },
             alloc_mw: Some(Self::alloc_mw),
             dealloc_mw: Some(Self::dealloc_mw),
+            disassociate_ucontext: Some(Self::disassociate_ucontext),
+            alloc_hw_port_stats: if T::HW_STATS.is_empty() { None } else { Some(Self::alloc_hw_port_stats) },
+            get_hw_stats: if T::HW_STATS.is_empty() { None } else { Some(Self::get_hw_stats) },
             size_ib_ucontext: UContext::<T>::SIZE,
             size_ib_pd: Pd::<T>::SIZE,
             size_ib_cq: Cq::<T>::SIZE,
@@ -625,6 +685,43 @@ impl<T: Driver> Adapter<T> {
         // SAFETY: `alloc_ucontext` succeeded for this context (the core calls dealloc only then);
         // the core frees the memory after we return.
         drop(unsafe { UContext::<T>::take_data(uctx) });
+    }
+
+    /// The device is going away while a process still has it open (`ib_unregister_device` with
+    /// user contexts): the core has already revoked the context's mappings and destroys its
+    /// objects through their destroy ops next, so nothing is left for the driver to do. Having
+    /// the op is what lets the core unregister without waiting for every process to close the
+    /// device (and lets the module unload without a reference per open context).
+    unsafe extern "C" fn disassociate_ucontext(_uctx: *mut bindings::ib_ucontext) {}
+
+    unsafe extern "C" fn alloc_hw_port_stats(_ibdev: *mut bindings::ib_device, _port: u32) -> *mut bindings::rdma_hw_stats {
+        let n = ffi::c_int::try_from(T::HW_STATS.len()).unwrap_or(0);
+        // SAFETY: `StatDesc` is a transparent `rdma_stat_desc`; the array is `'static`, as the
+        // core keeps the pointer for the lifetime of the stats. A lifespan of 0 jiffies makes
+        // every read ask the driver for fresh values. Returns NULL on allocation failure, which
+        // the core handles.
+        unsafe { bindings::rdma_alloc_hw_stats_struct(T::HW_STATS.as_ptr().cast(), n, 0) }
+    }
+
+    unsafe extern "C" fn get_hw_stats(
+        ibdev: *mut bindings::ib_device,
+        stats: *mut bindings::rdma_hw_stats,
+        port: u32,
+        _index: ffi::c_int,
+    ) -> ffi::c_int {
+        if stats.is_null() || port == 0 {
+            return EINVAL.to_errno();
+        }
+        // SAFETY: As in `query_device`.
+        let dev = unsafe { Device::<T>::from_raw(ibdev) };
+        // SAFETY: `stats` came from `alloc_hw_port_stats` and so has `num_counters` values after
+        // it; the core holds the stats' lock for the call.
+        let values = unsafe {
+            let n = usize::try_from((*stats).num_counters).unwrap_or(0).min(T::HW_STATS.len());
+            core::slice::from_raw_parts_mut((*stats).value.as_mut_ptr(), n)
+        };
+        T::get_hw_stats(dev, port, values);
+        ffi::c_int::try_from(values.len()).unwrap_or(0)
     }
 
     unsafe extern "C" fn alloc_pd(

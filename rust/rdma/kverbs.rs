@@ -14,6 +14,7 @@ use super::{
     bindings,
     cq::Cq,
     device::{Adapter, Driver},
+    mr::Mr,
     pd::Pd,
     qp::{Qp, QpNotifier},
 };
@@ -63,9 +64,24 @@ pub struct KernelSendWr<'a, T: Driver> {
     pub swap: u64,
     /// UD and GSI: the destination.
     pub ud: Option<KernelUd<'a, T>>,
+    /// REG_MR: the fast registration.
+    pub reg: Option<KernelRegWr<'a, T>>,
     /// The SGEs.
     pub sges: &'a [KernelSge],
 }
+
+/// The fast registration of a REG_MR work request (`struct ib_reg_wr`).
+pub struct KernelRegWr<'a, T: Driver> {
+    /// The MR, allocated by `alloc_mr` and mapped by `map_mr_sg`.
+    pub mr: &'a Mr<T>,
+    /// The key the MR gets (`ib_update_fast_reg_key` chose its key byte).
+    pub key: u32,
+    /// `IB_ACCESS_*` rights the MR gets.
+    pub access: u32,
+}
+
+/// `IB_WR_REG_MR`: kernel-only opcode of a fast registration.
+pub const WR_REG_MR: u32 = bindings::ib_wr_opcode_IB_WR_REG_MR;
 
 /// A kernel consumer's receive work request.
 pub struct KernelRecvWr<'a> {
@@ -160,6 +176,7 @@ impl<T: Driver> Adapter<T> {
                 let sges = sges(w.sg_list, w.num_sge, &mut sge_buf);
                 let (mut remote_addr, mut rkey, mut compare_add, mut swap) = (0, 0, 0, 0);
                 let mut ud = None;
+                let mut reg = None;
                 match opcode {
                     bindings::ib_wr_opcode_IB_WR_RDMA_WRITE
                     | bindings::ib_wr_opcode_IB_WR_RDMA_WRITE_WITH_IMM
@@ -174,6 +191,14 @@ impl<T: Driver> Adapter<T> {
                         rkey = a.rkey;
                         compare_add = a.compare_add;
                         swap = a.swap;
+                    }
+                    bindings::ib_wr_opcode_IB_WR_REG_MR => {
+                        let r = &*wr.cast::<bindings::ib_reg_wr>();
+                        if !r.mr.is_null() {
+                            // CAST: `ib` is the first field of the `#[repr(C)]` `Mr<T>`; the
+                            // consumer registers an MR of this device, from `alloc_mr`.
+                            reg = Some(KernelRegWr { mr: &*r.mr.cast::<Mr<T>>(), key: r.key, access: r.access as u32 });
+                        }
                     }
                     _ => {}
                 }
@@ -198,6 +223,7 @@ impl<T: Driver> Adapter<T> {
                             compare_add,
                             swap,
                             ud,
+                            reg,
                             sges,
                         },
                     ),

@@ -15,7 +15,7 @@ use super::{
     object::{Object, UData},
     pd::Pd,
 };
-use core::ptr::NonNull;
+use core::{cell::UnsafeCell, ptr::NonNull};
 use kernel::{ffi, prelude::*, types::Opaque};
 
 /// `ERR_PTR(e)`: an error returned through a pointer-returning op.
@@ -122,11 +122,16 @@ impl Drop for PinnedPages {
 /// # Invariants
 ///
 /// Allocated by the registration adapters as a `KBox`, handed to the core, and freed by
-/// `dereg_mr`; `data` is initialised throughout.
+/// `dereg_mr`; `data` is initialised throughout. `page_scratch` is touched only inside
+/// `map_mr_sg` (its capacity is the MR's `max_num_sg`, zero for other MRs).
 #[repr(C)]
 pub struct Mr<T: Driver> {
     ib: Opaque<bindings::ib_mr>,
     data: T::Mr,
+    /// Fast-registration MRs: where `map_mr_sg` collects the page list before handing it to
+    /// the driver. The consumer owns such an MR and never maps it from two threads at once
+    /// (the `ib_map_mr_sg` contract), so the cell has one user at a time.
+    page_scratch: UnsafeCell<KVec<u64>>,
 }
 
 impl<T: Driver> Mr<T> {
@@ -147,6 +152,22 @@ impl<T: Driver> Mr<T> {
         // SAFETY: A live MR; the keys are written at registration, before the core sees it.
         unsafe { ((*self.ib.get()).lkey, (*self.ib.get()).rkey) }
     }
+}
+
+/// The page list `ib_map_mr_sg` built for a fast-registration MR: the pages, in order, that
+/// will back `[iova, iova + length)` once a REG_MR work request makes the MR valid.
+///
+/// A software HCA uses virtual DMA, so the "DMA addresses" are kernel virtual addresses of
+/// `1 << page_shift`-aligned blocks the consumer owns.
+pub struct FastRegPages<'a> {
+    /// Address of each page.
+    pub pages: &'a [u64],
+    /// The first byte's address (the MR's IOVA): inside `pages[0]`.
+    pub iova: u64,
+    /// Bytes mapped.
+    pub length: u64,
+    /// log2 of the page size the consumer chose.
+    pub page_shift: u32,
 }
 
 /// What a driver's registration returns.
@@ -195,7 +216,18 @@ pub type Mw<T> = Object<bindings::ib_mw, <T as Driver>::Mw>;
 
 impl<T: Driver> Adapter<T> {
     pub(crate) fn finish_mr(pd: *mut bindings::ib_pd, created: MrCreated<T::Mr>, iova: u64, length: u64) -> *mut bindings::ib_mr {
-        let mr = match KBox::new(Mr::<T> { ib: Opaque::zeroed(), data: created.data }, GFP_KERNEL) {
+        Self::finish_mr_with(pd, created, iova, length, KVec::new())
+    }
+
+    fn finish_mr_with(
+        pd: *mut bindings::ib_pd,
+        created: MrCreated<T::Mr>,
+        iova: u64,
+        length: u64,
+        page_scratch: KVec<u64>,
+    ) -> *mut bindings::ib_mr {
+        let mr = Mr::<T> { ib: Opaque::zeroed(), data: created.data, page_scratch: UnsafeCell::new(page_scratch) };
+        let mr = match KBox::new(mr, GFP_KERNEL) {
             Ok(mr) => KBox::into_raw(mr),
             Err(e) => return err_ptr(e.into()),
         };
@@ -265,9 +297,82 @@ impl<T: Driver> Adapter<T> {
         let mr = unsafe { KBox::from_raw(ibmr.cast::<Mr<T>>()) };
         // SAFETY: The MR's device is ours and alive.
         let dev = unsafe { Device::<T>::from_raw((*ibmr).device) };
-        let Mr { ib: _, data } = KBox::into_inner(mr);
+        let Mr { ib: _, data, page_scratch: _ } = KBox::into_inner(mr);
         T::dereg_mr(dev, data);
         0
+    }
+
+    /// `ib_alloc_mr`: only `IB_MR_TYPE_MEM_REG` (fast registration) is offered.
+    pub(crate) unsafe extern "C" fn alloc_mr(ibpd: *mut bindings::ib_pd, mr_type: bindings::ib_mr_type, max_num_sg: u32) -> *mut bindings::ib_mr {
+        if mr_type != bindings::ib_mr_type_IB_MR_TYPE_MEM_REG {
+            return err_ptr(EINVAL);
+        }
+        // SAFETY: A live PD of ours.
+        let pd = unsafe { Pd::<T>::from_raw(ibpd) };
+        let created = match T::alloc_mr(pd, max_num_sg) {
+            Ok(c) => c,
+            Err(e) => return err_ptr(e),
+        };
+        // The driver accepted `max_num_sg`; reserve the scratch page list now so that mapping,
+        // which consumers may do in atomic context, never allocates.
+        match KVec::with_capacity(max_num_sg as usize, GFP_KERNEL) {
+            Ok(scratch) => Self::finish_mr_with(ibpd, created, 0, 0, scratch),
+            Err(e) => {
+                T::dereg_mr(pd.device::<T>(), created.data);
+                err_ptr(e.into())
+            }
+        }
+    }
+
+    /// `ib_map_mr_sg`: the core's `ib_sg_to_pages` splits the scatterlist into pages of the
+    /// consumer's page size, checks that they form one contiguous IOVA range and sets the MR's
+    /// `iova` and `length`; the driver then takes the page list.
+    pub(crate) unsafe extern "C" fn map_mr_sg(
+        ibmr: *mut bindings::ib_mr,
+        sg: *mut bindings::scatterlist,
+        sg_nents: ffi::c_int,
+        sg_offset: *mut ffi::c_uint,
+    ) -> ffi::c_int {
+        // CAST: `ib` is the first field of the `#[repr(C)]` `Mr<T>`.
+        // SAFETY: One of our MRs (from `alloc_mr`), owned by the consumer for the call.
+        let mr = unsafe { &*ibmr.cast::<Mr<T>>() };
+        // SAFETY: Only `map_mr_sg` and `set_page` (called by `ib_sg_to_pages` below, on this
+        // thread) touch the scratch list, and the consumer does not map one MR concurrently.
+        unsafe { (*mr.page_scratch.get()).clear() };
+        // SAFETY: The scatterlist, its length and offset pointer come from the consumer as
+        // `ib_map_mr_sg` received them; `set_page` matches the callback's contract.
+        let mapped = unsafe { bindings::ib_sg_to_pages(ibmr, sg, sg_nents, sg_offset, Some(Self::set_page)) };
+        if mapped <= 0 {
+            return mapped;
+        }
+        // SAFETY: `ib_sg_to_pages` wrote `iova` and `length`; `page_size` was set by
+        // `ib_map_mr_sg` before calling us.
+        let (iova, length, page_size) = unsafe { ((*ibmr).iova, (*ibmr).length, (*ibmr).page_size) };
+        // SAFETY: As above: no other user of the scratch list now.
+        let pages = unsafe { &*mr.page_scratch.get() };
+        let list = FastRegPages { pages, iova, length, page_shift: page_size.trailing_zeros() };
+        match T::map_mr_sg(mr, &list) {
+            Ok(()) => mapped,
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    /// `ib_sg_to_pages` callback: appends one page; refuses past the MR's `max_num_sg`, which
+    /// makes `ib_sg_to_pages` stop and report how many scatterlist entries fit.
+    unsafe extern "C" fn set_page(ibmr: *mut bindings::ib_mr, addr: u64) -> ffi::c_int {
+        // CAST: `ib` is the first field of the `#[repr(C)]` `Mr<T>`.
+        // SAFETY: Called by `ib_sg_to_pages` from `map_mr_sg` with that call's MR.
+        let mr = unsafe { &*ibmr.cast::<Mr<T>>() };
+        // SAFETY: See `map_mr_sg`: the scratch list has a single user during the mapping.
+        let pages = unsafe { &mut *mr.page_scratch.get() };
+        if pages.len() >= pages.capacity() {
+            return ENOMEM.to_errno();
+        }
+        // Within the capacity reserved at allocation: never allocates.
+        match pages.push(addr, GFP_ATOMIC) {
+            Ok(()) => 0,
+            Err(_) => ENOMEM.to_errno(),
+        }
     }
 
     pub(crate) unsafe extern "C" fn alloc_mw(ibmw: *mut bindings::ib_mw, udata: *mut bindings::ib_udata) -> ffi::c_int {

@@ -108,6 +108,20 @@ impl NetDevice {
         unsafe { bindings::roxe_helper_is_vlan_dev(self.as_raw()) }
     }
 
+    /// Adds `mac` to the device's multicast address filter (`dev_mc_add`, reference counted by
+    /// the kernel: each add needs its own [`NetDevice::mc_del`]). Process context.
+    pub fn mc_add(&self, mac: &[u8; ETH_ALEN]) -> Result {
+        // SAFETY: By the type invariant the device is live; `mac` holds `ETH_ALEN` bytes, which
+        // the call copies.
+        kernel::error::to_result(unsafe { bindings::dev_mc_add(self.as_raw(), mac.as_ptr()) })
+    }
+
+    /// Drops one reference to `mac` in the multicast filter (`dev_mc_del`). Process context.
+    pub fn mc_del(&self, mac: &[u8; ETH_ALEN]) -> Result {
+        // SAFETY: As in `mc_add`.
+        kernel::error::to_result(unsafe { bindings::dev_mc_del(self.as_raw(), mac.as_ptr()) })
+    }
+
     /// The hardware address, if the device has a 6-byte (Ethernet) one.
     pub fn mac(&self) -> Option<[u8; ETH_ALEN]> {
         let dev = self.as_raw();

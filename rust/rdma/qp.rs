@@ -401,6 +401,24 @@ impl<T: Driver> Adapter<T> {
         })
     }
 
+    pub(crate) unsafe extern "C" fn attach_mcast(ibqp: *mut bindings::ib_qp, gid: *mut bindings::ib_gid, _lid: u16) -> ffi::c_int {
+        // SAFETY: A live QP of ours; `gid` points to the command's GID for the call.
+        let (qp, mgid) = unsafe { (Qp::<T>::from_raw(ibqp), (*gid).raw) };
+        match T::attach_mcast(qp, &mgid) {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    pub(crate) unsafe extern "C" fn detach_mcast(ibqp: *mut bindings::ib_qp, gid: *mut bindings::ib_gid, _lid: u16) -> ffi::c_int {
+        // SAFETY: As in `attach_mcast`.
+        let (qp, mgid) = unsafe { (Qp::<T>::from_raw(ibqp), (*gid).raw) };
+        match T::detach_mcast(qp, &mgid) {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
+        }
+    }
+
     pub(crate) unsafe extern "C" fn destroy_qp(ibqp: *mut bindings::ib_qp, _udata: *mut bindings::ib_udata) -> ffi::c_int {
         // SAFETY: The core destroys only QPs whose creation succeeded.
         let qp = unsafe { Qp::<T>::from_raw(ibqp) };

@@ -23,6 +23,9 @@ const CREATE_AH_RESP_SIZE: usize = 8;
 pub(crate) struct RoxeAh {
     pub(crate) av: AddressVector,
     pub(crate) ah_num: u32,
+    /// The PD it was created in: a UD WQE may only name an AH of its QP's PD (rxe's
+    /// `rxe_get_av`), since AH numbers are device-wide and another process's would resolve.
+    pub(crate) pd_id: u64,
 }
 
 /// The driver's handle of an AH: its number in the pool.
@@ -31,7 +34,7 @@ pub(crate) struct AhHandle {
     av: AddressVector,
 }
 
-pub(crate) fn create(dev: &Device<Roxe>, av: &AddressVector, ctx: AhContext, udata: Option<&UData<'_>>) -> Result<AhHandle> {
+pub(crate) fn create(dev: &Device<Roxe>, pd_id: u64, av: &AddressVector, ctx: AhContext, udata: Option<&UData<'_>>) -> Result<AhHandle> {
     if av.port != crate::device::PORT {
         return Err(EINVAL);
     }
@@ -47,7 +50,7 @@ pub(crate) fn create(dev: &Device<Roxe>, av: &AddressVector, ctx: AhContext, uda
             u.respond_bytes(&resp)?;
         }
     }
-    slot.fill(try_init!(RoxeAh { av: *av, ah_num }? Error))?;
+    slot.fill(try_init!(RoxeAh { av: *av, ah_num, pd_id }? Error))?;
     Ok(AhHandle { ah_num, av: *av })
 }
 

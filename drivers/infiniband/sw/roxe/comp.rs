@@ -14,12 +14,13 @@
 #![deny(unsafe_code)]
 
 use crate::{
+    counters::Counter,
     device::Roxe,
     mem::SgeList,
     proto::{
         comp::{on_ack_timeout, on_response, AckFacts, CompAction, Outstanding},
         cqe::{wc_opcode_for_send, Cqe, WcStatus},
-        packet::Packet,
+        packet::{NakCode, Packet, Syndrome},
         qp_state::{QpState, QpType},
         req::ReqConfig,
         wqe::{send_flags, send_layout, Payload, SendOpcode},
@@ -60,6 +61,17 @@ pub(crate) fn move_to_error(qp: &RoxeQp) {
     }
 }
 
+/// Counts what the completer decided: retransmissions and retry exhaustion.
+fn count(dev: &Device<Roxe>, action: &CompAction) {
+    let c = match action {
+        CompAction::Retry { .. } => Counter::CompleterRetryErr,
+        CompAction::Error { status: WcStatus::RetryExcErr } => Counter::RetryExceededErr,
+        CompAction::Error { status: WcStatus::RnrRetryExcErr } => Counter::RnrNakRetryErr,
+        _ => return,
+    };
+    dev.data().counters.inc(c);
+}
+
 /// The oldest started WQE that has not completed, as the completer sees it.
 fn oldest(sq: &SqState, cfg: &ReqConfig) -> Option<Outstanding> {
     let e = sq.entries.first()?;
@@ -92,6 +104,11 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>) {
     }
     let (_, cfg) = req::req_config(dev, qp);
     let ack = AckFacts::from_packet(pkt);
+    match ack.aeth.map(|a| a.syndrome) {
+        Some(Syndrome::RnrNak { .. }) => dev.data().counters.inc(Counter::RcvdRnrErr),
+        Some(Syndrome::Nak(NakCode::PsnSequenceError)) => dev.data().counters.inc(Counter::RcvdSeqErr),
+        _ => {}
+    }
     let mut completions: KVec<SendDone> = KVec::new();
     let mut error = false;
     {
@@ -103,7 +120,9 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>) {
         loop {
             let oldest = oldest(&sq, &cfg);
             let psn_limit = sq.psn_limit;
-            match on_response(&mut sq.comp, oldest.as_ref(), &ack, psn_limit) {
+            let action = on_response(&mut sq.comp, oldest.as_ref(), &ack, psn_limit);
+            count(dev, &action);
+            match action {
                 CompAction::Ignore | CompAction::Progress => break,
                 CompAction::Complete => {
                     complete_oldest(&mut sq, WcStatus::Success, &mut completions);
@@ -191,7 +210,9 @@ pub(crate) fn tick(dev: &Device<Roxe>, qp: &RoxeQp, now: u64) {
         if sq.ack_deadline_ms != 0 && now >= sq.ack_deadline_ms {
             let oldest = oldest(&sq, &cfg);
             let psn_limit = sq.psn_limit;
-            match on_ack_timeout(&mut sq.comp, oldest.as_ref(), psn_limit) {
+            let action = on_ack_timeout(&mut sq.comp, oldest.as_ref(), psn_limit);
+            count(dev, &action);
+            match action {
                 CompAction::Retry { from_psn } => {
                     req::rewind(&mut sq, from_psn, &cfg);
                     sq.ack_deadline_ms = now + sq.ack_timeout_ms;

@@ -8,6 +8,7 @@
 
 use crate::{
     ah::{self, AhHandle, RoxeAh},
+    counters::{self, Counter, Counters},
     cq::{self, RoxeCq},
     mr::{self, MrHandle, MwHandle, RoxeMr},
     mw::RoxeMw,
@@ -20,10 +21,10 @@ use crate::rdma::{
     ah::{Ah, AddressVector, AhContext},
     attr::{self, AtomicCap, DeviceAttr, DeviceCaps, KernelCaps, PhysState, PortAttr, PortImmutable, PortState},
     cq::{Cq, CqInit, CqNotifier, NotifyFlags},
-    device::{Device, DriverId, PortEvent},
+    device::{Device, DriverId, PortEvent, StatDesc},
     kverbs::{KernelRecvWr, KernelSendWr, Wc},
     link::{Link, LinkOps},
-    mr::{Mr, MrCreated, UserMrRequest},
+    mr::{FastRegPages, Mr, MrCreated, UserMrRequest},
     netdev::{NetDevice, NetdevEvent, NetdevNotifier},
     object::UData,
     pd::Pd,
@@ -101,6 +102,11 @@ pub(crate) struct RoxeDevice {
     /// with respect to other atomics on the same HCA).
     #[pin]
     pub(crate) atomic_lock: SpinLockIrq<()>,
+    /// The port's hardware counters (`rdma statistic`).
+    pub(crate) counters: Counters,
+    /// Multicast groups and their attached QPs (`mcast.rs`).
+    #[pin]
+    pub(crate) mcast: crate::mcast::McastTable,
 }
 
 impl RoxeDevice {
@@ -165,6 +171,11 @@ impl crate::rdma::device::Driver for Roxe {
         dev.data().qps.for_each(|_, qp| {
             if qp.kick_pending.xchg(false, kernel::sync::atomic::Acquire) {
                 crate::req::run(dev, qp);
+                // A receive posted to a QP in error flushes (IBA 10.3.1); `ib_drain_rq`
+                // waits for exactly that completion.
+                if qp.state.lock().state == crate::proto::qp_state::QpState::Err {
+                    crate::qp::flush_recv(qp);
+                }
             }
         });
     }
@@ -341,6 +352,14 @@ impl crate::rdma::device::Driver for Roxe {
         Ok(())
     }
 
+    fn attach_mcast(q: &Qp<Self>, mgid: &[u8; 16]) -> Result {
+        crate::mcast::attach(q, mgid)
+    }
+
+    fn detach_mcast(q: &Qp<Self>, mgid: &[u8; 16]) -> Result {
+        crate::mcast::detach(q, mgid)
+    }
+
     fn post_send_doorbell(qp: &Qp<Self>) -> Result {
         qp::doorbell(qp)
     }
@@ -367,8 +386,8 @@ impl crate::rdma::device::Driver for Roxe {
         Ok(())
     }
 
-    fn create_ah(dev: &Device<Self>, av: &AddressVector, ctx: AhContext, udata: Option<&UData<'_>>) -> Result<AhHandle> {
-        ah::create(dev, av, ctx, udata)
+    fn create_ah(dev: &Device<Self>, pd: &Pd<Self>, av: &AddressVector, ctx: AhContext, udata: Option<&UData<'_>>) -> Result<AhHandle> {
+        ah::create(dev, pd.data().id, av, ctx, udata)
     }
 
     fn destroy_ah(dev: &Device<Self>, a: AhHandle) {
@@ -414,6 +433,20 @@ impl crate::rdma::device::Driver for Roxe {
     fn get_dma_mr(pd: &Pd<Self>, access: u32) -> Result<MrCreated<MrHandle>> {
         mr::get_dma(pd, access)
     }
+
+    const HW_STATS: &'static [StatDesc] = &counters::DESCS;
+
+    fn get_hw_stats(dev: &Device<Self>, _port: u32, values: &mut [u64]) {
+        dev.data().counters.read(values);
+    }
+
+    fn alloc_mr(pd: &Pd<Self>, max_pages: u32) -> Result<MrCreated<MrHandle>> {
+        mr::alloc_fast(pd, max_pages)
+    }
+
+    fn map_mr_sg(m: &Mr<Self>, pages: &FastRegPages<'_>) -> Result {
+        mr::map_sg(m, pages)
+    }
 }
 
 impl Link for Roxe {
@@ -457,6 +490,8 @@ impl Link for Roxe {
                 loopback <- SkbQueue::new(),
                 loopback_draining: AtomicFlag::new(false),
                 atomic_lock <- kernel::new_spinlock_irq!((), "roxe_atomic"),
+                counters: Counters::new(),
+                mcast <- crate::mcast::McastTable::new(),
             }),
         )?;
         pr_info!(
@@ -480,6 +515,9 @@ impl NetdevNotifier for Roxe {
             NetdevEvent::Up | NetdevEvent::Down | NetdevEvent::Change => {
                 let active = port_state(netdev) == PortState::Active;
                 if dev.data().port_active.xchg(active, Relaxed) != active {
+                    if !active {
+                        dev.data().counters.inc(Counter::LinkDowned);
+                    }
                     dev.dispatch_port_event(PORT, if active { PortEvent::Active } else { PortEvent::Error });
                     pr_info!("{}: port {}\n", dev.name().to_str().unwrap_or("?"), if active { "ACTIVE" } else { "DOWN" });
                 }

@@ -11,7 +11,7 @@
 
 use crate::{
     device::RoxeDevice,
-    mr::{MrMem, RoxeMr},
+    mr::{FastReg, MrMem, RoxeMr},
     proto::{
         mtt::{permits, Access, MemKey},
         resp::{KeyBounds, KeyTarget},
@@ -22,7 +22,7 @@ use crate::rdma::{
     kverbs::{read_kernel, write_kernel},
     pool::PoolRef,
 };
-use kernel::prelude::*;
+use kernel::{prelude::*, sync::SpinLockIrq};
 
 /// Why an access to registered memory was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,14 +49,19 @@ pub(crate) fn remote_target(dev: &RoxeDevice, rkey: u32, pd_id: u64, qpn: u32) -
         return crate::mw::target(dev, key, pd_id, qpn);
     }
     let mr = dev.mrs.get(key.index())?;
-    let bounds = match &mr.mem {
-        MrMem::User { geometry, .. } => KeyBounds::Range { start: geometry.iova(), length: geometry.length() },
-        MrMem::Dma => KeyBounds::All,
+    let (valid, bounds) = match &mr.mem {
+        MrMem::User { geometry, .. } => (true, KeyBounds::Range { start: geometry.iova(), length: geometry.length() }),
+        MrMem::Dma => (true, KeyBounds::All),
+        // A fast-registration MR maps memory only while registered (IBA 10.7.2: Valid state).
+        MrMem::Fast(state) => match &state.lock().valid {
+            Some(g) => (true, KeyBounds::Range { start: g.iova(), length: g.length() }),
+            None => (false, KeyBounds::Range { start: 0, length: 0 }),
+        },
     };
     let target = KeyTarget {
-        key: mr.key.raw(),
+        key: mr.key().raw(),
         same_pd: mr.pd_id() == pd_id,
-        valid: true,
+        valid,
         qp_matches: true,
         access: mr.access(),
         bounds,
@@ -72,7 +77,7 @@ pub(crate) fn lookup_mr(dev: &RoxeDevice, key: u32, pd_id: u64, need: Access) ->
         return Err(MemError::BadKey);
     }
     let mr = dev.mrs.get(key.index()).ok_or(MemError::BadKey)?;
-    if mr.key.raw() != key.raw() {
+    if mr.key().raw() != key.raw() || !mr.is_valid() {
         return Err(MemError::BadKey);
     }
     if mr.pd_id() != pd_id {
@@ -84,13 +89,54 @@ pub(crate) fn lookup_mr(dev: &RoxeDevice, key: u32, pd_id: u64, need: Access) ->
     Ok(mr)
 }
 
+/// Invalidates the MR or type 2 MW `rkey` names, for a LOCAL_INV or a SEND with Invalidate of a
+/// QP of PD `pd_id` (IBA 10.6.7.3, 10.7.2.1). Only fast-registration MRs and type 2 windows can
+/// be invalidated; anything else is `MemError::BadKey`.
+pub(crate) fn invalidate(dev: &RoxeDevice, pd_id: u64, rkey: u32) -> Result<(), MemError> {
+    if MemKey::from_raw(rkey).is_mw() {
+        crate::mw::invalidate(dev, pd_id, rkey)
+    } else {
+        crate::mr::invalidate_fast(dev, pd_id, rkey)
+    }
+}
+
 impl RoxeMr {
+    /// Whether the MR maps memory now: always, except a fast-registration MR in the Free state.
+    pub(crate) fn is_valid(&self) -> bool {
+        match &self.mem {
+            MrMem::Fast(state) => state.lock().valid.is_some(),
+            _ => true,
+        }
+    }
+
     /// Whether `[va, va + len)` lies inside the MR.
     pub(crate) fn check_range(&self, va: u64, len: u64) -> Result<(), MemError> {
         match &self.mem {
             MrMem::User { geometry, .. } => geometry.check_range(va, len).map_err(|_| MemError::Range),
             MrMem::Dma => va.checked_add(len).map(|_| ()).ok_or(MemError::Range),
+            MrMem::Fast(state) => match &state.lock().valid {
+                Some(geometry) => geometry.check_range(va, len).map_err(|_| MemError::Range),
+                None => Err(MemError::BadKey),
+            },
         }
+    }
+
+    /// Copies between a fast-registration MR's pages at IOVA `va` and a buffer of `len` bytes:
+    /// `copy(kernel address, range of the buffer)` per piece that stays inside one page.
+    fn fast_copy(state: &SpinLockIrq<FastReg>, va: u64, len: usize, mut copy: impl FnMut(u64, core::ops::Range<usize>) -> Result<(), MemError>) -> Result<(), MemError> {
+        // The lock keeps a concurrent invalidation from unmapping the pages mid-copy; the
+        // copies are short (one packet), and no other lock is taken under it.
+        let st = state.lock();
+        let geometry = st.valid.as_ref().ok_or(MemError::BadKey)?;
+        let chunks = geometry.chunks(va, len as u64).map_err(|_| MemError::Range)?;
+        let mut done = 0usize;
+        for c in chunks {
+            let page = *st.pages.get(c.page_index).ok_or(MemError::Range)?;
+            let kva = page.checked_add(c.offset_in_page as u64).ok_or(MemError::Range)?;
+            copy(kva, done..done + c.len)?;
+            done += c.len;
+        }
+        Ok(())
     }
 
     /// Copies `dst.len()` bytes at IOVA `va` of the MR into `dst`.
@@ -101,6 +147,12 @@ impl RoxeMr {
                 self.check_range(va, dst.len() as u64)?;
                 read_kernel(va, dst);
                 return Ok(());
+            }
+            MrMem::Fast(state) => {
+                return Self::fast_copy(state, va, dst.len(), |kva, r| {
+                    read_kernel(kva, dst.get_mut(r).ok_or(MemError::Range)?);
+                    Ok(())
+                });
             }
         };
         let chunks = geometry.chunks(va, dst.len() as u64).map_err(|_| MemError::Range)?;
@@ -121,6 +173,12 @@ impl RoxeMr {
                 self.check_range(va, src.len() as u64)?;
                 write_kernel(va, src);
                 return Ok(());
+            }
+            MrMem::Fast(state) => {
+                return Self::fast_copy(state, va, src.len(), |kva, r| {
+                    write_kernel(kva, src.get(r).ok_or(MemError::Range)?);
+                    Ok(())
+                });
             }
         };
         let chunks = geometry.chunks(va, src.len() as u64).map_err(|_| MemError::Range)?;

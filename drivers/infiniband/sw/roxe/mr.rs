@@ -3,27 +3,36 @@
 //! Memory regions and memory windows. Counterpart of rxe's `rxe_mr.c` and `rxe_mw.c`.
 //!
 //! A user MR pins its pages at registration ([`PinnedPages`]) and keeps the MTT geometry that
-//! maps its IOVA range onto them. MRs and MWs live in the device's key pools, indexed by the key
+//! maps its IOVA range onto them. A fast-registration MR (kernel consumers: `ib_alloc_mr`,
+//! `ib_map_mr_sg`, then an `IB_WR_REG_MR` work request) holds a page list of kernel memory and
+//! maps it only between a REG_MR and the next invalidation (IBA 10.6.3.6, 10.7.2). MRs and MWs live in the device's key pools, indexed by the key
 //! index (`lkey >> 8`): MRs in the lower half of the index space, MWs in the upper, so a key
 //! alone tells which one it names.
 
 #![deny(unsafe_code)]
 
 use crate::{
-    device::{errno, Roxe},
+    device::{errno, Roxe, RoxeDevice},
+    mem::MemError,
     mw::{MwState, RoxeMw},
-    proto::mtt::{validate_reg_access, Access, MemKey, MrCaps, MttGeometry},
+    proto::{
+        mtt::{validate_reg_access, Access, MemKey, MrCaps, MttGeometry},
+        req::RegMrWr,
+    },
 };
 use crate::rdma::{
     device::Device,
-    mr::{rereg, Mr, MrCreated, PinnedPages, UserMrRequest},
+    mr::{rereg, FastRegPages, Mr, MrCreated, PinnedPages, UserMrRequest},
     object::UData,
     pd::Pd,
     pool::Alloc,
 };
 use kernel::{
     prelude::*,
-    sync::atomic::{Atomic, Relaxed},
+    sync::{
+        atomic::{Atomic, Relaxed},
+        SpinLockIrq,
+    },
 };
 
 /// Page shift of pinned user memory (the kernel's page size).
@@ -35,6 +44,20 @@ pub(crate) enum MrMem {
     User { geometry: MttGeometry, pages: PinnedPages },
     /// All of kernel memory, addressed by kernel virtual address (a kernel consumer's DMA MR).
     Dma,
+    /// A fast-registration MR: pages of kernel memory, mapped while a REG_MR holds.
+    Fast(Pin<KBox<SpinLockIrq<FastReg>>>),
+}
+
+/// The state of a fast-registration MR.
+pub(crate) struct FastReg {
+    /// Kernel virtual addresses of the pages `map_mr_sg` gave (virtual DMA), room reserved at
+    /// allocation for the MR's `max_num_sg`.
+    pub(crate) pages: KVec<u64>,
+    /// The range the page list backs, as `map_mr_sg` set it up for the next REG_MR.
+    mapped: Option<MttGeometry>,
+    /// While valid (after a REG_MR, until invalidated): the range the MR maps. `None` is the
+    /// Free state, in which every access through its keys fails (IBA 10.6.3.6).
+    pub(crate) valid: Option<MttGeometry>,
 }
 
 /// A registered memory region.
@@ -42,7 +65,9 @@ pub(crate) struct RoxeMr {
     /// The PD's identity: an access through a key of another PD is refused (IBA 10.6.3.2).
     /// Atomic: `rereg_user_mr` may move the MR to another PD in place.
     pd_id: Atomic<u64>,
-    pub(crate) key: MemKey,
+    /// The L_Key and R_Key (equal). Atomic: a REG_MR gives a fast-registration MR a new key
+    /// byte.
+    key: Atomic<u32>,
     /// `IB_ACCESS_*` rights; atomic for the same reason.
     access: Atomic<u32>,
     pub(crate) mem: MrMem,
@@ -58,11 +83,16 @@ impl RoxeMr {
     pub(crate) fn access(&self) -> Access {
         Access::from_bits(self.access.load(Relaxed))
     }
+
+    /// The MR's key now.
+    pub(crate) fn key(&self) -> MemKey {
+        MemKey::from_raw(self.key.load(Relaxed))
+    }
 }
 
 /// The driver's handle of an MR: its key index in the pool.
 pub(crate) struct MrHandle {
-    index: u32,
+    pub(crate) index: u32,
 }
 
 pub(crate) fn reg_user(pd: &Pd<Roxe>, req: &UserMrRequest, udata: Option<&UData<'_>>) -> Result<MrCreated<MrHandle>> {
@@ -83,7 +113,7 @@ pub(crate) fn reg_user(pd: &Pd<Roxe>, req: &UserMrRequest, udata: Option<&UData<
     let index = slot.index();
     slot.fill(try_init!(RoxeMr {
         pd_id: Atomic::new(pd.data().id),
-        key,
+        key: Atomic::new(key.raw()),
         access: Atomic::new(access.bits()),
         mem: MrMem::User { geometry, pages },
     }? Error))?;
@@ -97,8 +127,103 @@ pub(crate) fn get_dma(pd: &Pd<Roxe>, access: u32) -> Result<MrCreated<MrHandle>>
     let slot = dev.data().mrs.reserve(MemKey::MR_INDEX_MIN, MemKey::MR_INDEX_MAX, Alloc::Kernel)?;
     let key = MemKey::new(slot.index(), dev.data().next_key_byte()).ok_or(EINVAL)?;
     let index = slot.index();
-    slot.fill(try_init!(RoxeMr { pd_id: Atomic::new(pd.data().id), key, access: Atomic::new(access.bits()), mem: MrMem::Dma }? Error))?;
+    slot.fill(try_init!(RoxeMr {
+        pd_id: Atomic::new(pd.data().id),
+        key: Atomic::new(key.raw()),
+        access: Atomic::new(access.bits()),
+        mem: MrMem::Dma,
+    }? Error))?;
     Ok(MrCreated { data: MrHandle { index }, lkey: key.raw(), rkey: key.raw() })
+}
+
+/// A fast-registration MR (`ib_alloc_mr`) for up to `max_pages` pages. It starts Free, with
+/// no access rights and no mapping.
+pub(crate) fn alloc_fast(pd: &Pd<Roxe>, max_pages: u32) -> Result<MrCreated<MrHandle>> {
+    if max_pages == 0 || max_pages > crate::param::MAX_FMR_PAGE_LIST_LEN {
+        return Err(EINVAL);
+    }
+    let dev = pd.device::<Roxe>();
+    let state = KBox::pin_init(
+        kernel::new_spinlock_irq!(
+            FastReg { pages: KVec::with_capacity(max_pages as usize, GFP_KERNEL)?, mapped: None, valid: None },
+            "roxe_fast_mr"
+        ),
+        GFP_KERNEL,
+    )?;
+    let slot = dev.data().mrs.reserve(MemKey::MR_INDEX_MIN, MemKey::MR_INDEX_MAX, Alloc::Kernel)?;
+    let key = MemKey::new(slot.index(), dev.data().next_key_byte()).ok_or(EINVAL)?;
+    let index = slot.index();
+    slot.fill(try_init!(RoxeMr {
+        pd_id: Atomic::new(pd.data().id),
+        key: Atomic::new(key.raw()),
+        access: Atomic::new(0),
+        mem: MrMem::Fast(state),
+    }? Error))?;
+    Ok(MrCreated { data: MrHandle { index }, lkey: key.raw(), rkey: key.raw() })
+}
+
+/// Takes the page list of `ib_map_mr_sg` for the next REG_MR. Context: any (consumers may map
+/// in atomic context); nothing allocates.
+pub(crate) fn map_sg(mr: &Mr<Roxe>, list: &FastRegPages<'_>) -> Result {
+    let m = mr.device().data().mrs.get(mr.data().index).ok_or(EINVAL)?;
+    let MrMem::Fast(state) = &m.mem else { return Err(EINVAL) };
+    let page_mask = 1u64.checked_shl(list.page_shift).ok_or(EINVAL)? - 1;
+    let first = *list.pages.first().ok_or(EINVAL)?;
+    // The first byte sits in the first page at the IOVA's in-page offset (`ib_sg_to_pages`
+    // takes the IOVA from the first entry's address).
+    let geometry = MttGeometry::new(list.iova, list.length, list.page_shift, list.iova & page_mask).map_err(|_| EINVAL)?;
+    if geometry.npages() != list.pages.len() || first & page_mask != 0 {
+        return Err(EINVAL);
+    }
+    let mut st = state.lock();
+    if list.pages.len() > st.pages.capacity() {
+        return Err(EINVAL);
+    }
+    st.pages.clear();
+    // Within the reserved capacity: never allocates.
+    st.pages.extend_from_slice(list.pages, GFP_ATOMIC)?;
+    st.mapped = Some(geometry);
+    Ok(())
+}
+
+/// Executes a REG_MR work request of a kernel QP of PD `pd_id` (IBA 10.7.2.2 Fast Register):
+/// the MR must be a Free fast-registration MR of that PD, and `wr.key` keeps its index. On
+/// success the MR maps what `map_mr_sg` set up, with `wr.key` and `wr.access`.
+pub(crate) fn reg_fast(dev: &RoxeDevice, pd_id: u64, wr: &RegMrWr) -> Result<(), MemError> {
+    let m = dev.mrs.get(wr.mr_index).ok_or(MemError::BadKey)?;
+    let MrMem::Fast(state) = &m.mem else { return Err(MemError::BadKey) };
+    if m.pd_id() != pd_id {
+        return Err(MemError::WrongPd);
+    }
+    if MemKey::from_raw(wr.key).index() != wr.mr_index {
+        return Err(MemError::BadKey);
+    }
+    let mut st = state.lock();
+    let Some(geometry) = st.mapped else { return Err(MemError::Range) };
+    if st.valid.is_some() {
+        // Fast Register needs the MR Free (IBA 10.7.2.2): the consumer invalidates first.
+        return Err(MemError::Access);
+    }
+    m.key.store(wr.key, Relaxed);
+    m.access.store(Access::from_bits(wr.access).bits(), Relaxed);
+    st.valid = Some(geometry);
+    Ok(())
+}
+
+/// Invalidates fast-registration MR `key` (LOCAL_INV, or a SEND with Invalidate received by a
+/// QP of PD `pd_id`, IBA 10.6.7.3 and 10.7.2.1): it returns to Free.
+pub(crate) fn invalidate_fast(dev: &RoxeDevice, pd_id: u64, key: u32) -> Result<(), MemError> {
+    let mk = MemKey::from_raw(key);
+    let m = dev.mrs.get(mk.index()).ok_or(MemError::BadKey)?;
+    let MrMem::Fast(state) = &m.mem else { return Err(MemError::BadKey) };
+    if m.key().raw() != key || m.pd_id() != pd_id {
+        return Err(MemError::BadKey);
+    }
+    let mut st = state.lock();
+    if st.valid.take().is_none() {
+        return Err(MemError::BadKey);
+    }
+    Ok(())
 }
 
 /// Changes an MR's PD and/or access rights in place, as rxe does; a new address range

@@ -13,6 +13,7 @@
 #![deny(unsafe_code)]
 
 use crate::{
+    counters::Counter,
     device::{Roxe, RoxeDevice},
     proto::{
         icrc::{self, Crc32, IpHeader},
@@ -136,26 +137,35 @@ fn receive(mut skb: SkBuff, check_icrc: bool) {
     let Some(dev) = Device::<Roxe>::get_by_netdev(netdev) else {
         return count_drop(RxDrop::NoDevice);
     };
+    let counters = &dev.data().counters;
+    let drop = |why: RxDrop| {
+        count_drop(why);
+        counters.inc(match why {
+            RxDrop::BadIcrc => Counter::RcvdIcrcErr,
+            _ => Counter::RcvdDrops,
+        });
+    };
     let data = skb.data();
     let (Some(udp), Some(transport)) = (data.get(..UDP_HDR_LEN), data.get(UDP_HDR_LEN..)) else {
-        return count_drop(RxDrop::Malformed);
+        return drop(RxDrop::Malformed);
     };
     let pkt = match Packet::new_checked(transport) {
         Ok(p) => p,
         Err(e) => {
             let _: PacketError = e;
-            return count_drop(RxDrop::BadHeaders);
+            return drop(RxDrop::BadHeaders);
         }
     };
     let Some((source, ip)) = parse_ip(skb.network_header()) else {
-        return count_drop(RxDrop::Malformed);
+        return drop(RxDrop::Malformed);
     };
     if check_icrc {
         match icrc::check(&KernelCrc, ip, udp, &pkt) {
             Ok(true) => {}
-            _ => return count_drop(RxDrop::BadIcrc),
+            _ => return drop(RxDrop::BadIcrc),
         }
     }
+    counters.inc(Counter::RcvdPkts);
     recv::dispatch(&dev, dev.data(), &pkt, &source);
 }
 
@@ -210,6 +220,7 @@ pub(crate) fn xmit(dev: &Device<Roxe>, av: &AddressVector, sport: u16, mut skb: 
             t.copy_from_slice(&icrc::to_wire(icrc));
         }
     }
+    dev.data().counters.inc(Counter::SentPkts);
     if av.dgid == av.sgid {
         loopback(dev.data(), skb.into_loopback());
         Ok(())

@@ -16,7 +16,7 @@ use crate::{
     proto::{
         mtu::IbMtu,
         qp_state::{
-            check_attr_values, check_modify_request, psn_from_attr, send_verdict, AttrLimits, AttrMask, AttrValues,
+            check_attr_values, check_modify_request, psn_from_attr, recv_verdict, send_verdict, AttrLimits, AttrMask, AttrValues,
             ModifyRequest, PostVerdict, QpState, QpType,
         },
         comp::{ack_timeout_ms, CompState, RetryCounters},
@@ -438,6 +438,10 @@ pub(crate) fn query(qp: &Qp<Roxe>) -> (QpAttr, bool) {
 
 pub(crate) fn destroy(qp: &Qp<Roxe>) {
     let this = qp.qp_data();
+    if this.qp_type == QpType::Ud {
+        // uverbs detaches its groups first; a kernel consumer may not have.
+        crate::mcast::detach_all(qp.device::<Roxe>().data(), this.qpn);
+    }
     // After the grace period in `remove` no packet handler still uses the QP's number.
     drop(qp.device::<Roxe>().data().qps.remove(this.qpn));
 }
@@ -509,12 +513,21 @@ pub(crate) fn post_send_kernel(qp: &Qp<Roxe>, wr: &KernelSendWr<'_, Roxe>) -> Re
     put32(&mut slot, send_layout::SEND_FLAGS, wr.send_flags);
     put32(&mut slot, send_layout::EX, wr.ex);
     let u = send_layout::WR_UNION;
+    if let Some(reg) = &wr.reg {
+        // `wr.reg` as rxe lays it out, with the MR's key index where rxe keeps the `ib_mr`
+        // pointer (`proto::req::RegMrWr`).
+        put64(&mut slot, u, u64::from(reg.mr.data().index));
+        put32(&mut slot, u + 8, reg.key);
+        put32(&mut slot, u + 12, reg.access);
+    }
     match &wr.ud {
+        Some(_) if wr.reg.is_some() => {}
         Some(ud) => {
             put32(&mut slot, u, ud.remote_qpn);
             put32(&mut slot, u + 4, ud.remote_qkey);
             put32(&mut slot, u + 12, ud.ah.data().ah_num());
         }
+        None if wr.reg.is_some() => {}
         None => {
             put64(&mut slot, u, wr.remote_addr);
             if matches!(wr.opcode, 5 | 6) {
@@ -552,7 +565,7 @@ pub(crate) fn post_recv(qp: &Qp<Roxe>, wr: &KernelRecvWr<'_>) -> Result {
     if this.is_user || wr.sges.len() > this.rq_max_sge as usize {
         return Err(EINVAL);
     }
-    if this.state.lock().state == QpState::Reset {
+    if let PostVerdict::Reject = recv_verdict(this.state.lock().state) {
         // IBA C10-97.2.1: receives cannot be posted in RESET.
         return Err(EINVAL);
     }
@@ -578,5 +591,15 @@ pub(crate) fn post_recv(qp: &Qp<Roxe>, wr: &KernelRecvWr<'_>) -> Result {
     if let Some(d) = slot.get_mut(recv_layout::DMA_NUM_SGE..recv_layout::DMA_NUM_SGE + 4) {
         d.copy_from_slice(&(wr.sges.len() as u32).to_ne_bytes());
     }
-    ring.produce(&slot)
+    ring.produce(&slot)?;
+    drop(rq);
+    // Checked after producing: a move to ERR that flushed the ring just before this WQE
+    // arrived must not leave it behind.
+    if let PostVerdict::FlushWithError = recv_verdict(this.state.lock().state) {
+        // The flush completion goes out from the kick work, not from inside the consumer's
+        // call, which may hold the lock its completion handler takes.
+        this.kick_pending.store(true, Release);
+        qp.device::<Roxe>().kick();
+    }
+    Ok(())
 }

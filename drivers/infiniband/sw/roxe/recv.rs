@@ -9,7 +9,7 @@ use crate::{
     comp,
     device::{Roxe, RoxeDevice},
     net::{count_drop, RxDrop, Source},
-    proto::packet::Packet,
+    proto::{mcast::MULTICAST_QPN, packet::Packet},
     resp,
 };
 use crate::rdma::device::Device;
@@ -17,7 +17,9 @@ use crate::rdma::device::Device;
 /// Hands `pkt` to the QP it is addressed to. Context: the receive pipeline (softirq or the
 /// loopback drainer).
 pub(crate) fn dispatch(dev: &Device<Roxe>, data: &RoxeDevice, pkt: &Packet<&[u8]>, src: &Source) {
-    // Multicast (QPN 0xFFFFFF) comes with UD multicast attach.
+    if pkt.dest_qpn() == MULTICAST_QPN {
+        return crate::mcast::deliver(dev, data, pkt, src);
+    }
     let Some(qp) = data.qps.get(pkt.dest_qpn()) else {
         return count_drop(RxDrop::NoQp);
     };

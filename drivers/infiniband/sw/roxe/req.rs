@@ -169,9 +169,10 @@ fn fetch(dev: &Device<Roxe>, qp: &RoxeQp, sq: &mut SqState) -> Option<Result<(),
     };
     let mut ud_av = None;
     if matches!(qp.qp_type, QpType::Ud | QpType::Gsi) {
+        // AH numbers are device-wide: a WQE may only name an AH of its QP's PD (IBA 10.2.3).
         match dev.data().ahs.get(UdWr::decode(&wqe.wr).ah_num) {
-            Some(ah) => ud_av = Some(ah.av),
-            None => return Some(Err((wqe.wr_id, wqe.opcode, wqe.flags, WcStatus::LocQpOpErr, 0))),
+            Some(ah) if ah.pd_id == qp.pd_id => ud_av = Some(ah.av),
+            _ => return Some(Err((wqe.wr_id, wqe.opcode, wqe.flags, WcStatus::LocQpOpErr, 0))),
         }
     }
     let entry = SendEntry { wqe, slot, ud_av, progress: None, started: false, credit: false, read_done: 0 };
@@ -278,7 +279,10 @@ fn local(dev: &Device<Roxe>, qp: &RoxeQp, wqe: &SendWqe, op: &LocalOp) -> WcStat
             Ok(()) => return WcStatus::Success,
             Err(status) => return status,
         },
-        LocalOp::Invalidate { rkey } => crate::mw::invalidate(dev.data(), qp.pd_id, *rkey).is_ok(),
+        LocalOp::Invalidate { rkey } => crate::mem::invalidate(dev.data(), qp.pd_id, *rkey).is_ok(),
+        // Only kernel QPs fast-register: their WQEs come from `post_send_kernel`, which names the
+        // MR by key index; a user ring claiming the opcode gets an error.
+        LocalOp::RegMr(wr) => !qp.is_user && crate::mr::reg_fast(dev.data(), qp.pd_id, wr).is_ok(),
     };
     if ok {
         WcStatus::Success

@@ -16,6 +16,7 @@
 
 use crate::{
     comp,
+    counters::Counter,
     device::Roxe,
     mem::{remote_target, SgeList},
     mr::RoxeMr,
@@ -313,18 +314,20 @@ fn handle(
             }
         }
         PsnVerdict::Duplicate => {
+            dev.data().counters.inc(Counter::DuplicateRequest);
             let r = handle_duplicate(&rs.proto, &rs.cache, cfg, &req);
             respond(dev, qp, path, cfg, rs, fx, r, None);
             return;
         }
         PsnVerdict::SequenceNak { expected } => {
+            dev.data().counters.inc(Counter::OutOfSeqRequest);
             acknowledge(path, fx, expected, rs.proto.aeth(Syndrome::Nak(NakCode::PsnSequenceError)));
             return;
         }
         PsnVerdict::Drop => return,
     }
     if let Err(e) = execute(dev, qp, pkt, src, path, cfg, &req, rs, fx) {
-        fail(qp, path, cfg, &req, rs, fx, e);
+        fail(dev, qp, path, cfg, &req, rs, fx, e);
     }
 }
 
@@ -371,9 +374,9 @@ fn execute(
             list.scatter(dev.data(), qp.pd_id, u64::from(offset), payload).map_err(|_| RespError::RecvProtection)?;
             if let Some(ieth) = pkt.ieth() {
                 // SEND with Invalidate (its LAST or ONLY packet carries the IETH) frees the named
-                // window before the receive completes (IBA 10.6.7.3); an R_Key that names no
-                // window this QP may invalidate fails the message (class J).
-                crate::mw::invalidate(dev.data(), qp.pd_id, ieth.rkey).map_err(|_| RespError::InvalidateFailed)?;
+                // window or fast-registration MR before the receive completes (IBA 10.6.7.3); an
+                // R_Key that names nothing this QP may invalidate fails the message (class J).
+                crate::mem::invalidate(dev.data(), qp.pd_id, ieth.rkey).map_err(|_| RespError::InvalidateFailed)?;
             }
         }
         Placement::Remote(access) => {
@@ -554,6 +557,7 @@ fn read_responses(
 /// Handles a refused request as [`presp::RespState::fail`] says.
 #[allow(clippy::too_many_arguments)]
 fn fail(
+    dev: &Device<Roxe>,
     qp: &RoxeQp,
     path: &PathInfo,
     cfg: &RespConfig,
@@ -563,6 +567,9 @@ fn fail(
     err: RespError,
 ) {
     let action = rs.proto.fail(cfg, err);
+    if matches!(action.reply, Some(Syndrome::RnrNak { .. })) {
+        dev.data().counters.inc(Counter::SendRnrErr);
+    }
     if let Some(syndrome) = action.reply {
         acknowledge(path, fx, req.psn, rs.proto.aeth(syndrome));
     }

@@ -20,8 +20,10 @@ mod rdma;
 
 mod ah;
 mod comp;
+mod counters;
 mod cq;
 mod device;
+mod mcast;
 mod mem;
 mod mr;
 mod mw;

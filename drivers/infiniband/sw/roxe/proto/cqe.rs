@@ -222,6 +222,7 @@ pub const fn wc_opcode_for_send(op: SendOpcode) -> WcOpcode {
         SendOpcode::FetchAndAdd => WcOpcode::FetchAdd,
         SendOpcode::LocalInv => WcOpcode::LocalInv,
         SendOpcode::BindMw => WcOpcode::BindMw,
+        SendOpcode::RegMr => WcOpcode::RegMr,
         SendOpcode::Flush => WcOpcode::Flush,
         SendOpcode::AtomicWrite => WcOpcode::AtomicWrite,
     }

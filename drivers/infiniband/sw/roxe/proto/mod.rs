@@ -10,6 +10,7 @@ pub mod comp;
 pub mod cqe;
 pub mod guid;
 pub mod icrc;
+pub mod mcast;
 pub mod mtt;
 pub mod mtu;
 pub mod opcode;

@@ -110,7 +110,7 @@ const fn packets_for(len: u32, mtu: IbMtu) -> u32 {
 
 /// Whether the operation runs on the local HCA only and sends nothing.
 pub const fn is_local_op(op: SendOpcode) -> bool {
-    matches!(op, SendOpcode::LocalInv | SendOpcode::BindMw)
+    matches!(op, SendOpcode::LocalInv | SendOpcode::BindMw | SendOpcode::RegMr)
 }
 
 /// Whether the operation occupies one of the initiator depth's slots until its response
@@ -136,7 +136,7 @@ pub const fn needs_rd_atomic_credit(op: SendOpcode) -> bool {
 /// an atomic, FLUSH or ATOMIC WRITE one; a datagram always one; local operations none.
 pub const fn psns_of(wqe: &SendWqe, cfg: &ReqConfig) -> u32 {
     match wqe.opcode {
-        SendOpcode::LocalInv | SendOpcode::BindMw => 0,
+        SendOpcode::LocalInv | SendOpcode::BindMw | SendOpcode::RegMr => 0,
         SendOpcode::CmpAndSwp | SendOpcode::FetchAndAdd | SendOpcode::Flush | SendOpcode::AtomicWrite => 1,
         _ if cfg.is_datagram() => 1,
         _ => packets_for(wqe.length, cfg.mtu),
@@ -357,6 +357,27 @@ impl MwWr {
     }
 }
 
+/// `wr.reg` of `struct rxe_send_wr`: a fast registration. Only kernel QPs post it, and roxe's
+/// kernel post path writes the MR's key index where rxe keeps the `struct ib_mr` pointer, so
+/// the WQE carries no kernel address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct RegMrWr {
+    /// The MR's key index (its L_Key without the key byte).
+    pub mr_index: u32,
+    /// The key the MR gets: its index bits must be the MR's, the key byte is the consumer's.
+    pub key: u32,
+    /// `IB_ACCESS_*` rights the MR gets.
+    pub access: u32,
+}
+
+impl RegMrWr {
+    /// Decodes the union bytes (MR index in the low half of the 64-bit `mr` slot at 0, `key`
+    /// at 8, `access` at 12).
+    pub fn decode(wr: &[u8; 32]) -> RegMrWr {
+        RegMrWr { mr_index: union_u32(wr, 0), key: union_u32(wr, 8), access: union_u32(wr, 12) }
+    }
+}
+
 /// A work request the HCA executes locally, without a packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LocalOp {
@@ -367,13 +388,15 @@ pub enum LocalOp {
     },
     /// Bind a memory window.
     BindMw(MwWr),
+    /// Fast-register an MR.
+    RegMr(RegMrWr),
 }
 
 impl LocalOp {
     /// The completion status when the operation fails (as rxe reports them).
     pub const fn failure_status(&self) -> WcStatus {
         match self {
-            LocalOp::Invalidate { .. } => WcStatus::LocQpOpErr,
+            LocalOp::Invalidate { .. } | LocalOp::RegMr(_) => WcStatus::LocQpOpErr,
             LocalOp::BindMw(_) => WcStatus::MwBindErr,
         }
     }
@@ -648,6 +671,7 @@ pub fn next_packet(wqe: &SendWqe, progress: &WqeProgress, cfg: &ReqConfig) -> Pa
     match wqe.opcode {
         SendOpcode::LocalInv => return PacketPlan::Local(LocalOp::Invalidate { rkey: wqe.ex }),
         SendOpcode::BindMw => return PacketPlan::Local(LocalOp::BindMw(MwWr::decode(&wqe.wr))),
+        SendOpcode::RegMr => return PacketPlan::Local(LocalOp::RegMr(RegMrWr::decode(&wqe.wr))),
         _ => {}
     }
     // The parser guarantees it; the packet layout depends on it (an 8-byte payload).

@@ -83,6 +83,9 @@ pub enum SendOpcode {
     Flush,
     /// RDMA ATOMIC WRITE.
     AtomicWrite,
+    /// Fast registration of an MR (`IB_WR_REG_MR`): kernel consumers only, whose work requests
+    /// the driver writes into the ring itself.
+    RegMr,
 }
 
 impl SendOpcode {
@@ -101,6 +104,7 @@ impl SendOpcode {
             9 => SendOpcode::SendWithInv,
             14 => SendOpcode::Flush,
             15 => SendOpcode::AtomicWrite,
+            0x20 => SendOpcode::RegMr,
             _ => return None,
         })
     }
@@ -117,6 +121,7 @@ impl SendOpcode {
                     | SendOpcode::Send
                     | SendOpcode::SendWithImm
                     | SendOpcode::LocalInv
+                    | SendOpcode::RegMr
                     | SendOpcode::BindMw
                     | SendOpcode::SendWithInv
             ),
@@ -297,7 +302,7 @@ impl SendWqe {
                 }
                 (8, Payload::Inline { len: 8 })
             }
-            SendOpcode::LocalInv | SendOpcode::BindMw => (0, Payload::Sges { num: 0 }),
+            SendOpcode::LocalInv | SendOpcode::BindMw | SendOpcode::RegMr => (0, Payload::Sges { num: 0 }),
             SendOpcode::Flush => (rd32(L::DMA_LENGTH)?, Payload::Sges { num: 0 }),
             _ if flags & send_flags::INLINE != 0 && opcode.has_payload() && opcode != SendOpcode::RdmaRead => {
                 let len = rd32(L::DMA_LENGTH)?;

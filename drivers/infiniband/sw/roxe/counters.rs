@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The port's hardware counters, as a NIC has them: read with `rdma statistic show link roxe0/1`
+//! or in `/sys/class/infiniband/roxe0/ports/1/hw_counters/`.
+//!
+//! Rust counterpart of rxe's `rxe_hw_counters.c`; the names follow rxe's where rxe has the
+//! counter, and the IB/mlx5 names otherwise.
+
+#![deny(unsafe_code)]
+
+use crate::rdma::device::StatDesc;
+use kernel::sync::atomic::{Atomic, Relaxed};
+
+/// One counter of [`Counters`]; the value is its index in [`DESCS`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Counter {
+    /// Packets handed to the network (or the loopback queue).
+    SentPkts,
+    /// Packets received that passed the header and ICRC checks and reached a device.
+    RcvdPkts,
+    /// Requests the responder saw again (PSN behind the expected one): retransmissions.
+    DuplicateRequest,
+    /// Requests ahead of the expected PSN (a packet was lost): answered with a sequence NAK.
+    OutOfSeqRequest,
+    /// RNR NAKs received by the requester.
+    RcvdRnrErr,
+    /// RNR NAKs sent by the responder (no receive WQE).
+    SendRnrErr,
+    /// PSN sequence error NAKs received by the requester.
+    RcvdSeqErr,
+    /// Requests failed with `IBV_WC_RETRY_EXC_ERR`: the transport retries ran out.
+    RetryExceededErr,
+    /// Requests failed with `IBV_WC_RNR_RETRY_EXC_ERR`: the RNR retries ran out.
+    RnrNakRetryErr,
+    /// Retransmissions by the requester (timeouts and sequence NAKs).
+    CompleterRetryErr,
+    /// Transitions of the port to down.
+    LinkDowned,
+    /// Received packets dropped because their ICRC did not match (corrupted in flight).
+    RcvdIcrcErr,
+    /// Received packets dropped before reaching a QP for any other reason (malformed headers,
+    /// unknown QP).
+    RcvdDrops,
+}
+
+/// The counters' names, in [`Counter`] order.
+pub(crate) static DESCS: [StatDesc; 13] = [
+    StatDesc::new(c"sent_pkts"),
+    StatDesc::new(c"rcvd_pkts"),
+    StatDesc::new(c"duplicate_request"),
+    StatDesc::new(c"out_of_seq_request"),
+    StatDesc::new(c"rcvd_rnr_err"),
+    StatDesc::new(c"send_rnr_err"),
+    StatDesc::new(c"rcvd_seq_err"),
+    StatDesc::new(c"retry_exceeded_err"),
+    StatDesc::new(c"rnr_nak_retry_err"),
+    StatDesc::new(c"completer_retry_err"),
+    StatDesc::new(c"link_downed"),
+    StatDesc::new(c"rcvd_icrc_err"),
+    StatDesc::new(c"rcvd_drops"),
+];
+
+/// A device's counters. Incremented from any context without a lock.
+pub(crate) struct Counters([Atomic<u64>; 13]);
+
+impl Counters {
+    pub(crate) const fn new() -> Self {
+        Counters([const { Atomic::new(0) }; 13])
+    }
+
+    /// Adds one to `c`.
+    pub(crate) fn inc(&self, c: Counter) {
+        if let Some(v) = self.0.get(c as usize) {
+            v.add(1u64, Relaxed);
+        }
+    }
+
+    /// Copies the values, in [`DESCS`] order, into `out` (as many as fit).
+    pub(crate) fn read(&self, out: &mut [u64]) {
+        for (o, v) in out.iter_mut().zip(self.0.iter()) {
+            *o = v.load(Relaxed);
+        }
+    }
+}
