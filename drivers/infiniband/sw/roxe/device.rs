@@ -163,7 +163,7 @@ impl crate::rdma::device::Driver for Roxe {
         let now = crate::rdma::device::now_ms();
         dev.data().qps.for_each(|_, qp| {
             crate::comp::tick(dev, qp, now);
-            crate::resp::tick(dev, qp);
+            crate::resp::tick(dev, qp, now);
         });
     }
 

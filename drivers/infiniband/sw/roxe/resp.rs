@@ -31,14 +31,14 @@ use crate::{
         resp::{
             self as presp, ack_syndrome, check_length, check_op_allowed, check_opcode, check_psn, check_resource,
             check_rkey, commit, handle_duplicate, Placement, PsnVerdict, ReadReply,
-            RecvWqeFate, Request, RespConfig, RespError, ResponderResources, Response, READ_REPLY_BURST, UD_GRH_LEN,
+            RecvWqeFate, Request, RespConfig, RespError, ResponderResources, Response, READ_REPLY_BURST, READ_REPLY_INTERVAL_MS, UD_GRH_LEN,
         },
         wqe::{recv_layout, RecvWqe},
     },
     qp::{self, RoxeQp},
     req::{self, PathInfo},
 };
-use crate::rdma::{ah::Network, device::Device, netdev::NetDevice, pool::PoolRef, qp::QpEvent, skb::TxSkBuff};
+use crate::rdma::{ah::Network, device::{now_ms, Device}, netdev::NetDevice, pool::PoolRef, qp::QpEvent, skb::TxSkBuff};
 use kernel::{prelude::*, sync::aref::ARef};
 
 /// Slots of the responder resources cache: the device's `max_qp_rd_atom`, so that every READ or
@@ -65,12 +65,14 @@ pub(crate) struct RespState {
     /// The rest of an RDMA READ reply longer than [`READ_REPLY_BURST`], which the device tick
     /// sends on, a burst at a time.
     pending_read: Option<ReadReply>,
+    /// When the next burst of `pending_read` goes out (ms since boot).
+    pending_at_ms: u64,
 }
 
 impl RespState {
     /// A responder expecting PSN 0 with no responder resources (QP creation: process context).
     pub(crate) fn new() -> Result<RespState> {
-        Ok(RespState { proto: presp::RespState::new(Psn::new(0)), cache: KBox::new(Resources::new(0), GFP_KERNEL)?, recv: None, pending_read: None })
+        Ok(RespState { proto: presp::RespState::new(Psn::new(0)), cache: KBox::new(Resources::new(0), GFP_KERNEL)?, recv: None, pending_read: None, pending_at_ms: 0 })
     }
 
     /// Modify QP set `rq_psn`.
@@ -475,15 +477,22 @@ fn respond(
             // A new reply (or a replay the requester asked for) replaces what was left of an
             // earlier one: the requester asks again for anything it still misses.
             rs.pending_read = pending;
+            rs.pending_at_ms = now_ms() + READ_REPLY_INTERVAL_MS;
         }
     }
 }
 
 /// Sends the next burst of a long RDMA READ reply (from the device tick, softirq). The key is
 /// checked again, as for a replay: the MR may have gone since the READ arrived.
-pub(crate) fn tick(dev: &Device<Roxe>, qp: &RoxeQp) {
+pub(crate) fn tick(dev: &Device<Roxe>, qp: &RoxeQp, now: u64) {
     if qp.qp_type != QpType::Rc {
         return;
+    }
+    {
+        let rs = qp.resp_state.lock();
+        if rs.pending_read.is_none() || now < rs.pending_at_ms {
+            return;
+        }
     }
     let path = req::path_info(qp);
     let mtu = IbMtu::from_raw(qp.state.lock().attr.path_mtu).unwrap_or(IbMtu::Mtu256);
@@ -514,6 +523,7 @@ pub(crate) fn tick(dev: &Device<Roxe>, qp: &RoxeQp) {
         };
         let ack = rs.proto.aeth(ack_syndrome());
         rs.pending_read = read_responses(&path, mtu, ack, mr.as_ref().map(|m| &***m), &reply, &mut fx);
+        rs.pending_at_ms = now + READ_REPLY_INTERVAL_MS;
     }
     if let Some(av) = path.av {
         for skb in fx.packets {
