@@ -16,7 +16,7 @@ use roxe_proto::proto::{
     opcode::{check_op_sequence, Opcode, SeqCheck},
     packet::{pad_count_for, Aeth, Msn, Packet, Syndrome},
     psn::Psn,
-    req::{next_packet, psns_of, PacketDesc, PacketPlan, ReqConfig, WqeProgress},
+    req::{next_packet, psns_of, PacketDesc, PacketPlan, ReqConfig, WqeProgress, READ_REQUEST_PSNS},
     wqe::{Payload, QpType, SendOpcode, SendWqe},
 };
 
@@ -216,13 +216,27 @@ proptest! {
         let first = Psn::new(first);
         let k = k % n;
         let p = drain(&w, WqeProgress::resume_at(&w, first, first.add(k), &c).unwrap(), &c).unwrap();
-        prop_assert_eq!(p.len(), 1);
-        let r = p[0];
-        prop_assert_eq!((r.opcode, r.psn, r.psn_count, r.payload_len), (Opcode::RC_RDMA_READ_REQUEST, first.add(k), n - k, 0));
-        let reth = r.headers.reth.unwrap();
-        prop_assert_eq!(u64::from(reth.dma_len) + u64::from(r.payload_offset), u64::from(length));
-        prop_assert_eq!(r.payload_offset as u64, std::cmp::min(u64::from(k) * u64::from(mtu.bytes()), u64::from(length)));
-        prop_assert_eq!(r.after.next_psn(), first.add(n));
+        // One request per READ_REQUEST_PSNS-aligned part from k on, covering the rest exactly.
+        let parts = (n - 1) / READ_REQUEST_PSNS - k / READ_REQUEST_PSNS + 1;
+        prop_assert_eq!(p.len() as u32, parts);
+        let mut psn = first.add(k);
+        let mut offset = std::cmp::min(u64::from(k) * u64::from(mtu.bytes()), u64::from(length));
+        for (i, r) in p.iter().enumerate() {
+            prop_assert_eq!((r.opcode, r.psn, r.payload_len), (Opcode::RC_RDMA_READ_REQUEST, psn, 0));
+            prop_assert!(r.psn_count >= 1 && r.psn_count <= READ_REQUEST_PSNS);
+            let reth = r.headers.reth.unwrap();
+            prop_assert_eq!(u64::from(r.payload_offset), offset);
+            if i + 1 < p.len() {
+                // Every part but the last ends on an aligned boundary, in whole MTUs.
+                prop_assert_eq!((psn.add(r.psn_count).diff(first) as u32) % READ_REQUEST_PSNS, 0);
+                prop_assert_eq!(reth.dma_len, r.psn_count * mtu.bytes());
+            }
+            offset += u64::from(reth.dma_len);
+            psn = psn.add(r.psn_count);
+        }
+        prop_assert_eq!(offset, u64::from(length));
+        prop_assert_eq!(p.last().unwrap().after.next_psn(), first.add(n));
+        prop_assert_eq!(psn, first.add(n));
     }
 
     #[test]
@@ -363,13 +377,14 @@ proptest! {
         let c = cfg(QpType::Rc, mtu);
         let w = wqe(SendOpcode::RdmaRead, length, [0; 32], 0, 0);
         let start = WqeProgress::start(Psn::new(first));
-        let done = drain(&w, start, &c).unwrap()[0].after;
+        let done = drain(&w, start, &c).unwrap().last().unwrap().after;
         let o = Outstanding::of(&w, &done, &c);
         let mut s = CompState::new(Psn::new(first), mtu, 7, 7);
         let n = psns_of(&w, &c);
         let mut placed = 0u32;
         for k in 0..n {
-            let opcode = match (k == 0, k + 1 == n) {
+            // Each request's responses are FIRST..LAST (or ONLY) of their own.
+            let opcode = match (k % READ_REQUEST_PSNS == 0, k + 1 == n || (k + 1) % READ_REQUEST_PSNS == 0) {
                 (true, true) => Opcode::RC_RDMA_READ_RESPONSE_ONLY,
                 (true, false) => Opcode::RC_RDMA_READ_RESPONSE_FIRST,
                 (false, false) => Opcode::RC_RDMA_READ_RESPONSE_MIDDLE,

@@ -164,7 +164,10 @@ impl crate::rdma::device::Driver for Roxe {
 
     fn tick(dev: &Device<Self>) {
         let now = crate::rdma::device::now_ms();
-        dev.data().qps.for_each(|_, qp| crate::comp::tick(dev, qp, now));
+        dev.data().qps.for_each(|_, qp| {
+            crate::comp::tick(dev, qp, now);
+            crate::resp::tick(dev, qp, now);
+        });
     }
 
     fn kicked(dev: &Device<Self>) {

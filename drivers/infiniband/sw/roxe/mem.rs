@@ -15,6 +15,7 @@ use crate::{
     proto::mtt::MttGeometry,
     proto::{
         mtt::{permits, Access, MemKey},
+        resp::{KeyBounds, KeyTarget},
         wqe::{sge_at, Sge},
     },
 };
@@ -55,23 +56,45 @@ fn odp_err(m: OdpMiss) -> MemError {
     }
 }
 
-/// Resolves a remote access (RDMA WRITE, READ, atomic) with R_Key `rkey` to `[va, va + len)`
-/// by QP `qpn` of PD `pd_id`: through a memory window if the key names one, else directly an MR.
-/// The caller then accesses the returned MR at `va`.
-pub(crate) fn lookup_remote(dev: &RoxeDevice, rkey: u32, pd_id: u64, qpn: u32, need: Access, va: u64, len: u64) -> Result<PoolRef<RoxeMr>, MemError> {
-    if MemKey::from_raw(rkey).is_mw() {
-        return crate::mw::resolve(dev, rkey, pd_id, qpn, need, va, len);
+/// What R_Key `rkey` names, as seen by QP `qpn` of PD `pd_id`, for `proto::resp::check_rkey`
+/// (which decides whether the access is allowed): a window's binding when the key names a
+/// memory window, else the MR. With it, the MR whose memory the access would touch. `None`:
+/// nothing lives under the key's index.
+pub(crate) fn remote_target(dev: &RoxeDevice, rkey: u32, pd_id: u64, qpn: u32) -> Option<(KeyTarget, PoolRef<RoxeMr>)> {
+    let key = MemKey::from_raw(rkey);
+    if key.is_mw() {
+        return crate::mw::target(dev, key, pd_id, qpn);
     }
-    let mr = lookup_mr(dev, rkey, pd_id, need)?;
-    mr.check_range(va, len)?;
-    Ok(mr)
+    let mr = dev.mrs.get(key.index())?;
+    let (valid, bounds) = match &mr.mem {
+        // An ODP MR's range is its registration's; whether its pages are present is the
+        // copy's business (`MemError::NotPresent`), not the key check's.
+        MrMem::User { geometry, .. } | MrMem::Odp { geometry, .. } => {
+            (true, KeyBounds::Range { start: geometry.iova(), length: geometry.length() })
+        }
+        MrMem::Dma => (true, KeyBounds::All),
+        // A fast-registration MR maps memory only while registered (IBA 10.7.2: Valid state).
+        MrMem::Fast(state) => match &state.lock().valid {
+            Some(g) => (true, KeyBounds::Range { start: g.iova(), length: g.length() }),
+            None => (false, KeyBounds::Range { start: 0, length: 0 }),
+        },
+    };
+    let target = KeyTarget {
+        key: mr.key().raw(),
+        same_pd: mr.pd_id() == pd_id,
+        valid,
+        qp_matches: true,
+        access: mr.access(),
+        bounds,
+    };
+    Some((target, mr))
 }
 
 /// Finds the MR `key` names for an access of `need` rights by a QP of PD `pd_id`.
 pub(crate) fn lookup_mr(dev: &RoxeDevice, key: u32, pd_id: u64, need: Access) -> Result<PoolRef<RoxeMr>, MemError> {
     let key = MemKey::from_raw(key);
     if key.is_mw() {
-        // A window's key is not an MR's: windows are resolved by `lookup_remote`.
+        // A window's key is not an MR's: windows are resolved by `remote_target`.
         return Err(MemError::BadKey);
     }
     let mr = dev.mrs.get(key.index()).ok_or(MemError::BadKey)?;

@@ -18,7 +18,8 @@ use crate::{
     mr::RoxeMr,
     proto::{
         cqe::WcStatus,
-        mtt::{permits, Access, MemKey},
+        mtt::{Access, MemKey},
+        resp::{KeyBounds, KeyTarget},
         wqe::SendWqe,
     },
 };
@@ -128,28 +129,23 @@ pub(crate) fn invalidate(dev: &RoxeDevice, pd_id: u64, rkey: u32) -> Result<(), 
     Ok(())
 }
 
-/// Resolves a remote access through window key `rkey` by QP `qpn` of PD `pd_id`: the MR behind
-/// it, once the window's key, owner, rights and range allow `[va, va + len)`.
-pub(crate) fn resolve(dev: &RoxeDevice, rkey: u32, pd_id: u64, qpn: u32, need: Access, va: u64, len: u64) -> Result<PoolRef<RoxeMr>, MemError> {
-    let key = MemKey::from_raw(rkey);
-    let mw = dev.mws.get(key.index()).ok_or(MemError::BadKey)?;
+/// What window key `key` names for an access by QP `qpn` of PD `pd_id`, for
+/// `proto::resp::check_rkey`, and the MR behind the window's binding. `None`: no window under
+/// the key's index, or the window is not bound (nothing to reach through it).
+pub(crate) fn target(dev: &RoxeDevice, key: MemKey, pd_id: u64, qpn: u32) -> Option<(KeyTarget, PoolRef<RoxeMr>)> {
+    let mw = dev.mws.get(key.index())?;
     let st = mw.state.lock();
-    if st.key.raw() != key.raw() {
-        return Err(MemError::BadKey);
-    }
-    let b = st.binding.as_ref().ok_or(MemError::BadKey)?;
-    if mw.pd_id != pd_id && mw.type2 {
-        return Err(MemError::WrongPd);
-    }
-    if b.qpn.is_some_and(|q| q != qpn) {
-        return Err(MemError::WrongPd);
-    }
-    if !permits(b.access, need) {
-        return Err(MemError::Access);
-    }
-    let end = va.checked_add(len).ok_or(MemError::Range)?;
-    if va < b.addr || end > b.addr.saturating_add(b.length) {
-        return Err(MemError::Range);
-    }
-    Ok(b.mr.clone())
+    let b = st.binding.as_ref()?;
+    let target = KeyTarget {
+        key: st.key.raw(),
+        // A type 2 window must be in the QP's PD; a type 1 window was checked against the PD
+        // when it was bound (IBA 10.6.7.2.4).
+        same_pd: !mw.type2 || mw.pd_id == pd_id,
+        valid: b.length != 0,
+        // Type 2 windows are bound to one QP (type 2B).
+        qp_matches: b.qpn.is_none_or(|q| q == qpn),
+        access: b.access,
+        bounds: KeyBounds::Range { start: b.addr, length: b.length },
+    };
+    Some((target, b.mr.clone()))
 }

@@ -16,12 +16,13 @@ use crate::{
     proto::{
         mtu::IbMtu,
         qp_state::{
-            ack_timeout_ns, check_attr_values, check_modify_request, psn_from_attr, recv_verdict, send_verdict, AttrLimits, AttrMask, AttrValues,
+            check_attr_values, check_modify_request, psn_from_attr, recv_verdict, send_verdict, AttrLimits, AttrMask, AttrValues,
             ModifyRequest, PostVerdict, QpState, QpType,
         },
-        comp::RetryCounters,
+        comp::{ack_timeout_ms, CompState, RetryCounters},
         cqe::{Cqe, WcOpcode},
         psn::Psn,
+        req::WqeProgress,
         wqe::{recv_layout, send_flags, send_layout, SendWqe, SqLimits, SGE_SIZE},
     },
     req,
@@ -69,18 +70,16 @@ pub(crate) struct SendEntry {
     pub(crate) wqe: SendWqe,
     /// The copy of the ring slot (the SGE list or inline data live here).
     pub(crate) slot: KVec<u8>,
-    pub(crate) first_psn: Psn,
-    pub(crate) last_psn: Psn,
-    /// UD: destination QP, Q_Key and address from the WQE and its AH.
-    pub(crate) ud_remote_qpn: u32,
-    pub(crate) ud_qkey: u32,
+    /// UD: the address of the WQE's AH.
     pub(crate) ud_av: Option<AddressVector>,
+    /// The requester's progress; `None` until the WQE starts.
+    pub(crate) progress: Option<WqeProgress>,
+    /// The WQE passed `may_start` once (a retry does not check its fence or credit again).
+    pub(crate) started: bool,
+    /// The WQE holds an initiator-depth (`max_rd_atomic`) credit until it completes.
+    pub(crate) credit: bool,
     /// READ: bytes of response data placed so far.
     pub(crate) read_done: u32,
-    /// READ: the `read_done` at which the rest was last asked for again after a gap.
-    pub(crate) reissued_at: Option<u32>,
-    /// Every packet of the WQE went out.
-    pub(crate) sent: bool,
 }
 
 /// The requester's and completer's state: WQEs in flight, oldest first.
@@ -88,18 +87,19 @@ pub(crate) struct SqState {
     pub(crate) entries: KVec<SendEntry>,
     /// Index in `entries` of the WQE being sent.
     pub(crate) cur: usize,
-    /// Bytes of that WQE already sent.
-    pub(crate) cur_offset: u32,
     /// PSN of the next packet.
     pub(crate) next_psn: Psn,
-    /// The last PSN the responder acknowledged.
-    pub(crate) acked_psn: Psn,
+    /// One past the highest PSN ever sent: a retry never lowers it.
+    pub(crate) psn_limit: Psn,
+    /// Started WQEs holding an initiator-depth credit, not yet completed.
+    pub(crate) rd_atomic_in_flight: u32,
     /// When the oldest unacknowledged request times out (ms since boot; 0: no timer).
     pub(crate) ack_deadline_ms: u64,
     /// Until when an RNR NAK holds the requester back (ms since boot; 0: not held).
     pub(crate) rnr_until_ms: u64,
-    /// Transport and RNR retries left (IBA 9.7.6.1.3, 9.7.5.2.8).
-    pub(crate) retry: RetryCounters,
+    /// The completer's state: the next PSN it expects a response for (every PSN before it is
+    /// acknowledged), the retry counters (IBA 9.7.6.1.3, 9.7.5.2.8), a retry under way.
+    pub(crate) comp: CompState,
     /// The local ACK timeout in ms (from the `timeout` attribute; 0: no timer).
     pub(crate) ack_timeout_ms: u64,
 }
@@ -228,6 +228,7 @@ pub(crate) fn create(
         u.respond_bytes(&resp)?;
     }
 
+    let resp_state = RespState::new()?;
     let pool = &dev.data().qps;
     let slot = if qp_type == QpType::Gsi {
         pool.reserve(param::GSI_QPN, param::GSI_QPN, Alloc::Kernel).map_err(|_| EINVAL)?
@@ -267,17 +268,17 @@ pub(crate) fn create(
             SqState {
                 entries: KVec::new(),
                 cur: 0,
-                cur_offset: 0,
                 next_psn: Psn::new(0),
-                acked_psn: Psn::new(0xff_ffff),
+                psn_limit: Psn::new(0),
+                rd_atomic_in_flight: 0,
                 ack_deadline_ms: 0,
                 rnr_until_ms: 0,
-                retry: RetryCounters::new(7, 7),
+                comp: CompState::new(Psn::new(0), IbMtu::Mtu256, 7, 7),
                 ack_timeout_ms: 0,
             },
             "roxe_qp_sq_state"
         ),
-        resp_state <- kernel::new_spinlock_irq!(RespState::new(Psn::new(0)), "roxe_qp_resp_state"),
+        resp_state <- kernel::new_spinlock_irq!(resp_state, "roxe_qp_resp_state"),
         req_running: Atomic::new(0),
         kick_pending: AtomicFlag::new(false),
     }? Error))?;
@@ -347,13 +348,14 @@ pub(crate) fn modify(qp: &Qp<Roxe>, attr: &QpAttr, mask: QpAttrMask, udata: Opti
     if amask.contains(AttrMask::RQ_PSN) {
         a.rq_psn = psn_from_attr(attr.rq_psn).get();
         // Lock order: state, then the responder's state.
-        this.resp_state.lock().expected_psn = psn_from_attr(attr.rq_psn);
+        this.resp_state.lock().set_rq_psn(psn_from_attr(attr.rq_psn));
     }
     if amask.contains(AttrMask::SQ_PSN) {
         a.sq_psn = psn_from_attr(attr.sq_psn).get();
         let mut sq = this.sq_state.lock();
         sq.next_psn = psn_from_attr(attr.sq_psn);
-        sq.acked_psn = sq.next_psn.add(0xff_ffff);
+        sq.psn_limit = sq.next_psn;
+        sq.comp.expected_psn = sq.next_psn;
     }
     if amask.contains(AttrMask::MIN_RNR_TIMER) {
         a.min_rnr_timer = attr.min_rnr_timer;
@@ -363,6 +365,8 @@ pub(crate) fn modify(qp: &Qp<Roxe>, attr: &QpAttr, mask: QpAttrMask, udata: Opti
     }
     if amask.contains(AttrMask::MAX_DEST_RD_ATOMIC) {
         a.max_dest_rd_atomic = attr.max_dest_rd_atomic;
+        // The responder resources are sized by it (IBA 9.4.4, 11.2.5.2).
+        this.resp_state.lock().set_max_dest_rd_atomic(attr.max_dest_rd_atomic);
     }
     if amask.contains(AttrMask::DEST_QPN) {
         a.dest_qp_num = attr.dest_qp_num;
@@ -379,12 +383,9 @@ pub(crate) fn modify(qp: &Qp<Roxe>, attr: &QpAttr, mask: QpAttrMask, udata: Opti
     if amask.intersects(AttrMask::RETRY_CNT.union(AttrMask::RNR_RETRY).union(AttrMask::TIMEOUT)) {
         let (retry_cnt, rnr_retry, timeout) = (st.attr.retry_cnt, st.attr.rnr_retry, st.attr.timeout);
         let mut sq = this.sq_state.lock();
-        sq.retry = RetryCounters::new(retry_cnt, rnr_retry);
-        // IBA 9.7.6.1.3 makes 4.096 us * 2^timeout the least time before a retry. A soft HCA
-        // may be far slower than the consumer assumed (a debug kernel under emulation handles a
-        // 100 KB message in hundreds of ms), so it waits at least 500 ms: early retries only add
-        // duplicates to a busy responder and burn the retry count.
-        sq.ack_timeout_ms = ack_timeout_ns(timeout).map_or(0, |ns| (ns / 1_000_000).max(500));
+        sq.comp.counters = RetryCounters::new(retry_cnt, rnr_retry);
+        // At least proto::comp::MIN_ACK_TIMEOUT_MS: a soft HCA is slower than consumers assume.
+        sq.ack_timeout_ms = ack_timeout_ms(timeout);
     }
     let prev = st.state;
     st.state = next;
@@ -402,6 +403,21 @@ pub(crate) fn modify(qp: &Qp<Roxe>, attr: &QpAttr, mask: QpAttrMask, udata: Opti
     if next == QpState::Reset && prev != QpState::Reset {
         // IBA 10.3.1: RESET empties the work queues and forgets the path.
         st.av = None;
+        let max_dest_rd_atomic = st.attr.max_dest_rd_atomic;
+        this.resp_state.lock().reset(max_dest_rd_atomic);
+        {
+            // The send side starts over too: nothing in flight, PSN 0 until modify sets sq_psn.
+            let mut sq = this.sq_state.lock();
+            let (retry_cnt, rnr_retry) = (st.attr.retry_cnt, st.attr.rnr_retry);
+            sq.entries.clear();
+            sq.cur = 0;
+            sq.next_psn = Psn::new(0);
+            sq.psn_limit = Psn::new(0);
+            sq.rd_atomic_in_flight = 0;
+            sq.ack_deadline_ms = 0;
+            sq.rnr_until_ms = 0;
+            sq.comp = CompState::new(Psn::new(0), IbMtu::Mtu256, retry_cnt, rnr_retry);
+        }
         drop(st);
         this.sq.lock().reset();
         let mut rq = this.rq.lock();

@@ -3,6 +3,11 @@
 //! The responder: requests from the peer become memory writes, reads, atomics and receive
 //! completions, answered by ACKs, NAKs and responses. Counterpart of rxe's `rxe_resp.c`.
 //!
+//! Every protocol decision (PSN and opcode-sequence checks, access and length checks, duplicate
+//! handling with the responder resources cache, the response, the error class) is made by
+//! [`crate::proto::resp`]; this file looks keys up, moves bytes, builds packets and posts
+//! completions.
+//!
 //! Context: [`receive`] runs in the receive pipeline (softirq, or the loopback drainer). The
 //! responder state is updated under the QP's receive lock; completions are posted and packets
 //! sent after releasing it.
@@ -11,102 +16,112 @@
 
 use crate::{
     comp,
+    counters::Counter,
     device::Roxe,
-    mem::{lookup_remote, MemError, SgeList},
-    odp,
+    mem::{remote_target, SgeList},
     mr::RoxeMr,
     net::{self, Source},
     proto::{
         cqe::{Cqe, RecvCompletion, WcStatus},
-        mtt::Access,
-        opcode::{check_op_sequence, Opcode},
-        packet::{pad_count_for, Aeth, AtomicAckEth, Msn, NakCode, Packet, Syndrome},
+        mtu::IbMtu,
+        opcode::{Opcode, Operation, Transport},
+        packet::{pad_count_for, Aeth, AtomicAckEth, NakCode, Packet, Syndrome},
         psn::Psn,
-        qp_state::{qp_access, QpState, QpType},
+        qp_state::{QpState, QpType},
+        resp::{
+            self as presp, ack_syndrome, check_length, check_op_allowed, check_opcode, check_psn, check_resource,
+            check_rkey, commit, handle_duplicate, Placement, PsnVerdict, ReadReply,
+            RecvWqeFate, Request, RespConfig, RespError, ResponderResources, Response, READ_REPLY_BURST, READ_REPLY_INTERVAL_MS, UD_GRH_LEN,
+        },
         wqe::{recv_layout, RecvWqe},
     },
-    qp::RoxeQp,
+    qp::{self, RoxeQp},
     req::{self, PathInfo},
 };
-use crate::rdma::{ah::Network, device::Device, pool::PoolRef, skb::TxSkBuff};
-use kernel::prelude::*;
+use crate::rdma::{ah::Network, device::{now_ms, Device}, netdev::NetDevice, pool::PoolRef, qp::QpEvent, skb::TxSkBuff};
+use kernel::{prelude::*, sync::aref::ARef};
 
-/// The bytes a UD receive buffer starts with: room for the GRH (IBA 11.4.1.2), which for RoCEv2
-/// over IPv4 holds the IPv4 header in its last 20 bytes.
-const GRH_LEN: usize = 40;
+/// Slots of the responder resources cache: the device's `max_qp_rd_atom`, so that every READ or
+/// atomic a requester may still retry can be found again.
+pub(crate) const RD_ATOMIC_SLOTS: usize = 128;
 
-/// Saved results of recent atomics, for duplicates (IBA 9.4.5: an atomic executes once).
-const ATOMIC_CACHE: usize = 16;
+const _: () = assert!(RD_ATOMIC_SLOTS >= crate::param::MAX_QP_RD_ATOM as usize);
 
-/// A receive WQE being filled by a SEND.
+/// The responder resources of one QP.
+type Resources = ResponderResources<RD_ATOMIC_SLOTS>;
+
+/// A receive WQE held for the message in progress: a validated copy of its slot.
 pub(crate) struct RecvEntry {
     wqe: RecvWqe,
     slot: KVec<u8>,
-    placed: u32,
 }
 
-/// An RDMA WRITE in progress.
-pub(crate) struct WriteCursor {
-    mr: PoolRef<RoxeMr>,
-    va: u64,
-    remaining: u32,
-}
-
-/// The responder's state of one QP.
+/// The responder's state of one QP: the protocol state, the resources cache (boxed: it is a few
+/// kilobytes) and the receive WQE the current message fills.
 pub(crate) struct RespState {
-    pub(crate) expected_psn: Psn,
-    msn: Msn,
-    /// Opcode of the last packet of the message in progress, for the sequence check.
-    last_opcode: Option<Opcode>,
-    /// A PSN sequence NAK went out for the current gap (IBA 9.7.5.2.1: one per gap).
-    nak_sent: bool,
+    proto: presp::RespState,
+    cache: KBox<Resources>,
     recv: Option<RecvEntry>,
-    write: Option<WriteCursor>,
-    atomics: [(u32, u64, bool); ATOMIC_CACHE],
-    atomic_next: usize,
-    /// ODP: `recv` is held for a packet that found its buffer not faulted in (RC: the resend
-    /// after the RNR NAK; UD: the deferred packet), so the next first packet reuses it rather
-    /// than take another WQE.
-    odp_held: bool,
+    /// The rest of an RDMA READ reply longer than [`READ_REPLY_BURST`], which the device tick
+    /// sends on, a burst at a time.
+    pending_read: Option<ReadReply>,
+    /// When the next burst of `pending_read` goes out (ms since boot).
+    pending_at_ms: u64,
 }
 
 impl RespState {
-    pub(crate) fn new(rq_psn: Psn) -> RespState {
-        RespState {
-            expected_psn: rq_psn,
-            msn: Msn::new(0),
-            last_opcode: None,
-            nak_sent: false,
-            recv: None,
-            write: None,
-            atomics: [(0, 0, false); ATOMIC_CACHE],
-            atomic_next: 0,
-            odp_held: false,
-        }
+    /// A responder expecting PSN 0 with no responder resources (QP creation: process context).
+    pub(crate) fn new() -> Result<RespState> {
+        Ok(RespState { proto: presp::RespState::new(Psn::new(0)), cache: KBox::new(Resources::new(0), GFP_KERNEL)?, recv: None, pending_read: None, pending_at_ms: 0 })
+    }
+
+    /// Modify QP set `rq_psn`.
+    pub(crate) fn set_rq_psn(&mut self, psn: Psn) {
+        self.proto.set_expected_psn(psn);
+        self.pending_read = None;
+    }
+
+    /// Modify QP set `max_dest_rd_atomic`: the cache starts over with that many slots.
+    pub(crate) fn set_max_dest_rd_atomic(&mut self, n: u8) {
+        self.cache.reset(u32::from(n));
+    }
+
+    /// The QP went to RESET: forget everything but the cache's size. A held receive WQE was
+    /// already consumed from the ring, which RESET empties anyway.
+    pub(crate) fn reset(&mut self, max_dest_rd_atomic: u8) {
+        self.proto = presp::RespState::new(Psn::new(0));
+        self.cache.reset(u32::from(max_dest_rd_atomic));
+        self.recv = None;
+        self.pending_read = None;
     }
 }
 
-/// What the responder sends or completes once its lock is released.
+/// What the responder sends, completes or raises once its lock is released.
 struct Effects {
+    /// The device's netdev (the data path never calls `ib_device_get_netdev`, whose lock is not
+    /// IRQ-safe).
+    netdev: ARef<NetDevice>,
     packets: KVec<TxSkBuff>,
     recv_cqe: Option<Cqe>,
     solicited: bool,
     error: bool,
+    access_event: bool,
+    /// The id of a receive WQE taken from the ring that failed to parse.
+    bad_recv: Option<u64>,
 }
 
 /// Builds a response packet (ACK, NAK, read response, atomic acknowledge).
+#[allow(clippy::too_many_arguments)]
 fn response(
-    dev: &Device<Roxe>,
+    netdev: &NetDevice,
     path: &PathInfo,
     opcode: Opcode,
     psn: Psn,
     aeth: Option<Aeth>,
     payload_len: usize,
-    fill: impl FnOnce(&mut [u8]) -> Result<(), MemError>,
+    fill: impl FnOnce(&mut [u8]) -> bool,
     orig: Option<u64>,
 ) -> Option<TxSkBuff> {
-    let _ = dev;
-    let netdev = path.netdev.as_ref()?;
     let info = opcode.info()?;
     let pad = pad_count_for(payload_len);
     let total = info.header_len() + payload_len + usize::from(pad) + net::ICRC_LEN;
@@ -125,24 +140,28 @@ fn response(
         }
         if payload_len > 0 {
             let out = pkt.payload_mut().get_mut(..payload_len)?;
-            fill(out).ok()?;
+            if !fill(out) {
+                return None;
+            }
         }
     }
     Some(skb)
 }
 
-/// AETH of an ACK: no end-to-end credits (IBA 9.7.7.2.2 "invalid" credit count 0x1F).
-fn ack_aeth(msn: Msn) -> Aeth {
-    Aeth { syndrome: Syndrome::Ack { credits: 0x1f }, msn }
+fn push(fx: &mut Effects, skb: Option<TxSkBuff>) {
+    if let Some(skb) = skb {
+        let _ = fx.packets.push(skb, GFP_ATOMIC);
+    }
 }
 
-fn nak_aeth(code: NakCode, msn: Msn) -> Aeth {
-    Aeth { syndrome: Syndrome::Nak(code), msn }
+/// Queues an ACKNOWLEDGE (ACK or NAK) with BTH PSN `psn`.
+fn acknowledge(path: &PathInfo, fx: &mut Effects, psn: Psn, aeth: Aeth) {
+    let skb = response(&fx.netdev, path, Opcode::RC_ACKNOWLEDGE, psn, Some(aeth), 0, |_| true, None);
+    push(fx, skb);
 }
 
-/// Takes the next receive WQE of the QP (its RQ or SRQ), as a validated copy.
-fn take_recv(dev: &Device<Roxe>, qp: &RoxeQp) -> Option<Result<RecvEntry, u64>> {
-    let _ = dev;
+/// Takes the next receive WQE of the QP (its RQ or SRQ). `Err(wr_id)`: it does not parse.
+fn take_recv(qp: &RoxeQp) -> Option<Result<RecvEntry, u64>> {
     let (slot, max_sge) = if let Some(srq) = &qp.srq {
         let mut inner = srq.inner.lock();
         let mut slot = KVec::from_elem(0u8, inner.queue.elem_size(), GFP_ATOMIC).ok()?;
@@ -172,7 +191,7 @@ fn take_recv(dev: &Device<Roxe>, qp: &RoxeQp) -> Option<Result<RecvEntry, u64>> 
         (slot, qp.rq_max_sge)
     };
     match RecvWqe::parse(&slot, max_sge) {
-        Ok(wqe) => Some(Ok(RecvEntry { wqe, slot, placed: 0 })),
+        Ok(wqe) => Some(Ok(RecvEntry { wqe, slot })),
         Err(_) => {
             let wr_id = slot.get(..8).and_then(|b| b.try_into().ok()).map_or(0, u64::from_ne_bytes);
             Some(Err(wr_id))
@@ -180,65 +199,10 @@ fn take_recv(dev: &Device<Roxe>, qp: &RoxeQp) -> Option<Result<RecvEntry, u64>> 
     }
 }
 
-/// A receive buffer that cannot take the data: the receive fails with a status, or (ODP) its
-/// memory is not faulted in, with the fault queued.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Place {
-    Fail(WcStatus),
-    NotPresent,
-}
-
-fn scatter(dev: &Device<Roxe>, qp: &RoxeQp, r: &mut RecvEntry, data: &[u8]) -> Result<(), Place> {
-    if u64::from(r.placed) + data.len() as u64 > u64::from(r.wqe.length) {
-        return Err(Place::Fail(WcStatus::LocLenErr));
-    }
-    let list = SgeList { slot: &r.slot, base: recv_layout::DMA_DATA, num: r.wqe.num_sge };
-    match list.scatter(dev.data(), qp.pd_id, u64::from(r.placed), data) {
-        Ok(()) => {}
-        Err(MemError::NotPresent) => {
-            // Fault in the rest of the buffer: the rest of the message goes there.
-            let rest = r.wqe.length.saturating_sub(r.placed) as usize;
-            let _ = odp::fault_sges(dev, qp.pd_id, &list, u64::from(r.placed), rest, Access::LOCAL_WRITE);
-            return Err(Place::NotPresent);
-        }
-        Err(_) => return Err(Place::Fail(WcStatus::LocProtErr)),
-    }
-    r.placed += data.len() as u32;
-    Ok(())
-}
-
-/// ODP: the request needs memory that is not faulted in; the fault is queued. Nothing of the
-/// request is consumed (a receive WQE already taken stays held for it). RC answers with an RNR
-/// NAK (IBA 9.7.5.2.8; what ConnectX HCAs do on an ODP page fault): the requester sends again
-/// from this PSN after the QP's RNR timer. UD has no NAK: the packet is handed to the responder
-/// again from the fault work, after the fault. UC (no ODP offered) loses it.
-fn odp_miss(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src: &Source, path: &PathInfo, rs: &mut RespState, fx: &mut Effects) {
-    rs.odp_held = rs.recv.is_some();
-    match qp.qp_type {
-        QpType::Rc => {
-            dev.data().counters.inc(crate::counters::Counter::SendRnrErr);
-            let aeth = Aeth { syndrome: Syndrome::RnrNak { timer: path.min_rnr_timer }, msn: rs.msn };
-            push(fx, response(dev, path, Opcode::RC_ACKNOWLEDGE, pkt.psn(), Some(aeth), 0, |_| Ok(()), None));
-        }
-        QpType::Ud | QpType::Gsi => {
-            if let Some(r) = rs.recv.as_mut() {
-                // Whichever datagram uses the held WQE writes its own GRH first.
-                r.placed = 0;
-            }
-            let _ = odp::redeliver_after(dev, qp.qpn, pkt, src);
-        }
-        _ => {
-            if let Some(r) = rs.recv.as_mut() {
-                r.placed = 0;
-            }
-        }
-    }
-}
-
 /// A GRH for a UD receive (IBA 8.3): for IPv4 the IPv4 header sits in its last 20 bytes, as
 /// rdma-core's UD users expect from RoCEv2.
-fn grh_bytes(src: &Source) -> [u8; GRH_LEN] {
-    let mut g = [0u8; GRH_LEN];
+fn grh_bytes(src: &Source) -> [u8; UD_GRH_LEN as usize] {
+    let mut g = [0u8; UD_GRH_LEN as usize];
     match src.network {
         Network::Ipv4 => {
             g[20] = 0x45;
@@ -258,23 +222,37 @@ fn grh_bytes(src: &Source) -> [u8; GRH_LEN] {
 
 /// Handles a request packet for `qp`.
 pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src: &Source) {
-    let path = req::path_info(dev, qp);
-    let (access, qkey) = {
+    let path = req::path_info(qp);
+    let (cfg, qkey) = {
         let st = qp.state.lock();
-        (st.attr.qp_access_flags, st.attr.qkey)
+        let a = &st.attr;
+        let cfg = RespConfig {
+            qp_type: qp.qp_type,
+            access_flags: a.qp_access_flags,
+            mtu: IbMtu::from_raw(a.path_mtu).unwrap_or(IbMtu::Mtu256),
+            max_dest_rd_atomic: a.max_dest_rd_atomic,
+            min_rnr_timer: a.min_rnr_timer,
+        };
+        (cfg, a.qkey)
     };
     // IBA 10.3.1: a QP receives from RTR on; in RESET, INIT or ERR packets are dropped.
     if !matches!(path.state, QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe) {
         return;
     }
-    let mut fx = Effects { packets: KVec::new(), recv_cqe: None, solicited: false, error: false };
+    let mut fx = Effects {
+        netdev: dev.data().netdev.clone(),
+        packets: KVec::new(),
+        recv_cqe: None,
+        solicited: false,
+        error: false,
+        access_event: false,
+        bad_recv: None,
+    };
     {
         let mut rs = qp.resp_state.lock();
-        handle(dev, qp, pkt, src, &path, access, qkey, &mut rs, &mut fx);
+        handle(dev, qp, pkt, src, &path, &cfg, qkey, &mut rs, &mut fx);
     }
-    if fx.error {
-        comp::move_to_error(qp);
-    }
+    // The receive completion first, then the response; the QP goes to error after both.
     if let Some(cqe) = fx.recv_cqe {
         let mut bytes = cqe.to_bytes();
         if !qp.is_user && matches!(qp.qp_type, QpType::Ud | QpType::Gsi) {
@@ -294,9 +272,17 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src:
             let _ = net::xmit(dev, &av, req::udp_sport(qp.qpn), skb);
         }
     }
-    if path.state == QpState::Rtr && pkt.info().starts_message() {
+    if fx.access_event {
+        // C9-222.1: an access error no receive completion reports.
+        qp.notifier.event(QpEvent::AccessError);
+    }
+    if fx.error {
+        comp::move_to_error(qp);
+        qp::flush_recv(qp);
+        req::run(dev, qp);
+    } else if path.state == QpState::Rtr && pkt.info().starts_message() {
         // IBA 11.6.3.1: the first packet received in RTR establishes communication.
-        qp.notifier.event(crate::rdma::qp::QpEvent::CommEstablished);
+        qp.notifier.event(QpEvent::CommEstablished);
     }
 }
 
@@ -307,202 +293,137 @@ fn handle(
     pkt: &Packet<&[u8]>,
     src: &Source,
     path: &PathInfo,
-    access: u32,
+    cfg: &RespConfig,
     qkey: u32,
     rs: &mut RespState,
     fx: &mut Effects,
 ) {
-    let info = pkt.info();
-    let psn = pkt.psn();
-    let rc = qp.qp_type == QpType::Rc;
-    let ud = matches!(qp.qp_type, QpType::Ud | QpType::Gsi);
-
-    if ud {
+    if matches!(qp.qp_type, QpType::Ud | QpType::Gsi) {
         // IBA 10.2.5: a datagram whose Q_Key differs from the QP's is dropped.
         match pkt.deth() {
             Some(d) if d.qkey == qkey => {}
             _ => return,
         }
-    } else {
-        let d = psn.diff(rs.expected_psn);
-        if d < 0 {
-            if rc {
-                dev.data().counters.inc(crate::counters::Counter::DuplicateRequest);
-                duplicate(dev, qp, pkt, path, rs, fx);
-            }
-            return;
-        }
-        if d > 0 {
-            if rc {
-                dev.data().counters.inc(crate::counters::Counter::OutOfSeqRequest);
-                if !rs.nak_sent {
-                    rs.nak_sent = true;
-                    push(fx, response(dev, path, Opcode::RC_ACKNOWLEDGE, rs.expected_psn, Some(nak_aeth(NakCode::PsnSequenceError, rs.msn)), 0, |_| Ok(()), None));
-                }
-                return;
-            }
-            // UC: packets were lost; the message in progress is abandoned (IBA 9.8.3).
-            rs.expected_psn = psn;
-            rs.last_opcode = None;
-            rs.write = None;
-            if let Some(r) = rs.recv.as_mut() {
-                r.placed = 0;
-            }
-            if !info.starts_message() {
-                rs.expected_psn = psn.next();
+    }
+    let req = Request::from_packet(pkt);
+    match check_psn(&mut rs.proto, cfg, &req) {
+        PsnVerdict::Expected | PsnVerdict::Resync => {
+            if rs.pending_read.is_some() {
+                // Responses go out in request order (IBA 9.5): an answer to this request would
+                // overtake the READ responses still to come and acknowledge them implicitly.
+                // Drop it; the requester sends it again once the READ has completed.
                 return;
             }
         }
-        rs.nak_sent = false;
-        if !check_op_sequence(rs.last_opcode, pkt.opcode()).is_ok() {
-            if rc {
-                push(fx, response(dev, path, Opcode::RC_ACKNOWLEDGE, psn, Some(nak_aeth(NakCode::InvalidRequest, rs.msn)), 0, |_| Ok(()), None));
-                fx.error = true;
-            } else {
-                rs.last_opcode = None;
-                rs.expected_psn = psn.next();
-            }
+        PsnVerdict::Duplicate => {
+            dev.data().counters.inc(Counter::DuplicateRequest);
+            let r = handle_duplicate(&rs.proto, &rs.cache, cfg, &req);
+            respond(dev, qp, path, cfg, rs, fx, r, None);
             return;
         }
+        PsnVerdict::SequenceNak { expected } => {
+            dev.data().counters.inc(Counter::OutOfSeqRequest);
+            acknowledge(path, fx, expected, rs.proto.aeth(Syndrome::Nak(NakCode::PsnSequenceError)));
+            return;
+        }
+        PsnVerdict::Drop => return,
     }
-
-    let needed = if info.is_write() {
-        qp_access::REMOTE_WRITE
-    } else if info.is_read() {
-        qp_access::REMOTE_READ
-    } else if info.is_atomic() {
-        qp_access::REMOTE_ATOMIC
-    } else {
-        0
-    };
-    if needed != 0 && access & needed == 0 {
-        nak_error(dev, path, rs, fx, psn, NakCode::InvalidRequest);
-        return;
-    }
-
-    if info.is_send() {
-        send(dev, qp, pkt, src, path, rs, fx);
-    } else if info.is_write() {
-        write(dev, qp, pkt, src, path, rs, fx);
-    } else if info.is_read() {
-        read(dev, qp, pkt, src, path, rs, fx, psn);
-    } else if info.is_atomic() {
-        atomic(dev, qp, pkt, src, path, rs, fx);
-    } else {
-        nak_error(dev, path, rs, fx, psn, NakCode::InvalidRequest);
+    if let Err(e) = execute(dev, qp, pkt, src, path, cfg, &req, rs, fx) {
+        fail(dev, qp, path, cfg, &req, rs, fx, e);
     }
 }
 
-fn push(fx: &mut Effects, skb: Option<TxSkBuff>) {
-    if let Some(skb) = skb {
-        let _ = fx.packets.push(skb, GFP_ATOMIC);
-    }
-}
-
-/// A fatal request error on RC (IBA 9.7.5.2.3/4): NAK and the QP goes to error.
-fn nak_error(dev: &Device<Roxe>, path: &PathInfo, rs: &mut RespState, fx: &mut Effects, psn: Psn, code: NakCode) {
-    push(fx, response(dev, path, Opcode::RC_ACKNOWLEDGE, psn, Some(nak_aeth(code, rs.msn)), 0, |_| Ok(()), None));
-    fx.error = true;
-}
-
-/// Ends an accepted packet: advance the PSN, close the message, ACK if asked.
-fn accepted(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, path: &PathInfo, rs: &mut RespState, fx: &mut Effects) {
-    let info = pkt.info();
-    rs.expected_psn = pkt.psn().next();
-    if info.ends_message() {
-        rs.msn = rs.msn.next();
-        rs.last_opcode = None;
-    } else {
-        rs.last_opcode = Some(pkt.opcode());
-    }
-    if qp.qp_type == QpType::Rc && pkt.ack_req() {
-        push(fx, response(dev, path, Opcode::RC_ACKNOWLEDGE, pkt.psn(), Some(ack_aeth(rs.msn)), 0, |_| Ok(()), None));
-    }
-}
-
-fn send(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src: &Source, path: &PathInfo, rs: &mut RespState, fx: &mut Effects) {
-    let info = pkt.info();
-    let rc = qp.qp_type == QpType::Rc;
-    let ud = matches!(qp.qp_type, QpType::Ud | QpType::Gsi);
-    let held = core::mem::take(&mut rs.odp_held);
-    if (info.starts_message() && !held) || rs.recv.is_none() {
-        match take_recv(dev, qp) {
-            Some(Ok(r)) => rs.recv = Some(r),
+/// Runs the checks after the PSN check, executes the request and commits it.
+#[allow(clippy::too_many_arguments)]
+fn execute(
+    dev: &Device<Roxe>,
+    qp: &RoxeQp,
+    pkt: &Packet<&[u8]>,
+    src: &Source,
+    path: &PathInfo,
+    cfg: &RespConfig,
+    req: &Request,
+    rs: &mut RespState,
+    fx: &mut Effects,
+) -> Result<(), RespError> {
+    check_opcode(&mut rs.proto, cfg, req)?;
+    check_op_allowed(cfg, req)?;
+    if req.info.needs_recv_wqe() && rs.recv.is_none() {
+        match take_recv(qp) {
+            Some(Ok(entry)) => rs.recv = Some(entry),
             Some(Err(wr_id)) => {
-                fx.recv_cqe = Some(Cqe::recv_error(wr_id, WcStatus::LocQpOpErr, qp.qpn));
-                if rc {
-                    nak_error(dev, path, rs, fx, pkt.psn(), NakCode::RemoteOperationalError);
-                }
-                return;
+                fx.bad_recv = Some(wr_id);
+                return Err(RespError::MalformedRecvWqe);
             }
-            None => {
-                // No receive WQE: RNR NAK on RC (IBA 9.7.5.2.8); UC and UD drop the message.
-                if rc {
-                    dev.data().counters.inc(crate::counters::Counter::SendRnrErr);
-                    let timer = path.min_rnr_timer;
-                    let aeth = Aeth { syndrome: Syndrome::RnrNak { timer }, msn: rs.msn };
-                    push(fx, response(dev, path, Opcode::RC_ACKNOWLEDGE, pkt.psn(), Some(aeth), 0, |_| Ok(()), None));
-                } else if !ud {
-                    rs.expected_psn = pkt.psn().next();
+            None => {}
+        }
+    }
+    check_resource(cfg, req, rs.recv.is_some())?;
+    let recv_len = rs.recv.as_ref().map_or(0, |r| r.wqe.length);
+    let placement = check_length(&rs.proto, cfg, req, recv_len)?;
+
+    let payload = pkt.payload();
+    let mut original = 0u64;
+    let mut read_mr = None;
+    match placement {
+        Placement::Nothing => {}
+        Placement::Recv { offset } => {
+            let r = rs.recv.as_ref().ok_or(RespError::ReceiverNotReady)?;
+            let list = SgeList { slot: &r.slot, base: recv_layout::DMA_DATA, num: r.wqe.num_sge };
+            if cfg.transport() == Transport::Ud {
+                list.scatter(dev.data(), qp.pd_id, 0, &grh_bytes(src)).map_err(|_| RespError::RecvProtection)?;
+            }
+            list.scatter(dev.data(), qp.pd_id, u64::from(offset), payload).map_err(|_| RespError::RecvProtection)?;
+            if let Some(ieth) = pkt.ieth() {
+                // SEND with Invalidate (its LAST or ONLY packet carries the IETH) frees the named
+                // window or fast-registration MR before the receive completes (IBA 10.6.7.3); an
+                // R_Key that names nothing this QP may invalidate fails the message (class J).
+                crate::mem::invalidate(dev.data(), qp.pd_id, ieth.rkey).map_err(|_| RespError::InvalidateFailed)?;
+            }
+        }
+        Placement::Remote(access) => {
+            let found = remote_target(dev.data(), access.rkey, qp.pd_id, qp.qpn);
+            check_rkey(found.as_ref().map(|(t, _)| t), &access)?;
+            let Some((_, mr)) = found else { return Err(RespError::RemoteAccess) };
+            match req.info.operation() {
+                Operation::RdmaWrite => mr.write_at(access.va, payload).map_err(|_| RespError::RemoteAccess)?,
+                Operation::RdmaReadRequest => read_mr = Some(mr),
+                Operation::CompareSwap | Operation::FetchAdd => {
+                    let a = pkt.atomic_eth().ok_or(RespError::Length)?;
+                    let _guard = dev.data().atomic_lock.lock();
+                    let mut cur = [0u8; 8];
+                    mr.read_at(access.va, &mut cur).map_err(|_| RespError::RemoteAccess)?;
+                    original = u64::from_ne_bytes(cur);
+                    let new = if req.info.operation() == Operation::CompareSwap {
+                        if original == a.compare { a.swap_add } else { original }
+                    } else {
+                        original.wrapping_add(a.swap_add)
+                    };
+                    mr.write_at(access.va, &new.to_ne_bytes()).map_err(|_| RespError::RemoteAccess)?;
                 }
-                return;
+                Operation::AtomicWrite => {
+                    let _guard = dev.data().atomic_lock.lock();
+                    mr.write_at(access.va, payload).map_err(|_| RespError::RemoteAccess)?;
+                }
+                // Registered memory is ordinary RAM, coherent once written: nothing to flush.
+                _ => {}
             }
         }
     }
-    let Some(r) = rs.recv.as_mut() else { return };
-    if ud && r.placed == 0 {
-        match scatter(dev, qp, r, &grh_bytes(src)) {
-            Ok(()) => {}
-            Err(Place::NotPresent) => return odp_miss(dev, qp, pkt, src, path, rs, fx),
-            Err(Place::Fail(status)) => {
-                let wr_id = r.wqe.wr_id;
-                rs.recv = None;
-                fx.recv_cqe = Some(Cqe::recv_error(wr_id, status, qp.qpn));
-                return;
-            }
-        }
-    }
-    let Some(r) = rs.recv.as_mut() else { return };
-    if let Err(place) = scatter(dev, qp, r, pkt.payload()) {
-        let Place::Fail(status) = place else { return odp_miss(dev, qp, pkt, src, path, rs, fx) };
-        // The receive fails. On RC the sender gets, for a message too long for the buffer, an
-        // invalid request NAK (IBA 9.7.5.2.3, class C); for a buffer the QP may not write (bad
-        // L_Key, address outside the MR), a remote operational error NAK (IBA 9.7.5.2.4: an
-        // error local to the responder; rxe's RESPST_ERR_MALFORMED_WQE).
-        let wr_id = r.wqe.wr_id;
-        rs.recv = None;
-        fx.recv_cqe = Some(Cqe::recv_error(wr_id, status, qp.qpn));
-        if rc {
-            let code = if status == WcStatus::LocLenErr { NakCode::InvalidRequest } else { NakCode::RemoteOperationalError };
-            nak_error(dev, path, rs, fx, pkt.psn(), code);
-        }
-        return;
-    }
-    if info.ends_message() {
-        if let Some(ieth) = pkt.ieth() {
-            // SEND with Invalidate frees the named window before the receive completes (IBA
-            // 10.6.7.3); an R_Key that names no invalidatable window fails the request.
-            if crate::mem::invalidate(dev.data(), qp.pd_id, ieth.rkey).is_err() {
-                if let Some(r) = rs.recv.take() {
-                    fx.recv_cqe = Some(Cqe::recv_error(r.wqe.wr_id, WcStatus::RemInvReqErr, qp.qpn));
-                }
-                if rc {
-                    nak_error(dev, path, rs, fx, pkt.psn(), NakCode::InvalidRequest);
-                }
-                return;
-            }
-        }
+
+    let done = commit(&mut rs.proto, &mut rs.cache, cfg, req, original);
+    if let Some(ok) = done.recv {
         if let Some(r) = rs.recv.take() {
-            let (src_qp, grh) = if ud { (pkt.deth().map(|d| d.src_qpn), true) } else { (None, false) };
+            let ud = cfg.transport() == Transport::Ud;
             let c = RecvCompletion {
                 wr_id: r.wqe.wr_id,
                 qp_num: qp.qpn,
-                byte_len: r.placed,
-                rdma_write_with_imm: false,
+                byte_len: ok.byte_len,
+                rdma_write_with_imm: ok.rdma_with_imm,
                 imm_data: pkt.imm_data(),
                 invalidated_rkey: pkt.ieth().map(|i| i.rkey),
-                src_qp,
-                grh,
+                src_qp: if ud { pkt.deth().map(|d| d.src_qpn) } else { None },
+                grh: ud,
                 pkey_index: 0,
                 port_num: crate::device::PORT as u8,
             };
@@ -510,252 +431,166 @@ fn send(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src: &Source, path
             fx.solicited = pkt.solicited_event();
         }
     }
-    if !ud {
-        accepted(dev, qp, pkt, path, rs, fx);
-    }
+    respond(dev, qp, path, cfg, rs, fx, done.response, read_mr);
+    Ok(())
 }
 
-fn write(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src: &Source, path: &PathInfo, rs: &mut RespState, fx: &mut Effects) {
-    let info = pkt.info();
-    let psn = pkt.psn();
-    if info.has_immediate() && rs.recv.is_none() {
-        // WRITE with immediate consumes a receive WQE; without one, RNR before touching memory.
-        match take_recv(dev, qp) {
-            Some(Ok(r)) => rs.recv = Some(r),
-            _ => {
-                if qp.qp_type == QpType::Rc {
-                    dev.data().counters.inc(crate::counters::Counter::SendRnrErr);
-                    let timer = path.min_rnr_timer;
-                    let aeth = Aeth { syndrome: Syndrome::RnrNak { timer }, msn: rs.msn };
-                    push(fx, response(dev, path, Opcode::RC_ACKNOWLEDGE, psn, Some(aeth), 0, |_| Ok(()), None));
-                }
-                return;
-            }
-        }
-    }
-    let payload = pkt.payload();
-    // C9-88: a zero-length RDMA WRITE names no memory, so neither its R_Key nor its VA is
-    // checked (as for READ).
-    let zero_length = pkt.reth().is_some_and(|r| r.dma_len == 0) && payload.is_empty() && info.ends_message();
-    if let Some(reth) = pkt.reth().filter(|_| !zero_length) {
-        match lookup_remote(dev.data(), reth.rkey, qp.pd_id, qp.qpn, Access::REMOTE_WRITE, reth.va, u64::from(reth.dma_len)) {
-            Ok(mr) => rs.write = Some(WriteCursor { mr, va: reth.va, remaining: reth.dma_len }),
-            Err(_) => {
-                rs.write = None;
-                // A WRITE with immediate took a receive WQE above: it left the ring, so only this
-                // completion reports it (rxe: class C, IB_WC_REM_ACCESS_ERR).
-                if let Some(r) = rs.recv.take() {
-                    fx.recv_cqe = Some(Cqe::recv_error(r.wqe.wr_id, WcStatus::RemAccessErr, qp.qpn));
-                }
-                nak_error(dev, path, rs, fx, psn, NakCode::RemoteAccessError);
-                return;
-            }
-        }
-    }
-    if !zero_length {
-        let Some(w) = rs.write.as_mut() else {
-            nak_error(dev, path, rs, fx, psn, NakCode::InvalidRequest);
-            return;
-        };
-        if payload.len() as u64 > u64::from(w.remaining) {
-            rs.write = None;
-            nak_error(dev, path, rs, fx, psn, NakCode::InvalidRequest);
-            return;
-        }
-        if let Err(e) = w.mr.write_at(w.va, payload) {
-            if e == MemError::NotPresent {
-                // Fault in the rest of the WRITE; the cursor stays for the resent packet.
-                let _ = odp::fault_mr(dev, &w.mr, w.va, u64::from(w.remaining));
-                return odp_miss(dev, qp, pkt, src, path, rs, fx);
-            }
-            rs.write = None;
-            nak_error(dev, path, rs, fx, psn, NakCode::RemoteAccessError);
-            return;
-        }
-        w.va = w.va.wrapping_add(payload.len() as u64);
-        w.remaining -= payload.len() as u32;
-    }
-    if info.ends_message() {
-        rs.write = None;
-        if info.has_immediate() {
-            if let Some(r) = rs.recv.take() {
-                let c = RecvCompletion {
-                    wr_id: r.wqe.wr_id,
-                    qp_num: qp.qpn,
-                    byte_len: pkt.reth().map_or(0, |x| x.dma_len),
-                    rdma_write_with_imm: true,
-                    imm_data: pkt.imm_data(),
-                    invalidated_rkey: None,
-                    src_qp: None,
-                    grh: false,
-                    pkey_index: 0,
-                    port_num: crate::device::PORT as u8,
-                };
-                fx.recv_cqe = Some(Cqe::recv(&c));
-                fx.solicited = pkt.solicited_event();
-            }
-        }
-    }
-    accepted(dev, qp, pkt, path, rs, fx);
-}
-
+/// Queues the packets of `r`. READ responses read through `mr` when the caller looked the key
+/// up already (a new READ); a replay checks its key again.
 #[allow(clippy::too_many_arguments)]
-fn read(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src: &Source, path: &PathInfo, rs: &mut RespState, fx: &mut Effects, start_psn: Psn) {
-    let Some(reth) = pkt.reth() else {
-        nak_error(dev, path, rs, fx, start_psn, NakCode::InvalidRequest);
-        return;
-    };
-    // A zero-length READ touches no memory, so its R_Key is not checked (IBA 9.4.3).
-    let mr = if reth.dma_len == 0 {
-        None
-    } else {
-        match lookup_remote(dev.data(), reth.rkey, qp.pd_id, qp.qpn, Access::REMOTE_READ, reth.va, u64::from(reth.dma_len)) {
-            Ok(mr) => Some(mr),
-            Err(_) => {
-                nak_error(dev, path, rs, fx, start_psn, NakCode::RemoteAccessError);
-                return;
-            }
-        }
-    };
-    if let Some(mr) = &mr {
-        if mr.check_present(reth.va, u64::from(reth.dma_len)) == Err(MemError::NotPresent) {
-            let _ = odp::fault_mr(dev, mr, reth.va, u64::from(reth.dma_len));
-            return odp_miss(dev, qp, pkt, src, path, rs, fx);
-        }
-    }
-    // The request counts as one message; its responses carry the MSN after it (IBA 9.7.5.1.3).
-    rs.msn = rs.msn.next();
-    rs.last_opcode = None;
-    let npkts = reth.dma_len.div_ceil(path.mtu).max(1);
-    read_responses(dev, path, rs.msn, mr.as_ref().map(|m| &***m), reth.va, reth.dma_len, start_psn, 0, npkts, fx);
-    rs.expected_psn = start_psn.add(npkts);
-}
-
-/// Sends the response packets `from..npkts` of a READ of `len` bytes at `va`.
-#[allow(clippy::too_many_arguments)]
-fn read_responses(
+fn respond(
     dev: &Device<Roxe>,
+    qp: &RoxeQp,
     path: &PathInfo,
-    msn: Msn,
-    mr: Option<&RoxeMr>,
-    va: u64,
-    len: u32,
-    first_psn: Psn,
-    from: u32,
-    npkts: u32,
+    cfg: &RespConfig,
+    rs: &mut RespState,
     fx: &mut Effects,
+    r: Response,
+    mr: Option<PoolRef<RoxeMr>>,
 ) {
-    for i in from..npkts {
-        let offset = i.saturating_mul(path.mtu);
-        let n = core::cmp::min(path.mtu, len.saturating_sub(offset)) as usize;
-        let opcode = match (i == 0, i + 1 == npkts) {
-            (true, true) => Opcode::RC_RDMA_READ_RESPONSE_ONLY,
-            (true, false) => Opcode::RC_RDMA_READ_RESPONSE_FIRST,
-            (false, false) => Opcode::RC_RDMA_READ_RESPONSE_MIDDLE,
-            (false, true) => Opcode::RC_RDMA_READ_RESPONSE_LAST,
+    let ack = rs.proto.aeth(ack_syndrome());
+    match r {
+        Response::None => {}
+        Response::Ack { psn } => acknowledge(path, fx, psn, ack),
+        Response::AtomicAck { psn, original } => {
+            let skb =
+                response(&fx.netdev, path, Opcode::RC_ATOMIC_ACKNOWLEDGE, psn, Some(ack), 0, |_| true, Some(original));
+            push(fx, skb);
+        }
+        Response::EmptyReadResponse { psn } => {
+            let skb = response(&fx.netdev, path, Opcode::RC_RDMA_READ_RESPONSE_ONLY, psn, Some(ack), 0, |_| true, None);
+            push(fx, skb);
+        }
+        Response::Read(reply) => {
+            let mr = match (mr, reply.access()) {
+                (Some(mr), _) => Some(mr),
+                (None, None) => None,
+                (None, Some(access)) => {
+                    let found = remote_target(dev.data(), reply.rkey, qp.pd_id, qp.qpn);
+                    if check_rkey(found.as_ref().map(|(t, _)| t), &access).is_err() {
+                        return;
+                    }
+                    found.map(|(_, mr)| mr)
+                }
+            };
+            let pending = read_responses(path, cfg.mtu, ack, mr.as_ref().map(|m| &***m), &reply, fx);
+            // A new reply (or a replay the requester asked for) replaces what was left of an
+            // earlier one: the requester asks again for anything it still misses.
+            rs.pending_read = pending;
+            rs.pending_at_ms = now_ms() + READ_REPLY_INTERVAL_MS;
+        }
+    }
+}
+
+/// Sends the next burst of a long RDMA READ reply (from the device tick, softirq). The key is
+/// checked again, as for a replay: the MR may have gone since the READ arrived.
+pub(crate) fn tick(dev: &Device<Roxe>, qp: &RoxeQp, now: u64) {
+    if qp.qp_type != QpType::Rc {
+        return;
+    }
+    {
+        let rs = qp.resp_state.lock();
+        if rs.pending_read.is_none() || now < rs.pending_at_ms {
+            return;
+        }
+    }
+    let path = req::path_info(qp);
+    let mtu = IbMtu::from_raw(qp.state.lock().attr.path_mtu).unwrap_or(IbMtu::Mtu256);
+    let mut fx = Effects {
+        netdev: dev.data().netdev.clone(),
+        packets: KVec::new(),
+        recv_cqe: None,
+        solicited: false,
+        error: false,
+        access_event: false,
+        bad_recv: None,
+    };
+    {
+        let mut rs = qp.resp_state.lock();
+        let Some(reply) = rs.pending_read.take() else { return };
+        if !matches!(path.state, QpState::Rts | QpState::Sqd | QpState::Sqe | QpState::Rtr) {
+            return;
+        }
+        let mr = match reply.access() {
+            None => None,
+            Some(access) => {
+                let found = remote_target(dev.data(), reply.rkey, qp.pd_id, qp.qpn);
+                if check_rkey(found.as_ref().map(|(t, _)| t), &access).is_err() {
+                    return;
+                }
+                found.map(|(_, mr)| mr)
+            }
         };
-        let aeth = opcode.info().filter(|x| x.has(crate::proto::opcode::ExtHeader::Aeth)).map(|_| ack_aeth(msn));
-        let at = va.wrapping_add(u64::from(offset));
+        let ack = rs.proto.aeth(ack_syndrome());
+        rs.pending_read = read_responses(&path, mtu, ack, mr.as_ref().map(|m| &***m), &reply, &mut fx);
+        rs.pending_at_ms = now + READ_REPLY_INTERVAL_MS;
+    }
+    if let Some(av) = path.av {
+        for skb in fx.packets {
+            let _ = net::xmit(dev, &av, req::udp_sport(qp.qpn), skb);
+        }
+    }
+}
+
+/// Queues the first [`READ_REPLY_BURST`] RDMA READ RESPONSE packets of `reply`, and returns the
+/// rest of it, if any.
+fn read_responses(
+    path: &PathInfo,
+    mtu: IbMtu,
+    ack: Aeth,
+    mr: Option<&RoxeMr>,
+    reply: &ReadReply,
+    fx: &mut Effects,
+) -> Option<ReadReply> {
+    for seg in reply.packets(mtu).take(READ_REPLY_BURST as usize) {
+        let at = reply.va.wrapping_add(u64::from(seg.offset));
+        let aeth = if seg.has_aeth { Some(ack) } else { None };
         let skb = response(
-            dev,
+            &fx.netdev,
             path,
-            opcode,
-            first_psn.add(i),
+            seg.opcode,
+            seg.psn,
             aeth,
-            n,
-            |out| match mr {
-                Some(mr) => mr.read_at(at, out),
-                None => Ok(()),
-            },
+            seg.len as usize,
+            |out| mr.is_some_and(|mr| mr.read_at(at, out).is_ok()),
             None,
         );
+        if skb.is_none() {
+            // Out of memory or the data vanished: the requester times out and asks again.
+            return None;
+        }
         push(fx, skb);
     }
+    reply.rest_after(mtu, READ_REPLY_BURST)
 }
 
-fn atomic(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src: &Source, path: &PathInfo, rs: &mut RespState, fx: &mut Effects) {
-    let psn = pkt.psn();
-    let Some(a) = pkt.atomic_eth() else {
-        nak_error(dev, path, rs, fx, psn, NakCode::InvalidRequest);
-        return;
-    };
-    if a.va % 8 != 0 {
-        // IBA 9.4.5: atomics need naturally aligned 8-byte operands.
-        nak_error(dev, path, rs, fx, psn, NakCode::InvalidRequest);
-        return;
+/// Handles a refused request as [`presp::RespState::fail`] says.
+#[allow(clippy::too_many_arguments)]
+fn fail(
+    dev: &Device<Roxe>,
+    qp: &RoxeQp,
+    path: &PathInfo,
+    cfg: &RespConfig,
+    req: &Request,
+    rs: &mut RespState,
+    fx: &mut Effects,
+    err: RespError,
+) {
+    let action = rs.proto.fail(cfg, err);
+    if matches!(action.reply, Some(Syndrome::RnrNak { .. })) {
+        dev.data().counters.inc(Counter::SendRnrErr);
     }
-    let mr = match lookup_remote(dev.data(), a.rkey, qp.pd_id, qp.qpn, Access::REMOTE_ATOMIC, a.va, 8) {
-        Ok(mr) => mr,
-        Err(_) => {
-            nak_error(dev, path, rs, fx, psn, NakCode::RemoteAccessError);
-            return;
-        }
-    };
-    let orig = {
-        let _guard = dev.data().atomic_lock.lock();
-        let mut cur = [0u8; 8];
-        if let Err(e) = mr.read_at(a.va, &mut cur) {
-            drop(_guard);
-            if e == MemError::NotPresent {
-                let _ = odp::fault_mr(dev, &mr, a.va, 8);
-                return odp_miss(dev, qp, pkt, src, path, rs, fx);
-            }
-            nak_error(dev, path, rs, fx, psn, NakCode::RemoteAccessError);
-            return;
-        }
-        let orig = u64::from_ne_bytes(cur);
-        let new = if pkt.opcode() == Opcode::RC_COMPARE_SWAP {
-            if orig == a.compare { a.swap_add } else { orig }
-        } else {
-            orig.wrapping_add(a.swap_add)
-        };
-        if let Err(e) = mr.write_at(a.va, &new.to_ne_bytes()) {
-            drop(_guard);
-            if e == MemError::NotPresent {
-                // Invalidated since the read: nothing was written, so the resend runs it anew.
-                let _ = odp::fault_mr(dev, &mr, a.va, 8);
-                return odp_miss(dev, qp, pkt, src, path, rs, fx);
-            }
-            nak_error(dev, path, rs, fx, psn, NakCode::RemoteAccessError);
-            return;
-        }
-        orig
-    };
-    if let Some(slot) = rs.atomics.get_mut(rs.atomic_next % ATOMIC_CACHE) {
-        *slot = (psn.get(), orig, true);
+    if let Some(syndrome) = action.reply {
+        acknowledge(path, fx, req.psn, rs.proto.aeth(syndrome));
     }
-    rs.atomic_next = rs.atomic_next.wrapping_add(1);
-    rs.msn = rs.msn.next();
-    rs.last_opcode = None;
-    rs.expected_psn = psn.next();
-    push(fx, response(dev, path, Opcode::RC_ATOMIC_ACKNOWLEDGE, psn, Some(ack_aeth(rs.msn)), 0, |_| Ok(()), Some(orig)));
-}
-
-/// A request with a PSN already seen (IBA 9.7.5.1.1): SEND and WRITE get an ACK of the latest
-/// PSN, a READ is served again (reads have no side effect), an atomic gets its saved result
-/// without running again.
-fn duplicate(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, path: &PathInfo, rs: &mut RespState, fx: &mut Effects) {
-    let info = pkt.info();
-    let last = rs.expected_psn.add(0xff_ffff);
-    if info.is_read() {
-        if let Some(reth) = pkt.reth() {
-            if let Ok(mr) = lookup_remote(dev.data(), reth.rkey, qp.pd_id, qp.qpn, Access::REMOTE_READ, reth.va, u64::from(reth.dma_len)) {
-                if mr.check_present(reth.va, u64::from(reth.dma_len)) == Err(MemError::NotPresent) {
-                    // ODP: no answer now; the requester asks again after its timeout.
-                    let _ = odp::fault_mr(dev, &mr, reth.va, u64::from(reth.dma_len));
-                } else {
-                    let npkts = reth.dma_len.div_ceil(path.mtu).max(1);
-                    read_responses(dev, path, rs.msn, Some(&mr), reth.va, reth.dma_len, pkt.psn(), 0, npkts, fx);
-                }
-            }
+    let held = rs.recv.is_some() || fx.bad_recv.is_some();
+    if let RecvWqeFate::Complete(status) = action.recv_wqe {
+        let wr_id = rs.recv.take().map(|r| r.wqe.wr_id).or(fx.bad_recv.take());
+        if let Some(wr_id) = wr_id {
+            let status = WcStatus::from_raw(status.wc_status()).unwrap_or(WcStatus::GeneralErr);
+            fx.recv_cqe = Some(Cqe::recv_error(wr_id, status, qp.qpn));
         }
-    } else if info.is_atomic() {
-        let psn = pkt.psn().get();
-        if let Some((_, orig, _)) = rs.atomics.iter().find(|(p, _, valid)| *valid && *p == psn) {
-            let orig = *orig;
-            push(fx, response(dev, path, Opcode::RC_ATOMIC_ACKNOWLEDGE, pkt.psn(), Some(ack_aeth(rs.msn)), 0, |_| Ok(()), Some(orig)));
-        }
-    } else if pkt.ack_req() || info.ends_message() {
-        push(fx, response(dev, path, Opcode::RC_ACKNOWLEDGE, last, Some(ack_aeth(rs.msn)), 0, |_| Ok(()), None));
     }
+    fx.access_event = action.qp_access_event && !held;
+    fx.error = action.qp_error;
 }

@@ -22,8 +22,8 @@ use super::mtu::IbMtu;
 use super::opcode::{ExtHeader, Opcode, Operation, Transport};
 use super::packet::{Aeth, NakCode, Packet, Syndrome};
 use super::psn::Psn;
-use super::qp_state::{rnr_retry_is_infinite, rnr_timer_us};
-use super::req::{is_local_op, psns_of, ReqConfig, WqeProgress};
+use super::qp_state::{ack_timeout_ns, rnr_retry_is_infinite, rnr_timer_us};
+use super::req::{is_local_op, psns_of, ReqConfig, WqeProgress, READ_REQUEST_PSNS};
 use super::wqe::{QpType, SendOpcode, SendWqe};
 
 /// Whether a WQE completes as soon as the requester is done with it, without waiting for a
@@ -127,6 +127,31 @@ impl RetryCounters {
     pub fn reset(&mut self) {
         self.retries_left = self.retry_cnt;
         self.rnr_retries_left = self.rnr_retry;
+    }
+}
+
+/// The least time, in ms, roxe waits for an acknowledgement before a transport retry.
+///
+/// IBA 9.7.6.1.3 makes 4.096 us * 2^timeout the least time before a retry, not the most: a soft
+/// HCA may be far slower than the consumer assumed (a debug kernel under emulation takes
+/// hundreds of ms over a 100 KB message), and an early retry only adds duplicates to a busy
+/// responder and spends the retry count without a loss.
+pub const MIN_ACK_TIMEOUT_MS: u64 = 500;
+
+/// The local ACK timeout in ms for the QP attribute `timeout` (0: no timer, IBA 9.7.6.1.3),
+/// never below [`MIN_ACK_TIMEOUT_MS`]. The device's tick checks timers every 10 ms, so
+/// finer values would mean nothing.
+pub const fn ack_timeout_ms(timeout: u8) -> u64 {
+    match ack_timeout_ns(timeout) {
+        None => 0,
+        Some(ns) => {
+            let ms = ns / 1_000_000;
+            if ms < MIN_ACK_TIMEOUT_MS {
+                MIN_ACK_TIMEOUT_MS
+            } else {
+                ms
+            }
+        }
     }
 }
 
@@ -252,7 +277,7 @@ impl AckFacts {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CompAction {
     /// Drop the packet: a duplicate or stale response, one for a PSN not sent yet, one the
-    /// oldest WQE cannot use yet (a gap in READ response data: the timeout will retry), or
+    /// oldest WQE cannot use yet (READ response data past a gap already asked for again), or
     /// nothing is outstanding.
     Ignore,
     /// The packet acknowledged part of the oldest WQE; nothing completes.
@@ -327,7 +352,9 @@ pub const fn nak_status(code: NakCode) -> Option<WcStatus> {
 /// 3. A PSN before the expected one is a duplicate, with two exceptions: an ACK for the last PSN
 ///    of a WQE whose retransmission had not finished when the first ACK came, and an error NAK
 ///    that the responder sent for a READ it had partly answered.
-/// 4. READ response data must come in PSN order: a gap is dropped, the timeout retries.
+/// 4. READ response data must come in PSN order: a response past a gap is dropped and the
+///    requester asks again for the rest of the READ (once per gap); other responses ahead of
+///    an unanswered READ or atomic are dropped and the timeout retries.
 /// 5. The response must fit the WQE: READ data for an RDMA READ, an atomic acknowledge for an
 ///    atomic, an empty READ response or an ACK for FLUSH and ATOMIC WRITE, an ACK or NAK for the
 ///    rest. A mismatch is `IB_WC_BAD_RESP_ERR`.
@@ -367,6 +394,17 @@ pub fn on_response(state: &mut CompState, oldest: Option<&Outstanding>, ack: &Ac
         return stale_response(state, wqe, ack, info.operation());
     }
     if ahead > 0 && needs_response_data(wqe.op) {
+        // Responses are sent and delivered in PSN order on a path that does not reorder (IBA
+        // 9.7.5.1.2), so a READ response beyond the expected one means the ones in between were
+        // lost. Waiting for the local ACK timer would stall a long READ for a whole timeout per
+        // loss: ask again for the rest at once, once per gap (`retry_pending` holds until the
+        // re-asked responses show progress). Anything else ahead of an unanswered READ or atomic
+        // is dropped; the timer recovers it.
+        // The READ need not be fully sent: its later requests (READ_REQUEST_PSNS) wait for
+        // these responses.
+        if matches!(info.operation(), Operation::RdmaReadResponse) && matches!(wqe.op, SendOpcode::RdmaRead) {
+            return state.start_retry(false);
+        }
         return CompAction::Ignore;
     }
     match info.operation() {
@@ -431,7 +469,13 @@ fn read_response(state: &mut CompState, wqe: &Outstanding, ack: &AckFacts, opcod
             // retried request) or may not (it resumed the one in progress, as rxe's does). The
             // PSN of the last packet, and only it, ends the message.
             let offset = (index as u64) << state.mtu.bytes().trailing_zeros();
-            if (index == 0 && !starts) || ends != is_last || offset > u64::from(wqe.length) {
+            // The requester asks for a long READ in requests of READ_REQUEST_PSNS aligned from
+            // the WQE's first PSN: the response to each starts at such a boundary and ends before
+            // the next one or at the WQE's last PSN (a re-request from the middle is answered
+            // from there on, IBA 9.7.5.1.2).
+            let boundary = index as u32 % READ_REQUEST_PSNS == 0;
+            let request_end = is_last || (index as u32).wrapping_add(1) % READ_REQUEST_PSNS == 0;
+            if (boundary && !starts) || ends != request_end || offset > u64::from(wqe.length) {
                 return bad;
             }
             let offset = offset as u32;
@@ -615,8 +659,9 @@ mod tests {
             on_response(&mut s, Some(&w), &first, LIMIT),
             CompAction::ReadData { offset: 0, len: 1024, completes: false }
         );
-        // A gap (PSN 22 before 21) is dropped.
+        // A gap (PSN 22 before 21): the READ is asked again from 21, once for the gap.
         let last = read_resp(Opcode::RC_RDMA_READ_RESPONSE_LAST, 22, 452);
+        assert_eq!(on_response(&mut s, Some(&w), &last, LIMIT), CompAction::Retry { from_psn: Psn::new(21) });
         assert_eq!(on_response(&mut s, Some(&w), &last, LIMIT), CompAction::Ignore);
         let middle = read_resp(Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 21, 1024);
         assert_eq!(
@@ -769,6 +814,76 @@ mod tests {
         for _ in 0..100 {
             assert!(matches!(on_response(&mut s, Some(&w), &rnr, LIMIT), CompAction::RnrWait { .. }));
         }
+    }
+
+    #[test]
+    fn ack_timeout_has_a_floor() {
+        assert_eq!(ack_timeout_ms(0), 0);
+        // 4.096 us * 2^14 = 67 ms: raised to the floor.
+        assert_eq!(ack_timeout_ms(14), MIN_ACK_TIMEOUT_MS);
+        // 4.096 us * 2^18 = 1073 ms.
+        assert_eq!(ack_timeout_ms(18), 1073);
+        assert_eq!(ack_timeout_ms(31), 8_796_093);
+        assert!(ack_timeout_ms(60) > 0);
+    }
+
+    #[test]
+    fn long_read_responses_come_per_request() {
+        // 130 responses at MTU 1024 (PSNs 0..=129): requests of 128 and 2.
+        let bad = CompAction::Error { status: WcStatus::BadRespErr };
+        let w = out(SendOpcode::RdmaRead, 0, 129, 130 * 1024);
+        let mut s = state(0);
+        s.expected_psn = Psn::new(127);
+        // The first request's responses end at 127, the second's start at 128.
+        assert_eq!(on_response(&mut s.clone(), Some(&w), &read_resp(Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 127, 1024), LIMIT), bad);
+        assert!(matches!(
+            on_response(&mut s, Some(&w), &read_resp(Opcode::RC_RDMA_READ_RESPONSE_LAST, 127, 1024), LIMIT),
+            CompAction::ReadData { offset, completes: false, .. } if offset == 127 * 1024
+        ));
+        assert_eq!(on_response(&mut s.clone(), Some(&w), &read_resp(Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 128, 1024), LIMIT), bad);
+        assert!(matches!(
+            on_response(&mut s, Some(&w), &read_resp(Opcode::RC_RDMA_READ_RESPONSE_FIRST, 128, 1024), LIMIT),
+            CompAction::ReadData { offset, completes: false, .. } if offset == 128 * 1024
+        ));
+        assert!(matches!(
+            on_response(&mut s, Some(&w), &read_resp(Opcode::RC_RDMA_READ_RESPONSE_LAST, 129, 1024), LIMIT),
+            CompAction::ReadData { completes: true, .. }
+        ));
+    }
+
+    #[test]
+    fn read_gap_asks_again_once_per_gap() {
+        // 5 responses at MTU 1024: PSNs 30..=34.
+        let mut s = state(30);
+        let w = out(SendOpcode::RdmaRead, 30, 34, 5 * 1024);
+        let r = |op, psn| read_resp(op, psn, 1024);
+        assert!(matches!(on_response(&mut s, Some(&w), &r(Opcode::RC_RDMA_READ_RESPONSE_FIRST, 30), LIMIT), CompAction::ReadData { .. }));
+        // 31 lost: 32 asks again from 31; 33 and 34 of the first transmission change nothing.
+        assert_eq!(
+            on_response(&mut s, Some(&w), &r(Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 32), LIMIT),
+            CompAction::Retry { from_psn: Psn::new(31) }
+        );
+        assert_eq!(on_response(&mut s, Some(&w), &r(Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 33), LIMIT), CompAction::Ignore);
+        assert_eq!(s.counters.retries_left(), 2);
+        // The replay from 31 is progress: the counters refill; a new gap asks again.
+        assert!(matches!(on_response(&mut s, Some(&w), &r(Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 31), LIMIT), CompAction::ReadData { offset: 1024, .. }));
+        assert_eq!((s.counters.retries_left(), s.retry_pending), (3, false));
+        assert_eq!(
+            on_response(&mut s, Some(&w), &r(Opcode::RC_RDMA_READ_RESPONSE_LAST, 34), LIMIT),
+            CompAction::Retry { from_psn: Psn::new(32) }
+        );
+        // A READ whose later requests are not sent yet asks all the same.
+        let mut s = state(30);
+        let mut w2 = w;
+        w2.fully_sent = false;
+        assert_eq!(
+            on_response(&mut s, Some(&w2), &r(Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 32), LIMIT),
+            CompAction::Retry { from_psn: Psn::new(30) }
+        );
+        // An atomic's responses have no gap to ask about.
+        let mut s = state(30);
+        let a = out(SendOpcode::FetchAndAdd, 30, 30, 8);
+        assert_eq!(on_response(&mut s, Some(&a), &ack(31, ACK), LIMIT), CompAction::Retry { from_psn: Psn::new(30) });
     }
 
     #[test]

@@ -54,6 +54,20 @@ pub const MAX_UNACKED_PSNS: u32 = 128;
 /// ACK is always on its way before the window closes. (rxe asks every 65 or 66 packets.)
 pub const ACK_REQ_INTERVAL: u32 = 64;
 
+/// The most response packets one RDMA READ request asks for. A longer READ WQE is asked for in
+/// requests of this many PSNs, aligned on multiples of it from the WQE's first PSN, and each
+/// request waits until every response before it has arrived ([`may_continue`]).
+///
+/// A responder answers a READ request with all its response packets at once. A 4 MiB READ is
+/// 4096 packets at MTU 1024, far more than an egress queue holds (Linux's default is 1000):
+/// most of the burst is tail-dropped, and every re-request replays another burst into a queue
+/// still full of the last one, until the retries run out. Requests of at most the PSN window
+/// keep the bursts as small as the window keeps the requester's own. Each request is an
+/// ordinary RDMA READ request (IBA 9.4.3) for its part of the buffer, and only one is
+/// outstanding per WQE, so the WQE still uses one responder resource; the fixed alignment makes
+/// a re-request after a loss name a part of the request the responder has in its cache.
+pub const READ_REQUEST_PSNS: u32 = MAX_UNACKED_PSNS;
+
 /// The QP facts the requester needs, copied from its attributes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReqConfig {
@@ -559,7 +573,7 @@ fn request_opcode(qp: QpType, op: SendOpcode, starts: bool, ends: bool) -> Optio
 
 /// The extension header values for a packet of `wqe` with table entry `info`, carrying the
 /// message from byte `offset` on.
-fn header_values(info: &OpcodeInfo, wqe: &SendWqe, offset: u32, cfg: &ReqConfig) -> ExtValues {
+fn header_values(info: &OpcodeInfo, wqe: &SendWqe, offset: u32, read_len: u32, cfg: &ReqConfig) -> ExtValues {
     let mut h = ExtValues::default();
     if info.has(ExtHeader::Deth) {
         let ud = UdWr::decode(&wqe.wr);
@@ -578,12 +592,16 @@ fn header_values(info: &OpcodeInfo, wqe: &SendWqe, offset: u32, cfg: &ReqConfig)
     }
     if info.has(ExtHeader::Reth) {
         // The RETH names the rest of the transfer from `offset`: the whole message for a first
-        // packet, the part still missing for a resumed RDMA READ.
+        // WRITE packet; for an RDMA READ request, the `read_len` bytes it asks for.
         let remaining = wqe.length.saturating_sub(offset);
         h.reth = Some(match wqe.opcode {
             SendOpcode::Flush => {
                 let f = FlushWr::decode(&wqe.wr);
                 Reth { va: f.remote_addr, rkey: f.rkey, dma_len: wqe.length }
+            }
+            SendOpcode::RdmaRead => {
+                let r = RdmaWr::decode(&wqe.wr);
+                Reth { va: r.remote_addr.wrapping_add(u64::from(offset)), rkey: r.rkey, dma_len: read_len }
             }
             _ => {
                 let r = RdmaWr::decode(&wqe.wr);
@@ -610,6 +628,26 @@ fn header_values(info: &OpcodeInfo, wqe: &SendWqe, offset: u32, cfg: &ReqConfig)
         h.ieth = Some(Ieth { rkey: wqe.ex });
     }
     h
+}
+
+/// The PSNs (response packets) of the RDMA READ request that starts at index `index` of a READ
+/// taking `total` PSNs: up to the next multiple of [`READ_REQUEST_PSNS`].
+const fn read_request_psns(index: u32, total: u32) -> u32 {
+    let boundary = (index / READ_REQUEST_PSNS).saturating_add(1).saturating_mul(READ_REQUEST_PSNS);
+    let end = if boundary < total { boundary } else { total };
+    end.saturating_sub(index)
+}
+
+/// The bytes an RDMA READ request of `psn_count` PSNs from byte `offset` asks for: whole MTUs,
+/// but no further than the end of the WQE.
+const fn read_len(wqe: &SendWqe, offset: u32, psn_count: u32, cfg: &ReqConfig) -> u32 {
+    let remaining = wqe.length.saturating_sub(offset);
+    let covered = (psn_count as u64) << mtu_shift(cfg.mtu);
+    if covered < remaining as u64 {
+        covered as u32
+    } else {
+        remaining
+    }
 }
 
 /// Plans the next packet of `wqe` given its `progress`.
@@ -653,9 +691,10 @@ pub fn next_packet(wqe: &SendWqe, progress: &WqeProgress, cfg: &ReqConfig) -> Pa
     // `offset` never exceeds the length.
     let remaining = wqe.length.saturating_sub(offset);
     let is_read = matches!(wqe.opcode, SendOpcode::RdmaRead);
-    // The READ request is one packet however long the response; every other packet is one PSN.
-    // `index < total` here, so none of these overflows; saturation keeps that obvious.
-    let psn_count = if is_read { total.saturating_sub(index) } else { 1 };
+    // A READ request takes one PSN per response packet, up to the next multiple of
+    // READ_REQUEST_PSNS; every other packet is one PSN. `index < total` here, so none of these
+    // overflows; saturation keeps that obvious.
+    let psn_count = if is_read { read_request_psns(index, total) } else { 1 };
     let psns_after = index.saturating_add(psn_count);
     let last_of_wqe = psns_after >= total;
     let starts = index == 0;
@@ -685,7 +724,7 @@ pub fn next_packet(wqe: &SendWqe, progress: &WqeProgress, cfg: &ReqConfig) -> Pa
         solicited,
         dest_qpn,
         pkey: cfg.pkey,
-        headers: header_values(info, wqe, offset, cfg),
+        headers: header_values(info, wqe, offset, read_len(wqe, offset, psn_count, cfg), cfg),
         last_of_wqe,
         after: WqeProgress { first_psn: progress.first_psn, psns_used: psns_after },
     })
@@ -771,9 +810,14 @@ pub const fn may_start(wqe: &SendWqe, already_started: bool, state: &InFlight, c
     StartVerdict::Go { takes_credit }
 }
 
-/// Whether a started WQE may send its next packet: only the RC PSN window applies.
-pub const fn may_continue(state: &InFlight, cfg: &ReqConfig) -> StartVerdict {
+/// Whether a started WQE may send its next packet: the RC PSN window applies, and the next
+/// request of a long RDMA READ ([`READ_REQUEST_PSNS`]) waits until every PSN before it is
+/// acknowledged, so that one request per WQE is outstanding.
+pub const fn may_continue(wqe: &SendWqe, state: &InFlight, cfg: &ReqConfig) -> StartVerdict {
     if matches!(cfg.qp_type, QpType::Rc) && !psn_window_open(state.next_psn, state.oldest_unacked_psn) {
+        return StartVerdict::WaitPsnWindow;
+    }
+    if matches!(wqe.opcode, SendOpcode::RdmaRead) && state.next_psn.diff(state.oldest_unacked_psn) > 0 {
         return StartVerdict::WaitPsnWindow;
     }
     StartVerdict::Go { takes_credit: false }
@@ -1111,7 +1155,48 @@ mod tests {
         let at = |next: u32| InFlight { oldest_unacked_psn: Psn::new(0xff_ffc0), next_psn: Psn::new(next), ..idle };
         assert_eq!(may_start(&read, false, &at(0x3f), &c), StartVerdict::Go { takes_credit: true });
         assert_eq!(may_start(&read, false, &at(0x40), &c), StartVerdict::WaitPsnWindow);
-        assert_eq!(may_continue(&at(0x40), &c), StartVerdict::WaitPsnWindow);
-        assert_eq!(may_continue(&at(0x40), &cfg(QpType::Uc, IbMtu::Mtu1024)), StartVerdict::Go { takes_credit: false });
+        let send = wqe(SendOpcode::Send, 8);
+        assert_eq!(may_continue(&send, &at(0x40), &c), StartVerdict::WaitPsnWindow);
+        assert_eq!(may_continue(&send, &at(0x3f), &c), StartVerdict::Go { takes_credit: false });
+        assert_eq!(may_continue(&send, &at(0x40), &cfg(QpType::Uc, IbMtu::Mtu1024)), StartVerdict::Go { takes_credit: false });
+        // A READ's next request waits for every response before it.
+        assert_eq!(may_continue(&read, &at(0x3f), &c), StartVerdict::WaitPsnWindow);
+        assert_eq!(may_continue(&read, &at(0xff_ffc0), &c), StartVerdict::Go { takes_credit: false });
+        assert_eq!(may_continue(&read, &at(0xff_ffbf), &c), StartVerdict::Go { takes_credit: false });
+    }
+
+    #[test]
+    fn long_read_is_asked_for_in_window_sized_requests() {
+        // 300 KiB at MTU 1024: 300 PSNs, asked for as 128 + 128 + 44.
+        let c = cfg(QpType::Rc, IbMtu::Mtu1024);
+        let mut w = wqe(SendOpcode::RdmaRead, 300 * 1024);
+        w.wr = union(&[(0, &0x10_0000u64.to_ne_bytes()), (8, &7u32.to_ne_bytes())]);
+        let mut p = WqeProgress::start(Psn::new(1000));
+        let mut seen = Vec::new();
+        while let PacketPlan::Packet(d) = next_packet(&w, &p, &c) {
+            let reth = d.headers.reth.unwrap();
+            seen.push((d.psn.get(), d.psn_count, reth.va, reth.dma_len, d.payload_offset, d.last_of_wqe));
+            p = d.after;
+        }
+        assert_eq!(
+            seen,
+            [
+                (1000, 128, 0x10_0000, 128 * 1024, 0, false),
+                (1128, 128, 0x10_0000 + 128 * 1024, 128 * 1024, 128 * 1024, false),
+                (1256, 44, 0x10_0000 + 256 * 1024, 44 * 1024, 256 * 1024, true),
+            ]
+        );
+        // A retry from PSN 1130 asks for the rest of the second request only (its part of the
+        // responder's cached request), then the third.
+        let r = WqeProgress::resume_at(&w, Psn::new(1000), Psn::new(1130), &c).unwrap();
+        let PacketPlan::Packet(d) = next_packet(&w, &r, &c) else { panic!() };
+        assert_eq!((d.psn.get(), d.psn_count, d.headers.reth.unwrap().dma_len), (1130, 126, 126 * 1024));
+        // A short last part is not rounded up to the MTU.
+        let mut odd = w;
+        odd.length = 128 * 1024 + 5;
+        let PacketPlan::Packet(d) = next_packet(&odd, &WqeProgress { first_psn: Psn::new(0), psns_used: 128 }, &c) else {
+            panic!()
+        };
+        assert_eq!((d.psn_count, d.headers.reth.unwrap().dma_len, d.last_of_wqe), (1, 5, true));
     }
 }

@@ -328,7 +328,11 @@ impl SendWqe {
                 return Err(WqeError::BadAtomicLength);
             }
         }
-        if length > limits.max_msg {
+        // The maximum message size bounds the data a message moves. A FLUSH moves none: its
+        // length names a range to make persistent or visible, and at the MR selectivity level
+        // it means nothing at all (annex A19; rdma-core's tests send a FLUSH of the whole MR
+        // with lengths past the maximum message size and expect success, as rxe gives).
+        if length > limits.max_msg && opcode != SendOpcode::Flush {
             return Err(WqeError::TooLong);
         }
         Ok(SendWqe { wr_id, opcode, flags, ex, wr, length, payload })
@@ -446,6 +450,16 @@ mod tests {
         put_sge(&mut s, L::DMA_DATA, 0, 0, 1 << 23, 1);
         assert_eq!(SendWqe::parse(&s, QpType::Rc, &LIMITS), Err(WqeError::TooLong));
         assert_eq!(WqeError::TooLong.wc_status(), WC_LOC_LEN_ERR);
+    }
+
+    #[test]
+    fn flush_length_is_not_a_message_length() {
+        let mut s = slot(256);
+        put32(&mut s, L::OPCODE, 14);
+        put32(&mut s, L::DMA_LENGTH, 12_345_678);
+        let w = SendWqe::parse(&s, QpType::Rc, &LIMITS).unwrap();
+        assert_eq!((w.opcode, w.length, w.payload), (SendOpcode::Flush, 12_345_678, Payload::Sges { num: 0 }));
+        assert_eq!(SendWqe::parse(&s, QpType::Uc, &LIMITS), Err(WqeError::BadOpcode));
     }
 
     #[test]
