@@ -280,6 +280,41 @@ impl RespState {
         }
         error_action(cfg, err)
     }
+
+    /// Handles a request that needs ODP memory not faulted in yet (the kernel has queued the
+    /// fault). Nothing of the request is consumed: call it before [`commit`], in place of
+    /// [`RespState::fail`], which would abandon the message.
+    ///
+    /// RC answers with an RNR NAK (IBA 9.7.5.2.8; what ConnectX HCAs do on an ODP page fault):
+    /// the requester sends again from this PSN after the timer. Packets of the same message
+    /// behind it are dropped silently, as after any RNR NAK, rather than NAKed for the gap. The
+    /// message in progress stays, so the resend continues it where it stopped. UD has no NAK:
+    /// the kernel hands the packet to the responder again after the fault. UC (no ODP offered)
+    /// loses it: the next packet's PSN no longer matches and abandons the message.
+    pub fn page_fault(&mut self, cfg: &RespConfig) -> PageFaultAction {
+        match cfg.qp_type {
+            QpType::Rc => {
+                self.gap = Gap::RnrNakSent;
+                PageFaultAction::Reply(Syndrome::RnrNak { timer: cfg.min_rnr_timer & 0x1f })
+            }
+            QpType::Ud | QpType::Gsi | QpType::Smi => PageFaultAction::Redeliver,
+            QpType::Uc => PageFaultAction::Drop,
+        }
+    }
+}
+
+/// What the kernel does about a request that found ODP memory missing, from
+/// [`RespState::page_fault`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PageFaultAction {
+    /// RC: send this ACKNOWLEDGE syndrome (an RNR NAK) with [`RespState::aeth`] and the
+    /// packet's PSN; counted as an RNR NAK sent.
+    Reply(Syndrome),
+    /// UD: queue a copy of the packet to run again after the fault; a receive WQE already held
+    /// stays held for it.
+    Redeliver,
+    /// Drop the packet, as a lost one.
+    Drop,
 }
 
 /// The verdict of [`check_psn`].
@@ -1388,6 +1423,44 @@ pub const fn error_action(cfg: &RespConfig, err: RespError) -> ErrorAction {
 mod tests {
     use super::*;
     use std::vec::Vec;
+
+    fn odp_cfg(qp_type: QpType) -> RespConfig {
+        RespConfig { qp_type, access_flags: 0, mtu: IbMtu::Mtu1024, max_dest_rd_atomic: 1, min_rnr_timer: 0x2c }
+    }
+
+    #[test]
+    fn page_fault_on_rc_rnr_naks_and_keeps_the_message() {
+        let cfg = odp_cfg(QpType::Rc);
+        let mut st = RespState::new(Psn::new(7));
+        let before = st;
+        // The timer is the five-bit code.
+        assert_eq!(st.page_fault(&cfg), PageFaultAction::Reply(Syndrome::RnrNak { timer: 0x0c }));
+        // Nothing consumed: same expected PSN, MSN, message and opcode sequence.
+        assert_eq!(st.expected_psn(), before.expected_psn());
+        assert_eq!(st.msn(), before.msn());
+        assert_eq!(st.message(), before.message());
+        assert_eq!(st.last_opcode, before.last_opcode);
+        // Packets behind it are dropped, not sequence-NAKed again.
+        let info = Opcode::RC_SEND_MIDDLE.info().unwrap();
+        assert_eq!(check_psn(&mut st, &cfg, &Request::new(info, Psn::new(8), 1024)), PsnVerdict::Drop);
+        // The resend of the missed PSN goes on.
+        let info = Opcode::RC_SEND_ONLY.info().unwrap();
+        assert_eq!(check_psn(&mut st, &cfg, &Request::new(info, Psn::new(7), 8)), PsnVerdict::Expected);
+    }
+
+    #[test]
+    fn page_fault_on_datagrams_redelivers_and_uc_drops() {
+        for t in [QpType::Ud, QpType::Gsi] {
+            let mut st = RespState::new(Psn::new(0));
+            let before = st;
+            assert_eq!(st.page_fault(&odp_cfg(t)), PageFaultAction::Redeliver);
+            assert_eq!(st, before);
+        }
+        let mut st = RespState::new(Psn::new(3));
+        let before = st;
+        assert_eq!(st.page_fault(&odp_cfg(QpType::Uc)), PageFaultAction::Drop);
+        assert_eq!(st, before);
+    }
 
     #[test]
     fn read_reply_continues_after_a_burst() {
