@@ -16,10 +16,12 @@
 use crate::{
     counters::Counter,
     device::Roxe,
-    mem::SgeList,
+    mem::{MemError, SgeList},
+    odp,
     proto::{
         comp::{on_ack_timeout, on_response, AckFacts, CompAction, Outstanding},
         cqe::{wc_opcode_for_send, Cqe, WcStatus},
+        mtt::Access,
         packet::{NakCode, Packet, Syndrome},
         qp_state::{QpState, QpType},
         req::ReqConfig,
@@ -79,16 +81,35 @@ fn oldest(sq: &SqState, cfg: &ReqConfig) -> Option<Outstanding> {
     Some(Outstanding::of(&e.wqe, &e.progress?, cfg))
 }
 
+/// How placing a response's data went.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Placed {
+    Done,
+    /// ODP: the buffers are not faulted in (invalidated since the requester faulted them in
+    /// before asking). The fault of the rest of them is queued; the response counts as lost.
+    Lost,
+    /// The buffers are not usable: the WQE fails with `IB_WC_LOC_PROT_ERR`.
+    Failed,
+}
+
 /// Copies `data` to byte `offset` of the oldest WQE's local buffers (READ data, an atomic's
 /// original value).
-fn place(dev: &Device<Roxe>, qp: &RoxeQp, sq: &SqState, offset: u32, data: &[u8]) -> bool {
-    let Some(e) = sq.entries.first() else { return false };
+fn place(dev: &Device<Roxe>, qp: &RoxeQp, sq: &SqState, offset: u32, data: &[u8]) -> Placed {
+    let Some(e) = sq.entries.first() else { return Placed::Failed };
     let num = match e.wqe.payload {
         Payload::Sges { num } => num,
-        Payload::Inline { .. } => return false,
+        Payload::Inline { .. } => return Placed::Failed,
     };
     let list = SgeList { slot: &e.slot, base: send_layout::DMA_DATA, num };
-    list.scatter(dev.data(), qp.pd_id, u64::from(offset), data).is_ok()
+    match list.scatter(dev.data(), qp.pd_id, u64::from(offset), data) {
+        Ok(()) => Placed::Done,
+        Err(MemError::NotPresent) => {
+            let rest = e.wqe.length.saturating_sub(offset) as usize;
+            let _ = odp::fault_sges(dev, qp.pd_id, &list, u64::from(offset), rest, Access::LOCAL_WRITE);
+            Placed::Lost
+        }
+        Err(_) => Placed::Failed,
+    }
 }
 
 /// Completes the oldest WQE with `status`.
@@ -121,6 +142,9 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>) {
         loop {
             let oldest = oldest(&sq, &cfg);
             let psn_limit = sq.psn_limit;
+            // What the completer knew before this response: an ODP miss placing its data makes
+            // it a lost response, as if it never came.
+            let before_response = sq.comp;
             let action = on_response(&mut sq.comp, oldest.as_ref(), &ack, psn_limit);
             count(dev, &action);
             match action {
@@ -132,10 +156,19 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>) {
                 CompAction::CompleteAndRecheck => complete_oldest(&mut sq, WcStatus::Success, &mut completions),
                 CompAction::ReadData { offset, len, completes } => {
                     let data = pkt.payload().get(..len as usize).unwrap_or(&[]);
-                    if !place(dev, qp, &sq, offset, data) {
-                        complete_oldest(&mut sq, WcStatus::LocProtErr, &mut completions);
-                        error = true;
-                        break;
+                    match place(dev, qp, &sq, offset, data) {
+                        Placed::Done => {}
+                        Placed::Lost => {
+                            // The ACK timer asks again from here (the requester faults the
+                            // buffers in before it does).
+                            sq.comp = before_response;
+                            break;
+                        }
+                        Placed::Failed => {
+                            complete_oldest(&mut sq, WcStatus::LocProtErr, &mut completions);
+                            error = true;
+                            break;
+                        }
                     }
                     if let Some(e) = sq.entries.first_mut() {
                         e.read_done = offset.saturating_add(len);
@@ -146,11 +179,15 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>) {
                     break;
                 }
                 CompAction::AtomicResult { orig } => {
-                    if place(dev, qp, &sq, 0, &orig.to_ne_bytes()) {
-                        complete_oldest(&mut sq, WcStatus::Success, &mut completions);
-                    } else {
-                        complete_oldest(&mut sq, WcStatus::LocProtErr, &mut completions);
-                        error = true;
+                    match place(dev, qp, &sq, 0, &orig.to_ne_bytes()) {
+                        Placed::Done => complete_oldest(&mut sq, WcStatus::Success, &mut completions),
+                        // As for READ data; the responder answers the resent atomic from its
+                        // responder resources, without running it again.
+                        Placed::Lost => sq.comp = before_response,
+                        Placed::Failed => {
+                            complete_oldest(&mut sq, WcStatus::LocProtErr, &mut completions);
+                            error = true;
+                        }
                     }
                     break;
                 }

@@ -17,11 +17,12 @@
 use crate::{
     comp,
     device::Roxe,
-    mem::SgeList,
-    net,
+    mem::{MemError, SgeList},
+    net, odp,
     proto::{
         comp::completes_without_ack,
         cqe::WcStatus,
+        mtt::Access,
         mtu::IbMtu,
         packet::Packet,
         psn::Psn,
@@ -113,6 +114,32 @@ enum Step {
     Idle,
 }
 
+/// Why a packet could not be built.
+enum BuildErr {
+    /// The WQE fails with this status.
+    Status(WcStatus),
+    /// ODP: local memory is not faulted in. The WQE stays where it is, its progress unchanged;
+    /// the fault is queued and the QP kicked after it (`odp::pause`).
+    Paused,
+}
+
+impl From<WcStatus> for BuildErr {
+    fn from(s: WcStatus) -> Self {
+        BuildErr::Status(s)
+    }
+}
+
+/// ODP: the requester found bytes `offset..offset + len` of `list` (used with `need` rights)
+/// not faulted in. Pauses the WQE until the fault is done, or fails it if the fault and the
+/// kick cannot be queued (a kick that never comes would leave the QP stuck).
+fn pause(dev: &Device<Roxe>, qp: &RoxeQp, list: &SgeList<'_>, offset: u32, len: u32, need: Access) -> BuildErr {
+    if odp::pause(dev, qp.qpn, qp.pd_id, list, u64::from(offset), len as usize, need) {
+        BuildErr::Paused
+    } else {
+        BuildErr::Status(WcStatus::LocProtErr)
+    }
+}
+
 /// Builds the packet `d` plans for `entry`.
 fn build(
     dev: &Device<Roxe>,
@@ -120,7 +147,22 @@ fn build(
     netdev: &NetDevice,
     entry: &SendEntry,
     d: &PacketDesc,
-) -> Result<TxSkBuff, WcStatus> {
+) -> Result<TxSkBuff, BuildErr> {
+    if let (SendOpcode::RdmaRead | SendOpcode::CmpAndSwp | SendOpcode::FetchAndAdd, Payload::Sges { num }) =
+        (entry.wqe.opcode, entry.wqe.payload)
+    {
+        // ODP: the response lands in these buffers in the completer, which runs in softirq and
+        // cannot wait for a fault; fault them in before asking (a miss there later, after an
+        // invalidation, is handled as a lost response). A READ request asks from
+        // `payload_offset` to the end of the WQE.
+        let list = SgeList { slot: &entry.slot, base: send_layout::DMA_DATA, num };
+        let len = entry.wqe.length.saturating_sub(d.payload_offset);
+        if list.check_present(dev.data(), qp.pd_id, u64::from(d.payload_offset), len as usize, Access::LOCAL_WRITE)
+            == Err(MemError::NotPresent)
+        {
+            return Err(pause(dev, qp, &list, d.payload_offset, len, Access::LOCAL_WRITE));
+        }
+    }
     let mut skb = TxSkBuff::alloc(netdev, d.packet_len()).map_err(|_| WcStatus::LocQpOpErr)?;
     {
         let data = skb.data_mut();
@@ -137,8 +179,15 @@ fn build(
                 }
                 Payload::Sges { num } => {
                     let list = SgeList { slot: &entry.slot, base: send_layout::DMA_DATA, num };
-                    list.gather(dev.data(), qp.pd_id, u64::from(d.payload_offset), out)
-                        .map_err(|_| WcStatus::LocProtErr)?;
+                    match list.gather(dev.data(), qp.pd_id, u64::from(d.payload_offset), out) {
+                        Ok(()) => {}
+                        Err(MemError::NotPresent) => {
+                            // ODP: fault in the rest of the message, then go on from this packet.
+                            let rest = entry.wqe.length.saturating_sub(d.payload_offset);
+                            return Err(pause(dev, qp, &list, d.payload_offset, rest, Access::NONE));
+                        }
+                        Err(_) => return Err(WcStatus::LocProtErr.into()),
+                    }
                 }
             }
         }
@@ -352,7 +401,9 @@ fn step(dev: &Device<Roxe>, qp: &RoxeQp, netdev: &NetDevice, path: &PathInfo, cf
             };
             let skb = match build(dev, qp, netdev, entry, &d) {
                 Ok(skb) => skb,
-                Err(status) => return one(take_entry(&mut sq, cur, status), true),
+                // Nothing sent, nothing changed: the kick after the fault plans this packet again.
+                Err(BuildErr::Paused) => return Step::Idle,
+                Err(BuildErr::Status(status)) => return one(take_entry(&mut sq, cur, status), true),
             };
             let op = entry.wqe.opcode;
             if let Some(e) = sq.entries.get_mut(cur) {

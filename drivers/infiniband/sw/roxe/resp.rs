@@ -18,11 +18,13 @@ use crate::{
     comp,
     counters::Counter,
     device::Roxe,
-    mem::{remote_target, SgeList},
+    mem::{remote_target, MemError, SgeList},
     mr::RoxeMr,
     net::{self, Source},
+    odp,
     proto::{
         cqe::{Cqe, RecvCompletion, WcStatus},
+        mtt::Access,
         mtu::IbMtu,
         opcode::{Opcode, Operation, Transport},
         packet::{pad_count_for, Aeth, AtomicAckEth, NakCode, Packet, Syndrome},
@@ -30,7 +32,7 @@ use crate::{
         qp_state::{QpState, QpType},
         resp::{
             self as presp, ack_syndrome, check_length, check_op_allowed, check_opcode, check_psn, check_resource,
-            check_rkey, commit, handle_duplicate, Placement, PsnVerdict, ReadReply,
+            check_rkey, commit, handle_duplicate, PageFaultAction, Placement, PsnVerdict, ReadReply,
             RecvWqeFate, Request, RespConfig, RespError, ResponderResources, Response, READ_REPLY_BURST, READ_REPLY_INTERVAL_MS, UD_GRH_LEN,
         },
         wqe::{recv_layout, RecvWqe},
@@ -328,8 +330,86 @@ fn handle(
         }
         PsnVerdict::Drop => return,
     }
-    if let Err(e) = execute(dev, qp, pkt, src, path, cfg, &req, rs, fx) {
-        fail(dev, qp, path, cfg, &req, rs, fx, e);
+    match execute(dev, qp, pkt, src, path, cfg, &req, rs, fx) {
+        Ok(()) => {}
+        Err(Refusal::Error(e)) => fail(dev, qp, path, cfg, &req, rs, fx, e),
+        Err(Refusal::NotPresent) => page_fault(dev, qp, pkt, src, path, cfg, &req, rs, fx),
+    }
+}
+
+/// Why [`execute`] did not commit a request.
+enum Refusal {
+    /// The request is refused: [`fail`] says what follows.
+    Error(RespError),
+    /// ODP: it needs memory that is not faulted in; the fault is queued. Nothing of the request
+    /// was consumed (not even a receive WQE taken for it, which stays held), so this is no
+    /// error of the protocol: [`page_fault`] answers it, never [`fail`], which would abandon
+    /// the message and, for most errors, move the QP to the error state.
+    NotPresent,
+}
+
+impl From<RespError> for Refusal {
+    fn from(e: RespError) -> Self {
+        Refusal::Error(e)
+    }
+}
+
+/// What a copy to or from remote memory means for the request: a miss on an ODP page queues a
+/// fault of `[va, va + len)` of `mr` (the rest of the request, so that the resend finds it all)
+/// and defers the request; any other failure is an R_Key violation.
+fn remote_copy(dev: &Device<Roxe>, mr: &RoxeMr, va: u64, len: u64, r: Result<(), MemError>) -> Result<(), Refusal> {
+    match r {
+        Ok(()) => Ok(()),
+        Err(MemError::NotPresent) => {
+            // A fault that cannot be queued (too many jobs) is retried on the resend's miss.
+            let _ = odp::fault_mr(dev, mr, va, len);
+            Err(Refusal::NotPresent)
+        }
+        Err(_) => Err(RespError::RemoteAccess.into()),
+    }
+}
+
+/// Copies SEND data to byte `offset` of a receive WQE's buffers (`recv_len` bytes in all). A
+/// miss on an ODP page queues a fault of the rest of the buffers, where the rest of the message
+/// goes.
+fn place_recv(dev: &Device<Roxe>, qp: &RoxeQp, list: &SgeList<'_>, offset: u32, data: &[u8], recv_len: u32) -> Result<(), Refusal> {
+    match list.scatter(dev.data(), qp.pd_id, u64::from(offset), data) {
+        Ok(()) => Ok(()),
+        Err(MemError::NotPresent) => {
+            let rest = recv_len.saturating_sub(offset) as usize;
+            let _ = odp::fault_sges(dev, qp.pd_id, list, u64::from(offset), rest, Access::LOCAL_WRITE);
+            Err(Refusal::NotPresent)
+        }
+        Err(_) => Err(RespError::RecvProtection.into()),
+    }
+}
+
+/// Answers a request deferred by an ODP miss as [`presp::RespState::page_fault`] says. Called
+/// before `commit`: the expected PSN, the MSN and the message in progress are as before the
+/// packet.
+#[allow(clippy::too_many_arguments)]
+fn page_fault(
+    dev: &Device<Roxe>,
+    qp: &RoxeQp,
+    pkt: &Packet<&[u8]>,
+    src: &Source,
+    path: &PathInfo,
+    cfg: &RespConfig,
+    req: &Request,
+    rs: &mut RespState,
+    fx: &mut Effects,
+) {
+    match rs.proto.page_fault(cfg) {
+        PageFaultAction::Reply(syndrome) => {
+            // An RNR NAK like any other for `rdma statistic` (send_rnr_err).
+            dev.data().counters.inc(Counter::SendRnrErr);
+            acknowledge(path, fx, req.psn, rs.proto.aeth(syndrome));
+        }
+        PageFaultAction::Redeliver => {
+            // Out of memory or jobs: the datagram is lost, as on the wire.
+            let _ = odp::redeliver_after(dev, qp.qpn, pkt, src);
+        }
+        PageFaultAction::Drop => {}
     }
 }
 
@@ -345,7 +425,7 @@ fn execute(
     req: &Request,
     rs: &mut RespState,
     fx: &mut Effects,
-) -> Result<(), RespError> {
+) -> Result<(), Refusal> {
     check_opcode(&mut rs.proto, cfg, req)?;
     check_op_allowed(cfg, req)?;
     if req.info.needs_recv_wqe() && rs.recv.is_none() {
@@ -353,7 +433,7 @@ fn execute(
             Some(Ok(entry)) => rs.recv = Some(entry),
             Some(Err(wr_id)) => {
                 fx.bad_recv = Some(wr_id);
-                return Err(RespError::MalformedRecvWqe);
+                return Err(RespError::MalformedRecvWqe.into());
             }
             None => {}
         }
@@ -371,9 +451,9 @@ fn execute(
             let r = rs.recv.as_ref().ok_or(RespError::ReceiverNotReady)?;
             let list = SgeList { slot: &r.slot, base: recv_layout::DMA_DATA, num: r.wqe.num_sge };
             if cfg.transport() == Transport::Ud {
-                list.scatter(dev.data(), qp.pd_id, 0, &grh_bytes(src)).map_err(|_| RespError::RecvProtection)?;
+                place_recv(dev, qp, &list, 0, &grh_bytes(src), r.wqe.length)?;
             }
-            list.scatter(dev.data(), qp.pd_id, u64::from(offset), payload).map_err(|_| RespError::RecvProtection)?;
+            place_recv(dev, qp, &list, offset, payload, r.wqe.length)?;
             if let Some(ieth) = pkt.ieth() {
                 // SEND with Invalidate (its LAST or ONLY packet carries the IETH) frees the named
                 // window or fast-registration MR before the receive completes (IBA 10.6.7.3); an
@@ -384,26 +464,33 @@ fn execute(
         Placement::Remote(access) => {
             let found = remote_target(dev.data(), access.rkey, qp.pd_id, qp.qpn);
             check_rkey(found.as_ref().map(|(t, _)| t), &access)?;
-            let Some((_, mr)) = found else { return Err(RespError::RemoteAccess) };
+            let Some((_, mr)) = found else { return Err(RespError::RemoteAccess.into()) };
             match req.info.operation() {
-                Operation::RdmaWrite => mr.write_at(access.va, payload).map_err(|_| RespError::RemoteAccess)?,
-                Operation::RdmaReadRequest => read_mr = Some(mr),
+                Operation::RdmaWrite => remote_copy(dev, &mr, access.va, access.len, mr.write_at(access.va, payload))?,
+                Operation::RdmaReadRequest => {
+                    // ODP: the responses are built here and from the tick, in softirq, which
+                    // cannot fault; the whole range must be present before the READ is
+                    // accepted (it then counts as a message).
+                    remote_copy(dev, &mr, access.va, access.len, mr.check_present(access.va, access.len))?;
+                    read_mr = Some(mr);
+                }
                 Operation::CompareSwap | Operation::FetchAdd => {
                     let a = pkt.atomic_eth().ok_or(RespError::Length)?;
                     let _guard = dev.data().atomic_lock.lock();
                     let mut cur = [0u8; 8];
-                    mr.read_at(access.va, &mut cur).map_err(|_| RespError::RemoteAccess)?;
+                    remote_copy(dev, &mr, access.va, 8, mr.read_at(access.va, &mut cur))?;
                     original = u64::from_ne_bytes(cur);
                     let new = if req.info.operation() == Operation::CompareSwap {
                         if original == a.compare { a.swap_add } else { original }
                     } else {
                         original.wrapping_add(a.swap_add)
                     };
-                    mr.write_at(access.va, &new.to_ne_bytes()).map_err(|_| RespError::RemoteAccess)?;
+                    // Invalidated since the read: nothing was written, the resend runs it anew.
+                    remote_copy(dev, &mr, access.va, 8, mr.write_at(access.va, &new.to_ne_bytes()))?;
                 }
                 Operation::AtomicWrite => {
                     let _guard = dev.data().atomic_lock.lock();
-                    mr.write_at(access.va, payload).map_err(|_| RespError::RemoteAccess)?;
+                    remote_copy(dev, &mr, access.va, 8, mr.write_at(access.va, payload))?;
                 }
                 // Registered memory is ordinary RAM, coherent once written: nothing to flush.
                 _ => {}
@@ -473,7 +560,7 @@ fn respond(
                     found.map(|(_, mr)| mr)
                 }
             };
-            let pending = read_responses(path, cfg.mtu, ack, mr.as_ref().map(|m| &***m), &reply, fx);
+            let pending = read_responses(dev, path, cfg.mtu, ack, mr.as_ref().map(|m| &***m), &reply, fx);
             // A new reply (or a replay the requester asked for) replaces what was left of an
             // earlier one: the requester asks again for anything it still misses.
             rs.pending_read = pending;
@@ -522,7 +609,7 @@ pub(crate) fn tick(dev: &Device<Roxe>, qp: &RoxeQp, now: u64) {
             }
         };
         let ack = rs.proto.aeth(ack_syndrome());
-        rs.pending_read = read_responses(&path, mtu, ack, mr.as_ref().map(|m| &***m), &reply, &mut fx);
+        rs.pending_read = read_responses(dev, &path, mtu, ack, mr.as_ref().map(|m| &***m), &reply, &mut fx);
         rs.pending_at_ms = now + READ_REPLY_INTERVAL_MS;
     }
     if let Some(av) = path.av {
@@ -533,8 +620,11 @@ pub(crate) fn tick(dev: &Device<Roxe>, qp: &RoxeQp, now: u64) {
 }
 
 /// Queues the first [`READ_REPLY_BURST`] RDMA READ RESPONSE packets of `reply`, and returns the
-/// rest of it, if any.
+/// rest of it, if any. An ODP page missing (invalidated since the READ was accepted, or a replay
+/// of a READ whose pages went) ends the reply where it is, with a fault of the rest queued: the
+/// requester times out and asks again for what it misses.
 fn read_responses(
+    dev: &Device<Roxe>,
     path: &PathInfo,
     mtu: IbMtu,
     ack: Aeth,
@@ -545,6 +635,7 @@ fn read_responses(
     for seg in reply.packets(mtu).take(READ_REPLY_BURST as usize) {
         let at = reply.va.wrapping_add(u64::from(seg.offset));
         let aeth = if seg.has_aeth { Some(ack) } else { None };
+        let mut missing = false;
         let skb = response(
             &fx.netdev,
             path,
@@ -552,9 +643,19 @@ fn read_responses(
             seg.psn,
             aeth,
             seg.len as usize,
-            |out| mr.is_some_and(|mr| mr.read_at(at, out).is_ok()),
+            |out| match mr.map(|mr| mr.read_at(at, out)) {
+                Some(Ok(())) => true,
+                Some(Err(MemError::NotPresent)) => {
+                    missing = true;
+                    false
+                }
+                _ => false,
+            },
             None,
         );
+        if let (true, Some(mr)) = (missing, mr) {
+            let _ = odp::fault_mr(dev, mr, at, u64::from(reply.len.saturating_sub(seg.offset)));
+        }
         if skb.is_none() {
             // Out of memory or the data vanished: the requester times out and asks again.
             return None;
