@@ -357,9 +357,9 @@ impl From<RespError> for Refusal {
 /// What a copy to or from remote memory means for the request: a miss on an ODP page queues a
 /// fault of `[va, va + len)` of `mr` (the rest of the request, so that the resend finds it all)
 /// and defers the request; any other failure is an R_Key violation.
-fn remote_copy(dev: &Device<Roxe>, mr: &RoxeMr, va: u64, len: u64, r: Result<(), MemError>) -> Result<(), Refusal> {
+fn remote_copy<T>(dev: &Device<Roxe>, mr: &RoxeMr, va: u64, len: u64, r: Result<T, MemError>) -> Result<T, Refusal> {
     match r {
-        Ok(()) => Ok(()),
+        Ok(v) => Ok(v),
         Err(MemError::NotPresent) => {
             // A fault that cannot be queued (too many jobs) is retried on the resend's miss.
             let _ = odp::fault_mr(dev, mr, va, len);
@@ -476,21 +476,32 @@ fn execute(
                 }
                 Operation::CompareSwap | Operation::FetchAdd => {
                     let a = pkt.atomic_eth().ok_or(RespError::Length)?;
-                    let _guard = dev.data().atomic_lock.lock();
-                    let mut cur = [0u8; 8];
-                    remote_copy(dev, &mr, access.va, 8, mr.read_at(access.va, &mut cur))?;
-                    original = u64::from_ne_bytes(cur);
-                    let new = if req.info.operation() == Operation::CompareSwap {
-                        if original == a.compare { a.swap_add } else { original }
-                    } else {
-                        original.wrapping_add(a.swap_add)
+                    let swap = req.info.operation() == Operation::CompareSwap;
+                    let done = {
+                        let _guard = dev.data().atomic_lock.lock();
+                        let mut cur = [0u8; 8];
+                        mr.read_at(access.va, &mut cur).and_then(|()| {
+                            let orig = u64::from_ne_bytes(cur);
+                            let new = if swap {
+                                if orig == a.compare { a.swap_add } else { orig }
+                            } else {
+                                orig.wrapping_add(a.swap_add)
+                            };
+                            // A page invalidated since the read: nothing was written, the
+                            // resend runs the atomic anew.
+                            mr.write_at(access.va, &new.to_ne_bytes()).map(|()| orig)
+                        })
                     };
-                    // Invalidated since the read: nothing was written, the resend runs it anew.
-                    remote_copy(dev, &mr, access.va, 8, mr.write_at(access.va, &new.to_ne_bytes()))?;
+                    // Any fault is queued after the atomic lock is released: the job queue's
+                    // lock is never taken under it.
+                    original = remote_copy(dev, &mr, access.va, 8, done)?;
                 }
                 Operation::AtomicWrite => {
-                    let _guard = dev.data().atomic_lock.lock();
-                    remote_copy(dev, &mr, access.va, 8, mr.write_at(access.va, payload))?;
+                    let done = {
+                        let _guard = dev.data().atomic_lock.lock();
+                        mr.write_at(access.va, payload)
+                    };
+                    remote_copy(dev, &mr, access.va, 8, done)?;
                 }
                 // Registered memory is ordinary RAM, coherent once written: nothing to flush.
                 _ => {}
