@@ -17,8 +17,10 @@ check() {
 	local name=$1 t=$2; shift 2
 	local log="/out/$name.log"
 	say "run  $name: $*"
-	if timeout -k 5 "$t" bash -c '"$@"' "$name" "$@" >"$log" 2>&1; then pass "$name"; return 0; fi
-	local rc=$?
+	local rc=0
+	timeout -k 5 "$t" bash -c '"$@"' "$name" "$@" >"$log" 2>&1 || rc=$?
+	if [ $rc = 0 ]; then pass "$name"; return 0; fi
+	# 124: the timeout ended it.
 	fail "$name (exit $rc)"; tail -15 "$log" | sed 's/^/    /'
 	return 1
 }
@@ -28,8 +30,9 @@ check() {
 step() {
 	local name=$1; shift
 	say "step $name: $*"
-	if "$@" >"/out/$name.log" 2>&1; then pass "$name"; return 0; fi
-	local rc=$?
+	local rc=0
+	"$@" >"/out/$name.log" 2>&1 || rc=$?
+	if [ $rc = 0 ]; then pass "$name"; return 0; fi
 	fail "$name (exit $rc)"; tail -15 "/out/$name.log" | sed 's/^/    /'
 	return 1
 }

@@ -61,6 +61,21 @@ struct net_device *roxe_helper_skb_dev(const struct sk_buff *skb)
 }
 
 /*
+ * Pushes the UDP header of a RoCEv2 packet leaving from @sport: destination port 4791, checksum
+ * zero (RoCEv2 allows it, IBA A17.4.2; the ICRC protects the payload).
+ */
+static void roxe_push_udp(struct sk_buff *skb, __be16 sport)
+{
+	struct udphdr *uh = skb_push(skb, sizeof(*uh));
+
+	skb_reset_transport_header(skb);
+	uh->source = sport;
+	uh->dest = htons(ROCE_V2_UDP_DPORT);
+	uh->len = htons(skb->len);
+	uh->check = 0;
+}
+
+/*
  * Routes an IPv4 RoCEv2 packet out of @ndev and pushes its UDP and IP headers (the ICRC covers
  * them, so they are built here rather than by udp_tunnel_xmit_skb). The UDP checksum is zero,
  * as RoCEv2 allows (IBA A17.4.2).
@@ -70,7 +85,6 @@ int roxe_helper_prepare4(struct sk_buff *skb, struct net_device *ndev, __be32 sa
 {
 	struct flowi4 fl = {};
 	struct rtable *rt;
-	struct udphdr *uh;
 	struct iphdr *iph;
 
 	fl.flowi4_oif = ndev->ifindex;
@@ -85,12 +99,7 @@ int roxe_helper_prepare4(struct sk_buff *skb, struct net_device *ndev, __be32 sa
 	skb_dst_set(skb, &rt->dst);
 	memset(IPCB(skb), 0, sizeof(*IPCB(skb)));
 
-	uh = skb_push(skb, sizeof(*uh));
-	skb_reset_transport_header(skb);
-	uh->source = sport;
-	uh->dest = htons(ROCE_V2_UDP_DPORT);
-	uh->len = htons(skb->len);
-	uh->check = 0;
+	roxe_push_udp(skb, sport);
 
 	skb_push(skb, sizeof(*iph));
 	skb_reset_network_header(skb);
@@ -128,7 +137,6 @@ int roxe_helper_prepare6(struct sk_buff *skb, struct net_device *ndev, const u8 
 	struct flowi6 fl6 = {};
 	struct dst_entry *dst;
 	struct ipv6hdr *ip6h;
-	struct udphdr *uh;
 
 	fl6.flowi6_oif = ndev->ifindex;
 	memcpy(&fl6.saddr, saddr, sizeof(fl6.saddr));
@@ -148,12 +156,7 @@ int roxe_helper_prepare6(struct sk_buff *skb, struct net_device *ndev, const u8 
 	skb_dst_set(skb, dst);
 	memset(IP6CB(skb), 0, sizeof(*IP6CB(skb)));
 
-	uh = skb_push(skb, sizeof(*uh));
-	skb_reset_transport_header(skb);
-	uh->source = sport;
-	uh->dest = htons(ROCE_V2_UDP_DPORT);
-	uh->len = htons(skb->len);
-	uh->check = 0;
+	roxe_push_udp(skb, sport);
 
 	skb_push(skb, sizeof(*ip6h));
 	skb_reset_network_header(skb);

@@ -99,6 +99,24 @@ pub(crate) struct MrHandle {
     pub(crate) index: u32,
 }
 
+/// Enters an MR of PD `pd` with rights `access` into the device's key pool: reserves a key
+/// index, then builds the memory with `mem` (so that a pool full of MRs fails before pinning)
+/// and fills the slot. The L_Key and R_Key are equal.
+fn insert(pd: &Pd<Roxe>, access: Access, mem: impl FnOnce() -> Result<MrMem>) -> Result<MrCreated<MrHandle>> {
+    let dev = pd.device::<Roxe>();
+    let slot = dev.data().mrs.reserve(MemKey::MR_INDEX_MIN, MemKey::MR_INDEX_MAX, Alloc::Kernel)?;
+    let key = MemKey::new(slot.index(), dev.data().next_key_byte()).ok_or(EINVAL)?;
+    let mem = mem()?;
+    let index = slot.index();
+    slot.fill(try_init!(RoxeMr {
+        pd_id: Atomic::new(pd.data().id),
+        key: Atomic::new(key.raw()),
+        access: Atomic::new(access.bits()),
+        mem,
+    }? Error))?;
+    Ok(MrCreated { data: MrHandle { index }, lkey: key.raw(), rkey: key.raw() })
+}
+
 pub(crate) fn reg_user(pd: &Pd<Roxe>, req: &UserMrRequest, udata: Option<&UData<'_>>) -> Result<MrCreated<MrHandle>> {
     if let Some(u) = udata {
         u.check_in_empty()?;
@@ -113,21 +131,14 @@ pub(crate) fn reg_user(pd: &Pd<Roxe>, req: &UserMrRequest, udata: Option<&UData<
     if access.contains(Access::ON_DEMAND) {
         return reg_odp(pd, req, access, geometry);
     }
-    let slot = dev.data().mrs.reserve(MemKey::MR_INDEX_MIN, MemKey::MR_INDEX_MAX, Alloc::Kernel)?;
-    let key = MemKey::new(slot.index(), dev.data().next_key_byte()).ok_or(EINVAL)?;
-    // Pinning counts against RLIMIT_MEMLOCK (ib_umem_get), failing with ENOMEM past it.
-    let pages = PinnedPages::pin(dev, req.start, req.length, req.access)?;
-    if pages.page_count() != geometry.npages() {
-        return Err(EFAULT);
-    }
-    let index = slot.index();
-    slot.fill(try_init!(RoxeMr {
-        pd_id: Atomic::new(pd.data().id),
-        key: Atomic::new(key.raw()),
-        access: Atomic::new(access.bits()),
-        mem: MrMem::User { geometry, pages },
-    }? Error))?;
-    Ok(MrCreated { data: MrHandle { index }, lkey: key.raw(), rkey: key.raw() })
+    insert(pd, access, || {
+        // Pinning counts against RLIMIT_MEMLOCK (ib_umem_get), failing with ENOMEM past it.
+        let pages = PinnedPages::pin(dev, req.start, req.length, req.access)?;
+        if pages.page_count() != geometry.npages() {
+            return Err(EFAULT);
+        }
+        Ok(MrMem::User { geometry, pages })
+    })
 }
 
 /// What the registration checks allow: ODP (explicit MRs only), FLUSH.
@@ -141,32 +152,13 @@ fn reg_odp(pd: &Pd<Roxe>, req: &UserMrRequest, access: Access, geometry: MttGeom
     if odp.page_count() != geometry.npages() {
         return Err(EFAULT);
     }
-    let slot = dev.data().mrs.reserve(MemKey::MR_INDEX_MIN, MemKey::MR_INDEX_MAX, Alloc::Kernel)?;
-    let key = MemKey::new(slot.index(), dev.data().next_key_byte()).ok_or(EINVAL)?;
-    let index = slot.index();
-    slot.fill(try_init!(RoxeMr {
-        pd_id: Atomic::new(pd.data().id),
-        key: Atomic::new(key.raw()),
-        access: Atomic::new(access.bits()),
-        mem: MrMem::Odp { geometry, odp },
-    }? Error))?;
-    Ok(MrCreated { data: MrHandle { index }, lkey: key.raw(), rkey: key.raw() })
+    insert(pd, access, || Ok(MrMem::Odp { geometry, odp }))
 }
 
 /// A DMA MR for a kernel consumer (`get_dma_mr`): kernel virtual addresses, no pinning.
 pub(crate) fn get_dma(pd: &Pd<Roxe>, access: u32) -> Result<MrCreated<MrHandle>> {
-    let dev = pd.device::<Roxe>();
     let access = Access::from_bits(access);
-    let slot = dev.data().mrs.reserve(MemKey::MR_INDEX_MIN, MemKey::MR_INDEX_MAX, Alloc::Kernel)?;
-    let key = MemKey::new(slot.index(), dev.data().next_key_byte()).ok_or(EINVAL)?;
-    let index = slot.index();
-    slot.fill(try_init!(RoxeMr {
-        pd_id: Atomic::new(pd.data().id),
-        key: Atomic::new(key.raw()),
-        access: Atomic::new(access.bits()),
-        mem: MrMem::Dma,
-    }? Error))?;
-    Ok(MrCreated { data: MrHandle { index }, lkey: key.raw(), rkey: key.raw() })
+    insert(pd, access, || Ok(MrMem::Dma))
 }
 
 /// A fast-registration MR (`ib_alloc_mr`) for up to `max_pages` pages. It starts Free, with
@@ -175,7 +167,6 @@ pub(crate) fn alloc_fast(pd: &Pd<Roxe>, max_pages: u32) -> Result<MrCreated<MrHa
     if max_pages == 0 || max_pages > crate::param::MAX_FMR_PAGE_LIST_LEN {
         return Err(EINVAL);
     }
-    let dev = pd.device::<Roxe>();
     let state = KBox::pin_init(
         kernel::new_spinlock_irq!(
             FastReg { pages: KVec::with_capacity(max_pages as usize, GFP_KERNEL)?, mapped: None, valid: None },
@@ -183,16 +174,7 @@ pub(crate) fn alloc_fast(pd: &Pd<Roxe>, max_pages: u32) -> Result<MrCreated<MrHa
         ),
         GFP_KERNEL,
     )?;
-    let slot = dev.data().mrs.reserve(MemKey::MR_INDEX_MIN, MemKey::MR_INDEX_MAX, Alloc::Kernel)?;
-    let key = MemKey::new(slot.index(), dev.data().next_key_byte()).ok_or(EINVAL)?;
-    let index = slot.index();
-    slot.fill(try_init!(RoxeMr {
-        pd_id: Atomic::new(pd.data().id),
-        key: Atomic::new(key.raw()),
-        access: Atomic::new(0),
-        mem: MrMem::Fast(state),
-    }? Error))?;
-    Ok(MrCreated { data: MrHandle { index }, lkey: key.raw(), rkey: key.raw() })
+    insert(pd, Access::from_bits(0), || Ok(MrMem::Fast(state)))
 }
 
 /// Takes the page list of `ib_map_mr_sg` for the next REG_MR. Context: any (consumers may map
