@@ -196,7 +196,8 @@ fn build(
 }
 
 /// Fetches the next WQE of the SQ into the in-flight list. Returns an error completion for a
-/// WQE that fails validation (it is consumed).
+/// WQE that fails validation (consumed once no earlier WQE is outstanding); lock order: the
+/// send state, then the SQ ring, then the device's AH table.
 fn fetch(dev: &Device<Roxe>, qp: &RoxeQp, sq: &mut SqState) -> Option<Result<(), SendDone>> {
     let mut ring = qp.sq.lock();
     if ring.is_empty() {
@@ -206,28 +207,42 @@ fn fetch(dev: &Device<Roxe>, qp: &RoxeQp, sq: &mut SqState) -> Option<Result<(),
     if !ring.peek(&mut slot) {
         return None;
     }
-    ring.advance_consumer();
-    drop(ring);
-    let wqe = match SendWqe::parse(&slot, wqe_qp_type(qp.qp_type), &qp.sq_limits) {
-        Ok(w) => w,
+    // A malformed WQE fails, and its QP goes to the error state, only once every WQE before it
+    // has completed: completions leave a send queue in order (IBA 10.8.3.1), so it waits in the
+    // ring until the completer has retired the earlier ones (it runs the requester after each
+    // ACK). Nothing is consumed while it waits.
+    let parsed = match SendWqe::parse(&slot, wqe_qp_type(qp.qp_type), &qp.sq_limits) {
+        Ok(wqe) if matches!(qp.qp_type, QpType::Ud | QpType::Gsi) => {
+            // AH numbers are device-wide: a WQE may only name an AH of its QP's PD (IBA 10.2.3).
+            match dev.data().ahs.get(UdWr::decode(&wqe.wr).ah_num) {
+                Some(ah) if ah.pd_id == qp.pd_id => Ok((wqe, Some(ah.av))),
+                _ => Err((wqe.wr_id, wqe.opcode, wqe.flags, WcStatus::LocQpOpErr, 0)),
+            }
+        }
+        Ok(wqe) => Ok((wqe, None)),
         Err(e) => {
             let wr_id = rd_u64(&slot, send_layout::WR_ID);
             let status = WcStatus::from_raw(e.wc_status()).unwrap_or(WcStatus::LocQpOpErr);
-            return Some(Err((wr_id, SendOpcode::Send, send_flags::SIGNALED, status, 0)));
+            Err((wr_id, SendOpcode::Send, send_flags::SIGNALED, status, 0))
         }
     };
-    let mut ud_av = None;
-    if matches!(qp.qp_type, QpType::Ud | QpType::Gsi) {
-        // AH numbers are device-wide: a WQE may only name an AH of its QP's PD (IBA 10.2.3).
-        match dev.data().ahs.get(UdWr::decode(&wqe.wr).ah_num) {
-            Some(ah) if ah.pd_id == qp.pd_id => ud_av = Some(ah.av),
-            _ => return Some(Err((wqe.wr_id, wqe.opcode, wqe.flags, WcStatus::LocQpOpErr, 0))),
+    let (wqe, ud_av) = match parsed {
+        Ok(v) => v,
+        Err(_) if !sq.entries.is_empty() => return None,
+        Err(done) => {
+            ring.advance_consumer();
+            return Some(Err(done));
         }
-    }
-    let entry = SendEntry { wqe, slot, ud_av, progress: None, started: false, credit: false, read_done: 0 };
-    if sq.entries.push(entry, GFP_ATOMIC).is_err() {
+    };
+    // Room first, so that a WQE is never consumed and then lost to an allocation failure; it
+    // stays in the ring for the next run.
+    if sq.entries.reserve(1, GFP_ATOMIC).is_err() {
         return None;
     }
+    ring.advance_consumer();
+    drop(ring);
+    let entry = SendEntry { wqe, slot, ud_av, progress: None, started: false, credit: false, read_done: 0 };
+    sq.entries.push(entry, GFP_ATOMIC).ok()?;
     Some(Ok(()))
 }
 
@@ -356,7 +371,7 @@ fn step(dev: &Device<Roxe>, qp: &RoxeQp, netdev: &NetDevice, path: &PathInfo, cf
         }
         match fetch(dev, qp, &mut sq) {
             None => return Step::Idle,
-            Some(Err(done)) => return one(Some(done), false),
+            Some(Err(done)) => return one(Some(done), true),
             Some(Ok(())) => {}
         }
     }
