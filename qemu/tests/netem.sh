@@ -28,5 +28,7 @@ else
 	barrier pingpong 660
 fi
 tc -s qdisc show dev eth0 | tee /out/netem-stats.txt
+# The HCA's own view (retransmissions, sequence NAKs, timeouts), for diagnosing a failure.
+rdma statistic show link "$RDMA_DEV/1" | tee /out/hca-stats.txt
 check "$DRV-unload-vm$ROXE_VM" 60 unload_driver "$DRV"
 finish_tests

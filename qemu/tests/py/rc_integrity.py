@@ -121,6 +121,7 @@ def main():
             qp.post_send(wr); poll(cq)
             off += n
         assert ch.xchg({'write': digest}) == 'write-ok', 'server saw different bytes after WRITE'
+        print(f'WRITE {SIZE} B ok', flush=True)
         # READ the server's copy back into a zeroed buffer.
         mr.write(bytes(SIZE), SIZE)
         wr = SendWR(wr_id=3, opcode=e.IBV_WR_RDMA_READ, num_sge=1, sg=[SGE(mr.buf, SIZE, mr.lkey)])
@@ -128,6 +129,7 @@ def main():
         qp.post_send(wr); poll(cq)
         back = mr.read(SIZE, 0)
         assert hashlib.sha256(back).hexdigest() == digest, 'READ returned different bytes'
+        print(f'READ {SIZE} B ok', flush=True)
         # SEND a fresh random message of 1 MiB + 3 bytes.
         msg = os.urandom((1 << 20) + 3)
         mr.write(msg, len(msg))
