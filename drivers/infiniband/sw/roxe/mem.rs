@@ -160,14 +160,19 @@ impl RoxeMr {
         Ok(())
     }
 
-    /// The pages `[first, first + count)` of an ODP MR that back `[va, va + len)`, for a fault;
+    /// The pages `[first, first + count)` of an ODP MR that back `[va, va + len)` from the first
+    /// one not present on, for a fault;
     /// `None` for other MRs or a range outside the MR.
     pub(crate) fn odp_pages(&self, va: u64, len: u64) -> Option<(usize, usize)> {
-        let MrMem::Odp { geometry, .. } = &self.mem else { return None };
+        let MrMem::Odp { geometry, odp } = &self.mem else { return None };
         let mut chunks = geometry.chunks(va, len.max(1)).ok()?;
         let first = chunks.next()?.page_index;
         let last = chunks.last().map_or(first, |c| c.page_index);
-        Some((first, last - first + 1))
+        // From the first page not present: a fault brings in a bounded number of pages, so a
+        // long range comes in piece by piece, and asking from its start again would fault the
+        // same leading pages forever.
+        let from = odp.access(|p| (first..=last).find(|&i| p.check(i).is_err())).unwrap_or(first);
+        Some((from, last - from + 1))
     }
 
     /// Faults in pages `first..first + count` of an ODP MR (process context: it sleeps).
