@@ -96,10 +96,10 @@ int roxe_helper_skb_linearize(struct sk_buff *skb);
 unsigned char *roxe_helper_skb_network_header(const struct sk_buff *skb, unsigned int *len);
 struct net_device *roxe_helper_skb_dev(const struct sk_buff *skb);
 int roxe_helper_prepare4(struct sk_buff *skb, struct net_device *ndev, __be32 saddr, __be32 daddr,
-			 __be16 sport, u8 tos, u8 ttl);
+			 __be16 sport, u8 tos, u8 ttl, bool route);
 int roxe_helper_send4(struct sk_buff *skb);
 int roxe_helper_prepare6(struct sk_buff *skb, struct net_device *ndev, const u8 *saddr,
-			 const u8 *daddr, __be16 sport, u8 tclass, u8 hop_limit);
+			 const u8 *daddr, __be16 sport, u8 tclass, u8 hop_limit, bool route);
 int roxe_helper_send6(struct sk_buff *skb);
 void roxe_helper_loopback_prepare(struct sk_buff *skb);
 u32 roxe_helper_crc32_le(u32 crc, const void *p, size_t len);

@@ -78,26 +78,29 @@ static void roxe_push_udp(struct sk_buff *skb, __be16 sport)
 /*
  * Routes an IPv4 RoCEv2 packet out of @ndev and pushes its UDP and IP headers (the ICRC covers
  * them, so they are built here rather than by udp_tunnel_xmit_skb). The UDP checksum is zero,
- * as RoCEv2 allows (IBA A17.4.2).
+ * as RoCEv2 allows (IBA A17.4.2). Without @route (a packet to this host's own address, which is
+ * delivered without leaving memory), only the headers: no route lookup, no IP ID.
  */
 int roxe_helper_prepare4(struct sk_buff *skb, struct net_device *ndev, __be32 saddr, __be32 daddr,
-			 __be16 sport, u8 tos, u8 ttl)
+			 __be16 sport, u8 tos, u8 ttl, bool route)
 {
 	struct flowi4 fl = {};
 	struct rtable *rt;
 	struct iphdr *iph;
 
-	fl.flowi4_oif = ndev->ifindex;
-	fl.saddr = saddr;
-	fl.daddr = daddr;
-	fl.flowi4_proto = IPPROTO_UDP;
-	rt = ip_route_output_key(dev_net(ndev), &fl);
-	if (IS_ERR(rt))
-		return PTR_ERR(rt);
-	skb_scrub_packet(skb, false);
-	skb_clear_hash(skb);
-	skb_dst_set(skb, &rt->dst);
-	memset(IPCB(skb), 0, sizeof(*IPCB(skb)));
+	if (route) {
+		fl.flowi4_oif = ndev->ifindex;
+		fl.saddr = saddr;
+		fl.daddr = daddr;
+		fl.flowi4_proto = IPPROTO_UDP;
+		rt = ip_route_output_key(dev_net(ndev), &fl);
+		if (IS_ERR(rt))
+			return PTR_ERR(rt);
+		skb_scrub_packet(skb, false);
+		skb_clear_hash(skb);
+		skb_dst_set(skb, &rt->dst);
+		memset(IPCB(skb), 0, sizeof(*IPCB(skb)));
+	}
 
 	roxe_push_udp(skb, sport);
 
@@ -113,7 +116,10 @@ int roxe_helper_prepare4(struct sk_buff *skb, struct net_device *ndev, __be32 sa
 	iph->daddr = daddr;
 	iph->saddr = saddr;
 	iph->ttl = ttl;
-	__ip_select_ident(dev_net(ndev), iph, 1);
+	if (route)
+		__ip_select_ident(dev_net(ndev), iph, 1);
+	else
+		iph->id = 0;
 	skb->protocol = htons(ETH_P_IP);
 	return 0;
 }
@@ -130,31 +136,34 @@ void roxe_helper_loopback_prepare(struct sk_buff *skb)
 	skb_pull(skb, skb_transport_offset(skb));
 }
 
-/* The IPv6 counterpart of roxe_helper_prepare4(): route, then UDP and IPv6 headers. */
+/* The IPv6 counterpart of roxe_helper_prepare4(): route (with @route), then UDP and IPv6
+ * headers. */
 int roxe_helper_prepare6(struct sk_buff *skb, struct net_device *ndev, const u8 *saddr,
-			 const u8 *daddr, __be16 sport, u8 tclass, u8 hop_limit)
+			 const u8 *daddr, __be16 sport, u8 tclass, u8 hop_limit, bool route)
 {
 	struct flowi6 fl6 = {};
 	struct dst_entry *dst;
 	struct ipv6hdr *ip6h;
 
-	fl6.flowi6_oif = ndev->ifindex;
-	memcpy(&fl6.saddr, saddr, sizeof(fl6.saddr));
-	memcpy(&fl6.daddr, daddr, sizeof(fl6.daddr));
-	fl6.flowi6_proto = IPPROTO_UDP;
-	dst = ip6_dst_lookup_flow(dev_net(ndev), NULL, &fl6, NULL);
-	if (IS_ERR(dst))
-		return PTR_ERR(dst);
-	if (dst->error) {
-		int err = dst->error;
+	if (route) {
+		fl6.flowi6_oif = ndev->ifindex;
+		memcpy(&fl6.saddr, saddr, sizeof(fl6.saddr));
+		memcpy(&fl6.daddr, daddr, sizeof(fl6.daddr));
+		fl6.flowi6_proto = IPPROTO_UDP;
+		dst = ip6_dst_lookup_flow(dev_net(ndev), NULL, &fl6, NULL);
+		if (IS_ERR(dst))
+			return PTR_ERR(dst);
+		if (dst->error) {
+			int err = dst->error;
 
-		dst_release(dst);
-		return err;
+			dst_release(dst);
+			return err;
+		}
+		skb_scrub_packet(skb, false);
+		skb_clear_hash(skb);
+		skb_dst_set(skb, dst);
+		memset(IP6CB(skb), 0, sizeof(*IP6CB(skb)));
 	}
-	skb_scrub_packet(skb, false);
-	skb_clear_hash(skb);
-	skb_dst_set(skb, dst);
-	memset(IP6CB(skb), 0, sizeof(*IP6CB(skb)));
 
 	roxe_push_udp(skb, sport);
 

@@ -146,8 +146,48 @@ impl TxSkBuff {
                 sport.to_be(),
                 tos,
                 ttl,
+                true,
             )
         })
+    }
+
+    /// Pushes the UDP and IPv4 headers of a packet to one of this host's own addresses, without
+    /// routing it (it never leaves memory), and turns it into one "received", as
+    /// [`TxSkBuff::into_loopback`] does.
+    pub fn into_local_v4(self, saddr: [u8; 4], daddr: [u8; 4], sport: u16, tos: u8, ttl: u8) -> Result<SkBuff> {
+        // SAFETY: Owned skb with the headroom `alloc` reserved; without routing, `ndev` is not
+        // used and may be null.
+        kernel::error::to_result(unsafe {
+            bindings::roxe_helper_prepare4(
+                self.0.as_raw(),
+                core::ptr::null_mut(),
+                u32::from_ne_bytes(saddr),
+                u32::from_ne_bytes(daddr),
+                sport.to_be(),
+                tos,
+                ttl,
+                false,
+            )
+        })?;
+        Ok(self.into_loopback())
+    }
+
+    /// The IPv6 counterpart of [`TxSkBuff::into_local_v4`].
+    pub fn into_local_v6(self, saddr: &[u8; 16], daddr: &[u8; 16], sport: u16, tclass: u8, hop_limit: u8) -> Result<SkBuff> {
+        // SAFETY: As in `into_local_v4`; the addresses are 16-byte arrays for the call.
+        kernel::error::to_result(unsafe {
+            bindings::roxe_helper_prepare6(
+                self.0.as_raw(),
+                core::ptr::null_mut(),
+                saddr.as_ptr(),
+                daddr.as_ptr(),
+                sport.to_be(),
+                tclass,
+                hop_limit,
+                false,
+            )
+        })?;
+        Ok(self.into_loopback())
     }
 
     /// Sends a packet prepared by [`TxSkBuff::prepare_v4`]. Consumes it, whatever the outcome.
@@ -168,7 +208,7 @@ impl TxSkBuff {
         // SAFETY: Owned skb with the headroom `alloc` reserved (room for an IPv6 header);
         // `netdev` is alive; the addresses are 16-byte arrays for the call.
         kernel::error::to_result(unsafe {
-            bindings::roxe_helper_prepare6(self.0.as_raw(), netdev.as_raw(), saddr.as_ptr(), daddr.as_ptr(), sport.to_be(), tclass, hop_limit)
+            bindings::roxe_helper_prepare6(self.0.as_raw(), netdev.as_raw(), saddr.as_ptr(), daddr.as_ptr(), sport.to_be(), tclass, hop_limit, true)
         })
     }
 
@@ -186,7 +226,7 @@ impl TxSkBuff {
 
     /// Turns a prepared packet into one "received" by this host: data at the UDP header, the
     /// IP header as network header, as the UDP encapsulation hook delivers packets.
-    pub fn into_loopback(self) -> SkBuff {
+    fn into_loopback(self) -> SkBuff {
         // SAFETY: A prepared skb we own, with its IP header pushed.
         unsafe { bindings::roxe_helper_loopback_prepare(self.0.as_raw()) };
         self.0

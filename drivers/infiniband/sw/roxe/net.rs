@@ -190,6 +190,21 @@ pub(crate) fn loopback(dev: &RoxeDevice, skb: SkBuff) {
 /// headers, except for loopback to the device's own GID.
 pub(crate) fn xmit(dev: &Device<Roxe>, av: &AddressVector, sport: u16, mut skb: TxSkBuff) -> Result {
     let netdev = &dev.data().netdev;
+    dev.data().counters.inc(Counter::SentPkts);
+    if av.dgid == av.sgid {
+        // To the device's own GID: the packet never leaves memory, so it needs no route, and
+        // nothing can corrupt it, so the receive side skips the check and computing the ICRC
+        // would be pure cost.
+        let skb = match av.network {
+            Network::Ipv4 => {
+                let addr: [u8; 4] = av.sgid.get(12..16).and_then(|a| a.try_into().ok()).ok_or(EINVAL)?;
+                skb.into_local_v4(addr, addr, sport, av.traffic_class, av.hop_limit)?
+            }
+            Network::Ipv6 => skb.into_local_v6(&av.sgid, &av.dgid, sport, av.traffic_class, av.hop_limit)?,
+        };
+        loopback(dev.data(), skb);
+        return Ok(());
+    }
     let ip_len = match av.network {
         Network::Ipv4 => {
             let (saddr, daddr): ([u8; 4], [u8; 4]) = match (av.sgid.get(12..16), av.dgid.get(12..16)) {
@@ -204,13 +219,6 @@ pub(crate) fn xmit(dev: &Device<Roxe>, av: &AddressVector, sport: u16, mut skb: 
             40
         }
     };
-    dev.data().counters.inc(Counter::SentPkts);
-    if av.dgid == av.sgid {
-        // To the device's own GID: the packet never leaves memory, so nothing can corrupt it
-        // and the receive side skips the check; computing the ICRC would be pure cost.
-        loopback(dev.data(), skb.into_loopback());
-        return Ok(());
-    }
     // ICRC over the IP header (built above), UDP header and the RoCE part.
     let icrc = {
         let data = skb.data();
