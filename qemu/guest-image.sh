@@ -10,7 +10,7 @@
 PKGS=(
 	rdma-core ibverbs-utils rdmacm-utils ibverbs-providers libibverbs-dev python3-pyverbs perftest
 	iproute2 kmod procps iputils-ping python3 psmisc util-linux coreutils
-	netcat-openbsd gcc libc6-dev
+	netcat-openbsd gcc libc6-dev linux-perf
 )
 key=$(cat "$0" "$ROXE_TOP/qemu/guest/roxe-boot" | key_of)
 img="$ROXE_CACHE/guest-$key.img"
