@@ -2,9 +2,9 @@
 # Where the CPU goes: perf samples of the whole guest (cpu-clock, call graphs) while perftest
 # runs a bandwidth test through the device's own GID. Output: /out/profile-DRV-TOOL.txt (symbols
 # by self time) for each driver named. Used by `tools/bench.sh --profile` to aim the work of
-# issue 6, not by make test. Arguments: DRIVERS(comma list) TOOL SIZE SECONDS
+# issue 6, not by make test. Arguments: DRIVERS (joined by +, e.g. roxe+rxe) TOOL SIZE SECONDS
 . /roxe/qemu/guest/lib.sh
-IFS=, read -r -a DRVS <<<"${1:-roxe}"
+IFS=+ read -r -a DRVS <<<"${1:-roxe}"
 TOOL=${2:-ib_write_bw} SIZE=${3:-65536} SECS=${4:-15}
 command -v perf >/dev/null || { fail "no perf in the guest image"; finish_tests; }
 echo 0 >/proc/sys/kernel/kptr_restrict
@@ -24,6 +24,10 @@ for drv in "${DRVS[@]}"; do
 		>/out/profile-$drv-$TOOL.txt 2>&1
 	perf report -i /tmp/perf.data --stdio --no-children --sort dso --percent-limit 0.5 -g none \
 		>/out/profile-$drv-$TOOL-dso.txt 2>&1
+	# Under TCG a sample lands where interrupts are enabled again: time spent with them off
+	# shows up on the unlock, so its callers say which critical sections cost.
+	perf report -i /tmp/perf.data --stdio --no-children --sort sym --percent-limit 2 -G \
+		>/out/profile-$drv-$TOOL-callers.txt 2>&1
 	check "profile-$drv-$TOOL" 5 test -s /out/profile-$drv-$TOOL.txt
 	tail -n 3 /out/profile-$drv-$TOOL-perftest.txt
 	unload_driver "$drv"
