@@ -26,7 +26,7 @@ pair() {
 		local srv=$!
 		check "$TAG-$name" "$t" bash -c "$(declare -f retry_client); retry_client 30 $tool -d $RDMA_DEV $gflag $gid $* 127.0.0.1 >/out/$name.txt 2>&1"
 		wait $srv || fail "$TAG-$name-server"
-		validate "$name" "$tool" $(($(sent_pkts) - before))"
+		validate "$name" "$tool" $(($(sent_pkts) - before))
 	elif [ "$ROXE_VM" = 0 ]; then
 		barrier "s$n" 120
 		check "$TAG-$name-server" "$t" bash -c "$tool -d $RDMA_DEV $gflag $gid $* >/out/$name-server.log 2>&1"
@@ -34,7 +34,7 @@ pair() {
 	else
 		barrier "s$n" 120
 		check "$TAG-$name" "$t" bash -c "$(declare -f retry_client); retry_client 60 $tool -d $RDMA_DEV $gflag $gid $* $PEER_IP >/out/$name.txt 2>&1"
-		validate "$name" "$tool" $(($(sent_pkts) - before))"
+		validate "$name" "$tool" $(($(sent_pkts) - before))
 		barrier "e$n" $((t + 60))
 	fi
 }
