@@ -65,6 +65,10 @@ pair rc-pingpong-large 120 ibv_rc_pingpong -n 20 -s 100000 -c
 pair uc-pingpong 120 ibv_uc_pingpong -n 100 -c
 pair ud-pingpong 120 ibv_ud_pingpong -n 100 -c -s 512
 pair srq-pingpong 120 ibv_srq_pingpong -n 100 -q 4 -c
+# The same, sleeping on completion events (-e: req_notify_cq and the completion channel).
+pair uc-pingpong-events 120 ibv_uc_pingpong -n 100 -c -e
+pair ud-pingpong-events 120 ibv_ud_pingpong -n 100 -c -s 512 -e
+pair srq-pingpong-events 120 ibv_srq_pingpong -n 100 -q 4 -c -e
 pair write-bw 180 ib_write_bw -s 65536 -n 200 -F
 pair read-bw 180 ib_read_bw -s 65536 -n 200 -F
 pair send-bw 180 ib_send_bw -s 65536 -n 200 -F
