@@ -31,7 +31,7 @@ pair() { # pair NAME TIMEOUT SERVER-CMD -- CLIENT-CMD
 	fi
 }
 [ $TWO = 1 ] && barrier ready 180
-pair rping 120 rping -s -a "$SRV" -v -C 100 -S 1000 -- rping -c -a "$SRV" -v -C 100 -S 1000
+pair rping 120 rping -s -a "$SRV" -v -V -C 100 -S 1000 -- rping -c -a "$SRV" -v -V -C 100 -S 1000
 pair ucmatose 120 ucmatose -b "$SRV" -c 2 -C 20 -- ucmatose -s "$SRV" -c 2 -C 20
 pair rdma-client 120 rdma_server -s "$SRV" -- rdma_client -s "$SRV"
 [ $TWO = 1 ] && barrier done 300

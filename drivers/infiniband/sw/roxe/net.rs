@@ -8,7 +8,9 @@
 //!
 //! Contexts: [`Rx::recv`] runs in softirq. Loopback packets are delivered by whoever sends them
 //! (process context or softirq): they go through a per-device queue that one caller at a time
-//! drains, so a reply sent while handling a packet never recurses into the handler.
+//! drains, so a reply sent while handling a packet never recurses into the handler. The
+//! requester's packets skip the queue when no delivery is under way ([`deliver_local`]): they
+//! are handed to the responder straight from the buffer they were built in.
 
 #![deny(unsafe_code)]
 
@@ -172,17 +174,54 @@ fn receive(mut skb: SkBuff, check_icrc: bool) {
 /// Loopback delivery: packets for the device's own GIDs never touch the wire.
 pub(crate) fn loopback(dev: &RoxeDevice, skb: SkBuff) {
     dev.loopback.push(skb);
-    // One drainer at a time; anyone who finds it busy leaves the packet for it.
+    drain_loopback(dev);
+}
+
+/// Delivers the queued loopback packets, unless someone else is at it: one drainer at a time
+/// per device, so a response sent while a packet is being delivered waits in the queue
+/// instead of recursing, and packets are delivered in the order they were sent.
+fn drain_loopback(dev: &RoxeDevice) {
     while dev.loopback_draining.cmpxchg(false, true, Full).is_ok() {
-        while let Some(skb) = dev.loopback.pop() {
-            // Our own packets were built with a correct ICRC; skip recomputing it.
-            receive(skb, false);
-        }
-        dev.loopback_draining.store(false, Release);
+        drain_claimed(dev);
         if dev.loopback.is_empty() {
             break;
         }
     }
+}
+
+/// Drains the loopback queue while holding the drainer's claim, then gives it up.
+fn drain_claimed(dev: &RoxeDevice) {
+    while let Some(skb) = dev.loopback.pop() {
+        // Our own packets: nothing can have corrupted them, and they carry no ICRC.
+        receive(skb, false);
+    }
+    dev.loopback_draining.store(false, Release);
+}
+
+/// Delivers a packet the requester built in its local buffer (`roce`: BTH to ICRC) for the
+/// device's own GID straight to the responder: no socket buffer, no headers, no queue. The
+/// packet is copied into a socket buffer and queued only when a delivery is already under
+/// way (the queue keeps the order, and nothing recurses). Context: the requester's.
+pub(crate) fn deliver_local(dev: &Device<Roxe>, av: &AddressVector, sport: u16, roce: &[u8]) {
+    let data = dev.data();
+    if !data.loopback.is_empty() || data.loopback_draining.cmpxchg(false, true, Full).is_err() {
+        if let Ok(mut skb) = TxSkBuff::alloc(&data.netdev, roce.len()) {
+            skb.data_mut().copy_from_slice(roce);
+            let _ = xmit(dev, av, sport, skb);
+        }
+        return;
+    }
+    data.counters.inc(Counter::SentPkts);
+    match Packet::new_checked(roce) {
+        Ok(pkt) => {
+            data.counters.inc(Counter::RcvdPkts);
+            let src = Source { sgid: av.sgid, dgid: av.dgid, network: av.network };
+            recv::dispatch(dev, data, &pkt, &src);
+        }
+        Err(_) => count_drop(RxDrop::BadHeaders),
+    }
+    drain_claimed(data);
+    drain_loopback(data);
 }
 
 /// Sends a packet whose RoCE part (BTH to ICRC, ICRC left zero) is already in `skb`, to the

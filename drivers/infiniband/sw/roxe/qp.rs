@@ -102,6 +102,10 @@ pub(crate) struct SqState {
     pub(crate) comp: CompState,
     /// The local ACK timeout in ms (from the `timeout` attribute; 0: no timer).
     pub(crate) ack_timeout_ms: u64,
+    /// Where packets to the device's own GID are built, reused from packet to packet: they
+    /// go to the responder without a socket buffer (`net::deliver_local`). Lent out while a
+    /// packet is delivered; the requester (one run at a time per QP) gives it back.
+    pub(crate) local_buf: KVec<u8>,
 }
 
 /// A queue pair.
@@ -275,6 +279,7 @@ pub(crate) fn create(
                 rnr_until_ms: 0,
                 comp: CompState::new(Psn::new(0), IbMtu::Mtu256, 7, 7),
                 ack_timeout_ms: 0,
+                local_buf: KVec::new(),
             },
             "roxe_qp_sq_state"
         ),

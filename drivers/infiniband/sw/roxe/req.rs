@@ -99,8 +99,15 @@ pub(crate) type SendDone = (u64, SendOpcode, u32, WcStatus, u32);
 
 /// One packet, built, and where it goes.
 struct Outgoing {
-    skb: TxSkBuff,
+    packet: Built,
     av: AddressVector,
+}
+
+/// A packet's bytes: a socket buffer for the network, or the QP's local buffer (the first
+/// `len` bytes: BTH to ICRC) for the device's own GID.
+enum Built {
+    Skb(TxSkBuff),
+    Local(KVec<u8>, usize),
 }
 
 /// What the planning step decided.
@@ -140,14 +147,36 @@ fn pause(dev: &Device<Roxe>, qp: &RoxeQp, list: &SgeList<'_>, offset: u32, len: 
     }
 }
 
-/// Builds the packet `d` plans for `entry`.
+/// Builds the packet `d` plans for `entry`: into `local` (the QP's local buffer, taken from
+/// it) when it goes to the device's own GID, else into a socket buffer.
 fn build(
     dev: &Device<Roxe>,
     qp: &RoxeQp,
     netdev: &NetDevice,
     entry: &SendEntry,
     d: &PacketDesc,
-) -> Result<TxSkBuff, BuildErr> {
+    local: Option<&mut KVec<u8>>,
+) -> Result<Built, BuildErr> {
+    let len = d.packet_len();
+    if let Some(buf) = local {
+        let mut buf = core::mem::take(buf);
+        if buf.len() < len {
+            // Once per QP (and path MTU): the buffer keeps its size.
+            buf.resize(len, 0, GFP_ATOMIC).map_err(|_| WcStatus::LocQpOpErr)?;
+        }
+        let data = buf.get_mut(..len).ok_or(WcStatus::LocQpOpErr)?;
+        // As a fresh socket buffer is: no byte of an earlier packet (pad, ICRC) survives.
+        data.fill(0);
+        fill(dev, qp, entry, d, data)?;
+        return Ok(Built::Local(buf, len));
+    }
+    let mut skb = TxSkBuff::alloc(netdev, len).map_err(|_| WcStatus::LocQpOpErr)?;
+    fill(dev, qp, entry, d, skb.data_mut())?;
+    Ok(Built::Skb(skb))
+}
+
+/// Writes the packet `d` plans for `entry` into `data` (zeroed, `d.packet_len()` bytes).
+fn fill(dev: &Device<Roxe>, qp: &RoxeQp, entry: &SendEntry, d: &PacketDesc, data: &mut [u8]) -> Result<(), BuildErr> {
     if let (SendOpcode::RdmaRead | SendOpcode::CmpAndSwp | SendOpcode::FetchAndAdd, Payload::Sges { num }) =
         (entry.wqe.opcode, entry.wqe.payload)
     {
@@ -163,9 +192,7 @@ fn build(
             return Err(pause(dev, qp, &list, d.payload_offset, len, Access::LOCAL_WRITE));
         }
     }
-    let mut skb = TxSkBuff::alloc(netdev, d.packet_len()).map_err(|_| WcStatus::LocQpOpErr)?;
     {
-        let data = skb.data_mut();
         let mut pkt = Packet::build(&mut data[..], d.opcode, d.pad).map_err(|_| WcStatus::LocQpOpErr)?;
         d.write_headers(&mut pkt).map_err(|_| WcStatus::LocQpOpErr)?;
         let len = d.payload_len as usize;
@@ -192,7 +219,7 @@ fn build(
             }
         }
     }
-    Ok(skb)
+    Ok(())
 }
 
 /// Fetches the next WQE of the SQ into the in-flight list. Returns an error completion for a
@@ -406,7 +433,9 @@ fn step(dev: &Device<Roxe>, qp: &RoxeQp, netdev: &NetDevice, path: &PathInfo, cf
             _ => return Step::Idle,
         },
     };
-    let Some(entry) = sq.entries.get(cur) else { return Step::Idle };
+    // Field by field: the WQE is read while the local buffer is lent out.
+    let fields: &mut SqState = &mut sq;
+    let Some(entry) = fields.entries.get(cur) else { return Step::Idle };
     match next_packet(&entry.wqe, &progress, cfg) {
         PacketPlan::Packet(d) => {
             let av = match (qp.qp_type, entry.ud_av, path.av) {
@@ -414,8 +443,9 @@ fn step(dev: &Device<Roxe>, qp: &RoxeQp, netdev: &NetDevice, path: &PathInfo, cf
                 (QpType::Rc | QpType::Uc, _, Some(av)) => av,
                 _ => return Step::Idle,
             };
-            let skb = match build(dev, qp, netdev, entry, &d) {
-                Ok(skb) => skb,
+            let local_buf = if av.dgid == av.sgid { Some(&mut fields.local_buf) } else { None };
+            let packet = match build(dev, qp, netdev, entry, &d, local_buf) {
+                Ok(packet) => packet,
                 // Nothing sent, nothing changed: the kick after the fault plans this packet again.
                 Err(BuildErr::Paused) => return Step::Idle,
                 Err(BuildErr::Status(status)) => return one(take_entry(&mut sq, cur, status), true),
@@ -440,7 +470,7 @@ fn step(dev: &Device<Roxe>, qp: &RoxeQp, netdev: &NetDevice, path: &PathInfo, cf
                     done = take_entry(&mut sq, cur, WcStatus::Success);
                 }
             }
-            Step::Send(Outgoing { skb, av }, done)
+            Step::Send(Outgoing { packet, av }, done)
         }
         PacketPlan::Local(op) => {
             // A failed bind or invalidation completes in error and moves the QP to the error
@@ -477,7 +507,16 @@ pub(crate) fn run(dev: &Device<Roxe>, qp: &RoxeQp) {
             Step::Send(o, done) => {
                 // A packet that cannot leave (no route, no memory) is a lost packet: the
                 // retransmission timer (RC) recovers it; UC and UD lose it as the wire would.
-                let _ = net::xmit(dev, &o.av, udp_sport(qp.qpn), o.skb);
+                match o.packet {
+                    Built::Skb(skb) => {
+                        let _ = net::xmit(dev, &o.av, udp_sport(qp.qpn), skb);
+                    }
+                    Built::Local(buf, len) => {
+                        net::deliver_local(dev, &o.av, udp_sport(qp.qpn), buf.get(..len).unwrap_or(&[]));
+                        // Back for the next packet (this run is the QP's only one).
+                        qp.sq_state.lock().local_buf = buf;
+                    }
+                }
                 if let Some((wr_id, op, flags, status, len)) = done {
                     comp::complete_send(qp, wr_id, op, flags, status, len);
                 }
