@@ -76,6 +76,7 @@ pair atomic-bw 180 ib_atomic_bw -n 200 -F
 pair send-lat 180 ib_send_lat -s 2 -n 200 -F
 pair write-lat 180 ib_write_lat -s 2 -n 200 -F
 pair read-lat 180 ib_read_lat -s 2 -n 200 -F
+pair atomic-lat 180 ib_atomic_lat -n 200 -F
 [ $TWO = 1 ] && barrier done 300
 check "$DRV-unload-vm$ROXE_VM" 60 unload_driver "$DRV"
 [ "$DRV" = roxe ] && kmemleak_check
