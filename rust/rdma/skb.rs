@@ -136,57 +136,38 @@ impl TxSkBuff {
     /// Routes the packet over IPv4 out of `netdev` and pushes its UDP and IP headers: afterwards
     /// [`TxSkBuff::data`] starts at the IP header. Addresses in network byte order as bytes.
     pub fn prepare_v4(&mut self, netdev: &NetDevice, saddr: [u8; 4], daddr: [u8; 4], sport: u16, tos: u8, ttl: u8) -> Result {
-        // SAFETY: Owned skb with the headroom `alloc` reserved; `netdev` is alive.
-        kernel::error::to_result(unsafe {
-            bindings::roxe_helper_prepare4(
-                self.0.as_raw(),
-                netdev.as_raw(),
-                u32::from_ne_bytes(saddr),
-                u32::from_ne_bytes(daddr),
-                sport.to_be(),
-                tos,
-                ttl,
-                true,
-            )
-        })
+        self.push_v4(Some(netdev), saddr, daddr, sport, tos, ttl)
     }
 
     /// Pushes the UDP and IPv4 headers of a packet to one of this host's own addresses, without
     /// routing it (it never leaves memory), and turns it into one "received", as
     /// [`TxSkBuff::into_loopback`] does.
-    pub fn into_local_v4(self, saddr: [u8; 4], daddr: [u8; 4], sport: u16, tos: u8, ttl: u8) -> Result<SkBuff> {
-        // SAFETY: Owned skb with the headroom `alloc` reserved; without routing, `ndev` is not
-        // used and may be null.
+    pub fn into_local_v4(mut self, saddr: [u8; 4], daddr: [u8; 4], sport: u16, tos: u8, ttl: u8) -> Result<SkBuff> {
+        self.push_v4(None, saddr, daddr, sport, tos, ttl)?;
+        Ok(self.into_loopback())
+    }
+
+    /// Pushes the UDP and IPv4 headers, routed out of `netdev` if given.
+    fn push_v4(&mut self, netdev: Option<&NetDevice>, saddr: [u8; 4], daddr: [u8; 4], sport: u16, tos: u8, ttl: u8) -> Result {
+        // SAFETY: Owned skb with the headroom `alloc` reserved; `netdev`, when given, is alive;
+        // without it the helper does not route and does not use the (null) device.
         kernel::error::to_result(unsafe {
             bindings::roxe_helper_prepare4(
                 self.0.as_raw(),
-                core::ptr::null_mut(),
+                netdev.map_or(core::ptr::null_mut(), |n| n.as_raw()),
                 u32::from_ne_bytes(saddr),
                 u32::from_ne_bytes(daddr),
                 sport.to_be(),
                 tos,
                 ttl,
-                false,
+                netdev.is_some(),
             )
-        })?;
-        Ok(self.into_loopback())
+        })
     }
 
     /// The IPv6 counterpart of [`TxSkBuff::into_local_v4`].
-    pub fn into_local_v6(self, saddr: &[u8; 16], daddr: &[u8; 16], sport: u16, tclass: u8, hop_limit: u8) -> Result<SkBuff> {
-        // SAFETY: As in `into_local_v4`; the addresses are 16-byte arrays for the call.
-        kernel::error::to_result(unsafe {
-            bindings::roxe_helper_prepare6(
-                self.0.as_raw(),
-                core::ptr::null_mut(),
-                saddr.as_ptr(),
-                daddr.as_ptr(),
-                sport.to_be(),
-                tclass,
-                hop_limit,
-                false,
-            )
-        })?;
+    pub fn into_local_v6(mut self, saddr: &[u8; 16], daddr: &[u8; 16], sport: u16, tclass: u8, hop_limit: u8) -> Result<SkBuff> {
+        self.push_v6(None, saddr, daddr, sport, tclass, hop_limit)?;
         Ok(self.into_loopback())
     }
 
@@ -205,10 +186,25 @@ impl TxSkBuff {
 
     /// Routes the packet over IPv6 out of `netdev` and pushes its UDP and IPv6 headers.
     pub fn prepare_v6(&mut self, netdev: &NetDevice, saddr: &[u8; 16], daddr: &[u8; 16], sport: u16, tclass: u8, hop_limit: u8) -> Result {
+        self.push_v6(Some(netdev), saddr, daddr, sport, tclass, hop_limit)
+    }
+
+    /// Pushes the UDP and IPv6 headers, routed out of `netdev` if given.
+    fn push_v6(&mut self, netdev: Option<&NetDevice>, saddr: &[u8; 16], daddr: &[u8; 16], sport: u16, tclass: u8, hop_limit: u8) -> Result {
         // SAFETY: Owned skb with the headroom `alloc` reserved (room for an IPv6 header);
-        // `netdev` is alive; the addresses are 16-byte arrays for the call.
+        // `netdev`, when given, is alive (without it the helper neither routes nor uses the
+        // null device); the addresses are 16-byte arrays for the call.
         kernel::error::to_result(unsafe {
-            bindings::roxe_helper_prepare6(self.0.as_raw(), netdev.as_raw(), saddr.as_ptr(), daddr.as_ptr(), sport.to_be(), tclass, hop_limit, true)
+            bindings::roxe_helper_prepare6(
+                self.0.as_raw(),
+                netdev.map_or(core::ptr::null_mut(), |n| n.as_raw()),
+                saddr.as_ptr(),
+                daddr.as_ptr(),
+                sport.to_be(),
+                tclass,
+                hop_limit,
+                netdev.is_some(),
+            )
         })
     }
 
