@@ -48,6 +48,8 @@ size_t roxe_helper_umem_fill_pages(struct ib_umem *umem, struct page **pages, si
 
 /* linux/vmalloc.h, linux/highmem.h */
 void *roxe_helper_vmalloc_user(unsigned long size);
+void roxe_helper_copy(void *dst, const void *src, size_t len);
+void roxe_helper_zero(void *dst, size_t len);
 void roxe_helper_copy_from_page(struct page *page, size_t offset, void *dst, size_t len);
 void roxe_helper_copy_to_page(struct page *page, size_t offset, const void *src, size_t len);
 

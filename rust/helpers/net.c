@@ -26,7 +26,7 @@ struct sk_buff *roxe_helper_alloc_tx_skb(struct net_device *ndev, unsigned int l
 	if (!skb)
 		return NULL;
 	skb_reserve(skb, head);
-	skb_put_zero(skb, len);
+	roxe_helper_zero(skb_put(skb, len), len);
 	skb->dev = ndev;
 	return skb;
 }

@@ -131,13 +131,13 @@ pub const WC_WITH_NETWORK_HDR_TYPE: u32 = bindings::ib_wc_flags_IB_WC_WITH_NETWO
 pub fn read_kernel(va: u64, dst: &mut [u8]) {
     // SAFETY: By the contract of DMA MRs above: `va..va + len` is kernel memory the consumer
     // handed to the HCA and does not touch until completion; `dst` is a distinct buffer.
-    unsafe { core::ptr::copy_nonoverlapping(va as usize as *const u8, dst.as_mut_ptr(), dst.len()) };
+    unsafe { bindings::roxe_helper_copy(dst.as_mut_ptr().cast(), va as usize as *const ffi::c_void, dst.len()) };
 }
 
 /// Copies `src` into kernel memory at `va` (a DMA MR access; see [`read_kernel`]).
 pub fn write_kernel(va: u64, src: &[u8]) {
     // SAFETY: As in `read_kernel`: consumer-owned kernel memory given to the HCA for writing.
-    unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), va as usize as *mut u8, src.len()) };
+    unsafe { bindings::roxe_helper_copy(va as usize as *mut ffi::c_void, src.as_ptr().cast(), src.len()) };
 }
 
 /// Decodes the SGE array of a work request into `out`; `None` if there are too many.

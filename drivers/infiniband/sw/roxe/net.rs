@@ -25,6 +25,7 @@ use crate::{
 };
 use crate::rdma::{
     ah::{AddressVector, Network},
+    copy::copy,
     device::Device,
     skb::{crc32_le, SkBuff, TxSkBuff},
     udp_tunnel::{EncapRecv, Family, UdpTunnelSocket},
@@ -206,7 +207,7 @@ pub(crate) fn deliver_local(dev: &Device<Roxe>, av: &AddressVector, sport: u16, 
     let data = dev.data();
     if !data.loopback.is_empty() || data.loopback_draining.cmpxchg(false, true, Full).is_err() {
         if let Ok(mut skb) = TxSkBuff::alloc(&data.netdev, roce.len()) {
-            skb.data_mut().copy_from_slice(roce);
+            copy(skb.data_mut(), roce);
             let _ = xmit(dev, av, sport, skb);
         }
         return;

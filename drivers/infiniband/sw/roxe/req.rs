@@ -37,6 +37,7 @@ use crate::{
 };
 use crate::rdma::{
     ah::AddressVector,
+    copy::{copy, zero},
     device::{now_ms, Device},
     netdev::NetDevice,
     skb::TxSkBuff,
@@ -166,7 +167,7 @@ fn build(
         }
         let data = buf.get_mut(..len).ok_or(WcStatus::LocQpOpErr)?;
         // As a fresh socket buffer is: no byte of an earlier packet (pad, ICRC) survives.
-        data.fill(0);
+        zero(data);
         fill(dev, qp, entry, d, data)?;
         return Ok(Built::Local(buf, len));
     }
@@ -202,7 +203,7 @@ fn fill(dev: &Device<Roxe>, qp: &RoxeQp, entry: &SendEntry, d: &PacketDesc, data
                 Payload::Inline { .. } => {
                     let start = send_layout::DMA_DATA + d.payload_offset as usize;
                     let src = entry.slot.get(start..start + len).ok_or(WcStatus::LocLenErr)?;
-                    out.copy_from_slice(src);
+                    copy(out, src);
                 }
                 Payload::Sges { num } => {
                     let list = SgeList { slot: &entry.slot, base: send_layout::DMA_DATA, num };

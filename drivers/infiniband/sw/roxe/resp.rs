@@ -224,10 +224,11 @@ fn grh_bytes(src: &Source) -> [u8; UD_GRH_LEN as usize] {
 
 /// Handles a request packet for `qp`.
 pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src: &Source) {
-    let path = req::path_info(qp);
-    let (cfg, qkey) = {
+    // One look at the QP's attributes per packet: the path and the responder's configuration.
+    let (path, cfg, qkey) = {
         let st = qp.state.lock();
         let a = &st.attr;
+        let path = PathInfo { state: st.state, dest_qpn: a.dest_qp_num, av: st.av };
         let cfg = RespConfig {
             qp_type: qp.qp_type,
             access_flags: a.qp_access_flags,
@@ -235,7 +236,7 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src:
             max_dest_rd_atomic: a.max_dest_rd_atomic,
             min_rnr_timer: a.min_rnr_timer,
         };
-        (cfg, a.qkey)
+        (path, cfg, a.qkey)
     };
     // IBA 10.3.1: a QP receives from RTR on; in RESET, INIT or ERR packets are dropped.
     if !matches!(path.state, QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe) {
