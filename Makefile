@@ -63,8 +63,8 @@ pyverbs: deps
 reliability: deps
 	$(Q)/test-all.sh --list qemu/tests/reliability.list
 
-# Mixed traffic for 30 minutes on the debug kernel (qemu/tests/soak.list; the 2-minute form is
-# in make reliability until the requester stall it hits is fixed).
+# Mixed traffic for 30 minutes on the debug kernel (qemu/tests/soak.list; make test runs it for
+# 90 s, after the teardown cases, as `teardown-soak`).
 soak: deps
 	$(Q)/test-all.sh --list qemu/tests/soak.list
 

@@ -64,7 +64,8 @@ TESTS=()
 [ $builtin = 1 ] && TESTS=(
 	"selftest-stock|stock|qemu/tests/selftest.sh|120||pass"
 	"selftest-debug|debug|qemu/tests/selftest.sh|180||pass"
-	"harness-catches-warn|debug|qemu/tests/selftest.sh|180|--args warn|fail"
+	# The splat check is the same for both flavours: prove it on the one that boots in 10 s.
+	"harness-catches-warn|stock|qemu/tests/selftest.sh|180|--args warn|fail"
 )
 [ -f "$list" ] && while IFS= read -r l; do
 	case "$l" in ''|'#'*) ;; *) TESTS+=("$l") ;; esac

@@ -10,7 +10,7 @@
 # Every run of every tool must succeed; the harness fails the run on any KASAN, lockdep,
 # kmemleak or RCU-stall report in dmesg, and kmemleak is scanned at the end. Pinned pages must be
 # back to their count before the soak.
-#   make reliability: `soak` (120 s; meant for make test, see reliability.list); make soak:
+#   make test: 90 s in `teardown-soak` (qemu/tests/extra.list); make soak:
 #   `soak-long` (1800 s).
 . /roxe/qemu/guest/lib.sh
 DURATION=${1:-120}
