@@ -6,6 +6,7 @@
 # better; latency: lower is better). Writes Documentation/bench/{bench.csv,bench.md,bench.png}.
 #   tools/bench.sh [--rounds N] [--quick] [--one-vm-only | --two-vm-only]
 set -euo pipefail
+args="$*"
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 rounds=3 quick=0 one=1 two=1
@@ -33,5 +34,5 @@ if [ $two = 1 ]; then
 	qemu/run-vm.sh --flavour stock --two-vm --script qemu/tests/bench.sh --name bench-2vm --timeout "$tmo" --args "$rounds,$quick" || true
 	tail -n +2 build/vm/bench-2vm/vm1/bench.csv | sed "s/^/2vm,/" >>"$out/bench.csv"
 fi
-python3 tools/bench_report.py "$out/bench.csv" "$out"
+BENCH_COMMAND="tools/bench.sh${args:+ $args}" python3 tools/bench_report.py "$out/bench.csv" "$out"
 cat "$out/bench.md"
