@@ -33,7 +33,7 @@ use crate::{
         },
         wqe::{send_flags, send_layout, Payload, SendOpcode, SendWqe},
     },
-    qp::{RoxeQp, SendEntry, SqState},
+    qp::{QpStateData, RoxeQp, SendEntry, SqState},
 };
 use crate::rdma::{
     ah::AddressVector,
@@ -51,13 +51,15 @@ pub(crate) struct PathInfo {
     pub(crate) av: Option<AddressVector>,
 }
 
-pub(crate) fn path_info(qp: &RoxeQp) -> PathInfo {
-    let st = qp.state.lock();
-    PathInfo {
-        state: st.state,
-        dest_qpn: st.attr.dest_qp_num,
-        av: st.av,
+impl PathInfo {
+    /// The path of a QP whose state lock the caller holds.
+    pub(crate) fn of(st: &QpStateData) -> PathInfo {
+        PathInfo { state: st.state, dest_qpn: st.attr.dest_qp_num, av: st.av }
     }
+}
+
+pub(crate) fn path_info(qp: &RoxeQp) -> PathInfo {
+    PathInfo::of(&qp.state.lock())
 }
 
 /// The requester's view of the QP's attributes: the path and the [`ReqConfig`]. RC and UC
@@ -72,7 +74,7 @@ pub(crate) fn req_config(dev: &Device<Roxe>, qp: &RoxeQp) -> (PathInfo, ReqConfi
     let st = qp.state.lock();
     let path_mtu = IbMtu::from_raw(st.attr.path_mtu).unwrap_or(IbMtu::Mtu256);
     let mtu = port_mtu.unwrap_or(path_mtu);
-    let path = PathInfo { state: st.state, dest_qpn: st.attr.dest_qp_num, av: st.av };
+    let path = PathInfo::of(&st);
     let cfg = ReqConfig {
         qp_type: wqe_qp_type(qp.qp_type),
         mtu,

@@ -228,7 +228,7 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src:
     let (path, cfg, qkey) = {
         let st = qp.state.lock();
         let a = &st.attr;
-        let path = PathInfo { state: st.state, dest_qpn: a.dest_qp_num, av: st.av };
+        let path = PathInfo::of(&st);
         let cfg = RespConfig {
             qp_type: qp.qp_type,
             access_flags: a.qp_access_flags,
