@@ -9,7 +9,10 @@ src, outdir = sys.argv[1], sys.argv[2]
 vals = defaultdict(list)
 units = {}
 memcpy = {}
+rounds = 0
 for row in csv.DictReader(open(src)):
+    if row['round'].isdigit():
+        rounds = max(rounds, int(row['round']))
     try:
         v = float(row['value'])
     except ValueError:
@@ -54,7 +57,6 @@ for setup in sorted({k[0] for k in keys}):
             continue
         ok = r >= want if want > 1 else r <= want
         goals.append(f'| {setup} | {test} {size} B {"≥" if want > 1 else "≤"} {want}x | {r:.2f}x | {"yes" if ok else "no"} |')
-rounds = max((int(r['round']) for r in csv.DictReader(open(src)) if r['round'].isdigit()), default=0)
 try:
     commit = subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True, check=False).stdout.strip()
 except OSError:

@@ -144,6 +144,13 @@ kmemleak_check() {
 	pass "kmemleak clean"
 }
 
+# The kernel's pinned-page balance (nr_foll_pin_acquired - nr_foll_pin_released). /proc/vmstat
+# sums per-CPU counters lazily (a balance of -10 with nothing pinned was seen): fold them first.
+pin_balance() {
+	echo 1 >/proc/sys/vm/stat_refresh 2>/dev/null
+	awk '/^nr_foll_pin_acquired/ { a = $2 } /^nr_foll_pin_released/ { r = $2 } END { print a - r }' /proc/vmstat
+}
+
 finish_tests() { exit $ROXE_TESTS_FAILED; }
 
 # Helpers that `check` runs in a child shell need to be exported, with the variables they use.

@@ -16,7 +16,8 @@ for item in "$@"; do
 	if [ $rc = 0 ]; then pass "series: $script"; else
 		fail "series: $script (exit $rc$([ $rc = 124 ] && echo ', timed out'))"
 		# Whatever it left loaded would spoil the next script.
-		for m in roxe rdma_rxe; do grep -q "^$m " /proc/modules && { rdma link delete roxe0 2>/dev/null; rmmod "$m"; }; done
+		grep -q '^roxe ' /proc/modules && { rdma link delete roxe0 2>/dev/null; rmmod roxe; }
+		grep -q '^rdma_rxe ' /proc/modules && { rdma link delete rxe0 2>/dev/null; rmmod rdma_rxe; }
 	fi
 done
 finish_tests

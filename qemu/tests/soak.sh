@@ -16,7 +16,6 @@
 DURATION=${1:-120}
 step roxe-load load_driver roxe || finish_tests
 gid=$(gid_index_v4) || { fail "no RoCE v2 IPv4 GID"; finish_tests; }
-pin_balance() { echo 1 >/proc/sys/vm/stat_refresh 2>/dev/null; awk '/^nr_foll_pin_acquired/ { a = $2 } /^nr_foll_pin_released/ { r = $2 } END { print a - r }' /proc/vmstat; }
 base_pins=$(pin_balance)
 END=$((SECONDS + DURATION))
 mkdir -p /tmp/soak

@@ -17,12 +17,11 @@ step roxe-load load_driver roxe || finish_tests
 # If the script itself gets stuck, say where, before the guest's timeout kills it.
 ( sleep $((ROXE_TIMEOUT - 40)); { date; ps -eo pid,stat,wchan:32,args; for p in /proc/[0-9]*; do
 	grep -q '^State:.*D' $p/status 2>/dev/null && { echo "== $p"; cat $p/stack; }; done; } >/out/stuck.txt 2>&1 ) &
+watchers=($!)
 
 # Every 60 s: the load and the busiest tasks, so that a slow case shows what the CPUs were doing.
 ( while sleep 60; do say "load $(cut -d' ' -f1-3 /proc/loadavg); top: $(ps -eo pcpu,stat,comm --sort=-pcpu --no-headers | head -5 | tr -s ' ' | tr '\n' ';')"; done ) &
-# /proc/vmstat sums per-CPU counters lazily (a balance of -10 with nothing pinned was seen):
-# fold them first.
-pin_balance() { echo 1 >/proc/sys/vm/stat_refresh 2>/dev/null; awk '/^nr_foll_pin_acquired/ { a = $2 } /^nr_foll_pin_released/ { r = $2 } END { print a - r }' /proc/vmstat; }
+watchers+=($!)
 sent_pkts() { timeout 10 cat "/sys/class/infiniband/$1/ports/1/hw_counters/sent_pkts" 2>/dev/null || echo 0; }
 base_pins=$(pin_balance)
 say "pin balance at start: $base_pins"
@@ -195,4 +194,7 @@ traffic_works d-after roxe0
 
 check roxe-unload 60 unload_driver roxe
 kmemleak_check
+# The watchers would outlive the script: in a series they would go on sampling (and dump
+# "stuck" state) during the next script.
+kill "${watchers[@]}" 2>/dev/null
 finish_tests
