@@ -32,7 +32,7 @@ use crate::rdma::{
 };
 use kernel::{
     prelude::*,
-    sync::atomic::{Atomic, Full, Relaxed, Release}, //
+    sync::atomic::{Atomic, Full, Relaxed}, //
 };
 
 /// The RoCEv2 UDP destination port (IBA A17.2.1, assigned by IANA).
@@ -196,7 +196,10 @@ fn drain_claimed(dev: &RoxeDevice) {
         // Our own packets: nothing can have corrupted them, and they carry no ICRC.
         receive(skb, false);
     }
-    dev.loopback_draining.store(false, Release);
+    // A full barrier, not a release store: the caller's emptiness check that follows must not
+    // be ordered before the flag is seen clear, or a packet queued meanwhile by a CPU that
+    // found the flag still set would sit in the queue until the next loopback packet.
+    let _ = dev.loopback_draining.xchg(false, Full);
 }
 
 /// Delivers a packet the requester built in its local buffer (`roce`: BTH to ICRC) for the
