@@ -69,6 +69,8 @@ u64 roxe_helper_jiffies_ms(void);
 struct work_struct;
 void roxe_helper_init_work(struct work_struct *work, void (*fn)(struct work_struct *));
 void roxe_helper_queue_work_bh(struct work_struct *work);
+void roxe_helper_local_bh_disable(void);
+void roxe_helper_local_bh_enable(void);
 
 /* rdma/ib_umem_odp.h, linux/mmu_notifier.h, linux/hmm.h: ODP umems */
 struct ib_umem_odp;

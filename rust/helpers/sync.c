@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
-/* Helpers for include/linux/xarray.h, timers and the BH workqueue. */
+/* Helpers for include/linux/xarray.h, timers, the BH workqueue and bottom-half masking. */
+#include <linux/bottom_half.h>
 #include <linux/jiffies.h>
 #include <linux/spinlock.h>
 #include <linux/timer.h>
@@ -102,4 +103,15 @@ void roxe_helper_init_work(struct work_struct *work, void (*fn)(struct work_stru
 void roxe_helper_queue_work_bh(struct work_struct *work)
 {
 	queue_work(system_bh_wq, work);
+}
+
+/* local_bh_disable() and local_bh_enable() are inline. */
+void roxe_helper_local_bh_disable(void)
+{
+	local_bh_disable();
+}
+
+void roxe_helper_local_bh_enable(void)
+{
+	local_bh_enable();
 }

@@ -22,6 +22,7 @@ pub(crate) mod bindings;
 
 pub mod ah;
 pub mod attr;
+pub mod bh;
 pub mod copy;
 pub mod cq;
 pub mod device;

@@ -38,8 +38,8 @@ pub(crate) enum Counter {
     LinkDowned,
     /// Received packets dropped because their ICRC did not match (corrupted in flight).
     RcvdIcrcErr,
-    /// Received packets dropped before reaching a QP for any other reason (malformed headers,
-    /// unknown QP).
+    /// Received packets dropped for any other reason: malformed headers, an unknown QP, or a QP
+    /// that does not receive (RESET, INIT or ERR, IBA 10.3.1).
     RcvdDrops,
 }
 

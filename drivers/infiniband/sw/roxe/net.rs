@@ -25,6 +25,7 @@ use crate::{
 };
 use crate::rdma::{
     ah::{AddressVector, Network},
+    bh,
     copy::copy,
     device::Device,
     skb::{crc32_le, SkBuff, TxSkBuff},
@@ -172,40 +173,63 @@ fn receive(mut skb: SkBuff, check_icrc: bool) {
     recv::dispatch(&dev, dev.data(), &pkt, &source);
 }
 
+/// Packets one caller delivers from the loopback queue before it leaves the rest to the
+/// device's kick work. Whoever drains also holds up its own context: a requester draining for
+/// the whole device (its QP's requester claimed meanwhile) could go on for as long as other
+/// CPUs keep the queue filled, and its own QP's retransmissions would wait behind that until
+/// their retries ran out.
+pub(crate) const LOOPBACK_BUDGET: u32 = 64;
+
 /// Loopback delivery: packets for the device's own GIDs never touch the wire.
-pub(crate) fn loopback(dev: &RoxeDevice, skb: SkBuff) {
-    dev.loopback.push(skb);
-    drain_loopback(dev);
+pub(crate) fn loopback(dev: &Device<Roxe>, skb: SkBuff) {
+    dev.data().loopback.push(skb);
+    drain_loopback(dev, LOOPBACK_BUDGET);
 }
 
-/// Delivers the queued loopback packets, unless someone else is at it: one drainer at a time
-/// per device, so a response sent while a packet is being delivered waits in the queue
-/// instead of recursing, and packets are delivered in the order they were sent.
-fn drain_loopback(dev: &RoxeDevice) {
-    while dev.loopback_draining.cmpxchg(false, true, Full).is_ok() {
-        drain_claimed(dev);
-        if dev.loopback.is_empty() {
+/// Delivers up to `budget` queued loopback packets, unless someone else is at it: one drainer
+/// at a time per device, so a response sent while a packet is being delivered waits in the
+/// queue instead of recursing, and packets are delivered in the order they were sent. What the
+/// budget leaves goes to the kick work (softirq), which drains with a fresh budget and goes
+/// again until the queue is empty. Context: process or softirq, interrupts enabled.
+pub(crate) fn drain_loopback(dev: &Device<Roxe>, mut budget: u32) {
+    let data = dev.data();
+    while data.loopback_draining.cmpxchg(false, true, Full).is_ok() {
+        budget = drain_claimed(data, budget);
+        if data.loopback.is_empty() {
+            break;
+        }
+        if budget == 0 {
+            dev.kick();
             break;
         }
     }
 }
 
-/// Drains the loopback queue while holding the drainer's claim, then gives it up.
-fn drain_claimed(dev: &RoxeDevice) {
-    while let Some(skb) = dev.loopback.pop() {
-        // Our own packets: nothing can have corrupted them, and they carry no ICRC.
-        receive(skb, false);
+/// Delivers up to `budget` packets of the loopback queue while holding the drainer's claim,
+/// then gives the claim up; returns the budget left. Bottom halves are off meanwhile, so that
+/// a drainer in process context cannot be preempted while the whole device waits for it.
+fn drain_claimed(dev: &RoxeDevice, mut budget: u32) -> u32 {
+    {
+        let _bh = bh::disable();
+        while budget > 0 {
+            let Some(skb) = dev.loopback.pop() else { break };
+            // Our own packets: nothing can have corrupted them, and they carry no ICRC.
+            receive(skb, false);
+            budget -= 1;
+        }
     }
     // A full barrier, not a release store: the caller's emptiness check that follows must not
     // be ordered before the flag is seen clear, or a packet queued meanwhile by a CPU that
     // found the flag still set would sit in the queue until the next loopback packet.
     let _ = dev.loopback_draining.xchg(false, Full);
+    budget
 }
 
 /// Delivers a packet the requester built in its local buffer (`roce`: BTH to ICRC) for the
 /// device's own GID straight to the responder: no socket buffer, no headers, no queue. The
 /// packet is copied into a socket buffer and queued only when a delivery is already under
-/// way (the queue keeps the order, and nothing recurses). Context: the requester's.
+/// way (the queue keeps the order, and nothing recurses). Context: the requester's (process
+/// or softirq, interrupts enabled).
 pub(crate) fn deliver_local(dev: &Device<Roxe>, av: &AddressVector, sport: u16, roce: &[u8]) {
     let data = dev.data();
     if !data.loopback.is_empty() || data.loopback_draining.cmpxchg(false, true, Full).is_err() {
@@ -216,16 +240,27 @@ pub(crate) fn deliver_local(dev: &Device<Roxe>, av: &AddressVector, sport: u16, 
         return;
     }
     data.counters.inc(Counter::SentPkts);
-    match Packet::new_checked(roce) {
-        Ok(pkt) => {
-            data.counters.inc(Counter::RcvdPkts);
-            let src = Source { sgid: av.sgid, dgid: av.dgid, network: av.network };
-            recv::dispatch(dev, data, &pkt, &src);
+    {
+        // As in `drain_claimed`: no preemption while the device's drainer claim is ours.
+        let _bh = bh::disable();
+        match Packet::new_checked(roce) {
+            Ok(pkt) => {
+                data.counters.inc(Counter::RcvdPkts);
+                let src = Source { sgid: av.sgid, dgid: av.dgid, network: av.network };
+                recv::dispatch(dev, data, &pkt, &src);
+            }
+            Err(_) => count_drop(RxDrop::BadHeaders),
         }
-        Err(_) => count_drop(RxDrop::BadHeaders),
     }
-    drain_claimed(data);
-    drain_loopback(data);
+    // The responses this delivery queued (and whatever other CPUs queued meanwhile).
+    let budget = drain_claimed(data, LOOPBACK_BUDGET);
+    if !data.loopback.is_empty() {
+        if budget == 0 {
+            dev.kick();
+        } else {
+            drain_loopback(dev, budget);
+        }
+    }
 }
 
 /// Sends a packet whose RoCE part (BTH to ICRC, ICRC left zero) is already in `skb`, to the
@@ -245,7 +280,7 @@ pub(crate) fn xmit(dev: &Device<Roxe>, av: &AddressVector, sport: u16, mut skb: 
             }
             Network::Ipv6 => skb.into_local_v6(&av.sgid, &av.dgid, sport, av.traffic_class, av.hop_limit)?,
         };
-        loopback(dev.data(), skb);
+        loopback(dev, skb);
         return Ok(());
     }
     let ip_len = match av.network {

@@ -7,6 +7,7 @@
 
 use crate::{
     comp,
+    counters::Counter,
     device::{Roxe, RoxeDevice},
     net::{count_drop, RxDrop, Source},
     proto::{mcast::MULTICAST_QPN, packet::Packet},
@@ -21,6 +22,7 @@ pub(crate) fn dispatch(dev: &Device<Roxe>, data: &RoxeDevice, pkt: &Packet<&[u8]
         return crate::mcast::deliver(dev, data, pkt, src);
     }
     let Some(qp) = data.qps.get(pkt.dest_qpn()) else {
+        data.counters.inc(Counter::RcvdDrops);
         return count_drop(RxDrop::NoQp);
     };
     let info = pkt.info();

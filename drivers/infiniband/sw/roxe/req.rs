@@ -37,6 +37,7 @@ use crate::{
 };
 use crate::rdma::{
     ah::AddressVector,
+    bh,
     copy::{copy, zero},
     device::{now_ms, Device},
     netdev::NetDevice,
@@ -497,9 +498,14 @@ fn step(dev: &Device<Roxe>, qp: &RoxeQp, netdev: &NetDevice, path: &PathInfo, cf
     }
 }
 
-/// Runs the requester of `qp` until it has nothing to send, the window closes, or the budget
-/// is spent. Any context; takes no lock across transmission.
+/// Runs the requester of `qp` until it has nothing to send or the window closes. Process or
+/// softirq context, interrupts enabled; takes no lock across transmission.
 pub(crate) fn run(dev: &Device<Roxe>, qp: &RoxeQp) {
+    // Bottom halves off for the whole run: every other context that wants this QP to send
+    // leaves it to the running requester, so a runner preempted in process context (the send
+    // doorbell) would hold back the QP's retransmissions until its task ran again, under load
+    // for longer than the ACK timer.
+    let _bh = bh::disable();
     // 0: idle, 1: running, 2: running and asked to run again.
     if qp.req_running.fetch_add(1u32, Full) != 0 {
         return;

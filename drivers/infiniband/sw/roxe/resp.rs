@@ -240,6 +240,7 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src:
     };
     // IBA 10.3.1: a QP receives from RTR on; in RESET, INIT or ERR packets are dropped.
     if !matches!(path.state, QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe) {
+        dev.data().counters.inc(Counter::RcvdDrops);
         return;
     }
     let mut fx = Effects {
