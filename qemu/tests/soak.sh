@@ -76,11 +76,11 @@ streamB() {
 	done
 }
 # perftest runs with -u 20 (local ACK timeout 4.096 us * 2^20 = 4.3 s instead of 67 ms, which
-# roxe raises to 500 ms): with several flows on the debug kernel under TCG on a loaded host,
-# the vCPUs stall for long enough that ACK timers expire with nothing lost (hw counters: no
-# drop, out_of_seq_request 0, yet completer_retry_err climbs) and go-back-N resends of whole
-# windows run the retries out. That is an open bug of the requester, not what this test is
-# about.
+# roxe raises to 500 ms), so that a stall of the emulated CPUs on a loaded host is not taken for
+# a failure. ACK timers that expired with nothing lost, and resends that never went out, were a
+# requester bug, fixed in 4cf0043 (a QP's retransmissions waited behind a loopback drainer):
+# the 30-minute soak after it counted no retransmission at all, the pingpongs running with
+# their default 500 ms.
 say "soak for $DURATION s"
 streamA & a=$!
 streamB & b=$!
