@@ -95,31 +95,27 @@ wait_port_active() {
 	return 1
 }
 
-# The RoCE v2 GID index of our fd77:: IPv6 address.
-gid_index_v6() {
-	local dev=${1:-$RDMA_DEV} d
-	for d in /sys/class/infiniband/"$dev"/ports/1/gids/*; do
-		local i=${d##*/}
-		local t=$(cat "/sys/class/infiniband/$dev/ports/1/gid_attrs/types/$i" 2>/dev/null)
-		case "$(cat "$d")" in
-		fd77:*) [ "$t" = "RoCE v2" ] && { echo "$i"; return 0; } ;;
-		esac
+# gid_index_with DEV PREFIX: the lowest RoCE v2 GID index whose GID starts with PREFIX. In
+# numeric order and with the shell's own reads: a glob visits gids/1, 10..19, 100..199,
+# 1000..1023 before gids/2, and a `cat` per file costs a fork, which on the debug kernel under
+# TCG made finding the IPv6 GID take 85 s.
+gid_index_with() {
+	local dev=$1 prefix=$2 dir=/sys/class/infiniband/$1/ports/1 i g t n
+	n=$(ls "$dir/gids" | wc -l)
+	for ((i = 0; i < n; i++)); do
+		read -r g <"$dir/gids/$i" 2>/dev/null || continue
+		case "$g" in "$prefix"*) ;; *) continue ;; esac
+		read -r t <"$dir/gid_attrs/types/$i" 2>/dev/null || continue
+		[ "$t" = "RoCE v2" ] && { echo "$i"; return 0; }
 	done
 	return 1
 }
 
+# The RoCE v2 GID index of our fd77:: IPv6 address.
+gid_index_v6() { gid_index_with "${1:-$RDMA_DEV}" fd77:; }
+
 # The RoCE v2 GID index of our IPv4 address (GID 1 on rxe, but never assume).
-gid_index_v4() {
-	local dev=${1:-$RDMA_DEV} d
-	for d in /sys/class/infiniband/"$dev"/ports/1/gids/*; do
-		local i=${d##*/}
-		local t=$(cat "/sys/class/infiniband/$dev/ports/1/gid_attrs/types/$i" 2>/dev/null)
-		case "$(cat "$d")" in
-		0000:0000:0000:0000:0000:ffff:*) [ "$t" = "RoCE v2" ] && { echo "$i"; return 0; } ;;
-		esac
-	done
-	return 1
-}
+gid_index_v4() { gid_index_with "${1:-$RDMA_DEV}" 0000:0000:0000:0000:0000:ffff:; }
 
 # Retry a client command until the server side is listening (server start is not instant).
 retry_client() {
@@ -154,6 +150,6 @@ pin_balance() {
 finish_tests() { exit $ROXE_TESTS_FAILED; }
 
 # Helpers that `check` runs in a child shell need to be exported, with the variables they use.
-export -f say pass fail retry_client wait_port_active gid_index_v4 gid_index_v6 load_rdma_core unload_driver \
+export -f say pass fail retry_client wait_port_active gid_index_with gid_index_v4 gid_index_v6 load_rdma_core unload_driver \
 	kmemleak_check
 export ROXE_VM ROXE_FLAVOUR PEER_IP SELF_IP NETDEV
