@@ -133,7 +133,7 @@ kmemleak_check() {
 	[ -w $f ] || return 0
 	# Inside a series (qemu/tests/series.sh) the scan runs once, after the last script: two
 	# scans cost about 17 s on the debug kernel, and a leak stays reported until cleared.
-	[ -n "$ROXE_KMEMLEAK_AT_END" ] && { say "kmemleak: scanned at the end of the series"; return 0; }
+	[ -n "${ROXE_KMEMLEAK_AT_END:-}" ] && { say "kmemleak: scanned at the end of the series"; return 0; }
 	echo scan >$f; sleep 1; echo scan >$f
 	if [ -s $f ]; then
 		cp $f /out/kmemleak
