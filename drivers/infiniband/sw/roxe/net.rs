@@ -193,15 +193,16 @@ pub(crate) fn loopback(dev: &Device<Roxe>, skb: SkBuff) {
 /// again until the queue is empty. Context: process or softirq, interrupts enabled.
 pub(crate) fn drain_loopback(dev: &Device<Roxe>, mut budget: u32) {
     let data = dev.data();
-    while data.loopback_draining.cmpxchg(false, true, Full).is_ok() {
-        budget = drain_claimed(data, budget);
-        if data.loopback.is_empty() {
-            break;
-        }
+    while !data.loopback.is_empty() {
         if budget == 0 {
             dev.kick();
-            break;
+            return;
         }
+        if data.loopback_draining.cmpxchg(false, true, Full).is_err() {
+            // The drainer at work delivers it (it looks again after giving up its claim).
+            return;
+        }
+        budget = drain_claimed(data, budget);
     }
 }
 
@@ -254,13 +255,7 @@ pub(crate) fn deliver_local(dev: &Device<Roxe>, av: &AddressVector, sport: u16, 
     }
     // The responses this delivery queued (and whatever other CPUs queued meanwhile).
     let budget = drain_claimed(data, LOOPBACK_BUDGET);
-    if !data.loopback.is_empty() {
-        if budget == 0 {
-            dev.kick();
-        } else {
-            drain_loopback(dev, budget);
-        }
-    }
+    drain_loopback(dev, budget);
 }
 
 /// Sends a packet whose RoCE part (BTH to ICRC, ICRC left zero) is already in `skb`, to the
