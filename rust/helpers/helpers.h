@@ -102,6 +102,9 @@ struct net_device *roxe_helper_skb_dev(const struct sk_buff *skb);
 int roxe_helper_prepare4(struct sk_buff *skb, struct net_device *ndev, __be32 saddr, __be32 daddr,
 			 __be16 sport, u8 tos, u8 ttl, bool route);
 int roxe_helper_send4(struct sk_buff *skb);
+int roxe_helper_route4_batch(struct sk_buff *head, struct net_device *ndev, __be32 saddr,
+			     __be32 daddr, unsigned int n, u16 *first_id);
+int roxe_helper_send4_batch(struct sk_buff *head, struct sk_buff **rest, unsigned int n);
 int roxe_helper_prepare6(struct sk_buff *skb, struct net_device *ndev, const u8 *saddr,
 			 const u8 *daddr, __be16 sport, u8 tclass, u8 hop_limit, bool route);
 int roxe_helper_send6(struct sk_buff *skb);

@@ -124,6 +124,69 @@ int roxe_helper_prepare4(struct sk_buff *skb, struct net_device *ndev, __be32 sa
 	return 0;
 }
 
+/*
+ * Routes the first of a batch of @n IPv4 packets whose UDP and IP headers are pushed (without a
+ * route) and reserves @n consecutive IP IDs for them, the first returned in @first_id: the
+ * batch leaves as one UDP fraglist GSO packet, and segmentation numbers the segments' IDs up
+ * from the first one's (inet_gso_segment), so the ICRC of each packet, which covers its IP ID,
+ * can be computed before the batch is sent.
+ */
+int roxe_helper_route4_batch(struct sk_buff *head, struct net_device *ndev, __be32 saddr,
+			     __be32 daddr, unsigned int n, u16 *first_id)
+{
+	struct flowi4 fl = {};
+	struct rtable *rt;
+
+	fl.flowi4_oif = ndev->ifindex;
+	fl.saddr = saddr;
+	fl.daddr = daddr;
+	fl.flowi4_proto = IPPROTO_UDP;
+	rt = ip_route_output_key(dev_net(ndev), &fl);
+	if (IS_ERR(rt))
+		return PTR_ERR(rt);
+	skb_scrub_packet(head, false);
+	skb_clear_hash(head);
+	skb_dst_set(head, &rt->dst);
+	memset(IPCB(head), 0, sizeof(*IPCB(head)));
+	__ip_select_ident(dev_net(ndev), ip_hdr(head), n);
+	*first_id = ntohs(ip_hdr(head)->id);
+	return 0;
+}
+
+/*
+ * Sends @head (routed by roxe_helper_route4_batch()) and the @n packets of @rest (headers
+ * pushed, IDs following the head's) as one GSO packet of type UDP_L4 | FRAGLIST, the form GRO
+ * gives forwarded UDP flows: each packet stays a segment of its own with the headers it has,
+ * and segmentation (in software for devices without fraglist GSO) hands the segments to the
+ * driver in one go, so it is kicked once for the batch. The head's UDP length covers the whole
+ * batch as GRO sets it (segmentation restores the first segment's); the UDP checksum is zero
+ * and stays so (CHECKSUM_UNNECESSARY: nothing to fill in). Consumes all the skbs.
+ */
+int roxe_helper_send4_batch(struct sk_buff *head, struct sk_buff **rest, unsigned int n)
+{
+	struct skb_shared_info *sh = skb_shinfo(head);
+	unsigned int payload = head->len - sizeof(struct iphdr) - sizeof(struct udphdr);
+	struct sk_buff **tail = &sh->frag_list;
+	unsigned int i;
+
+	for (i = 0; i < n; i++) {
+		struct sk_buff *s = rest[i];
+
+		s->next = NULL;
+		*tail = s;
+		tail = &s->next;
+		head->len += s->len;
+		head->data_len += s->len;
+		head->truesize += s->truesize;
+	}
+	sh->gso_size = payload;
+	sh->gso_type = SKB_GSO_UDP_L4 | SKB_GSO_FRAGLIST;
+	sh->gso_segs = n + 1;
+	head->ip_summed = CHECKSUM_UNNECESSARY;
+	udp_hdr(head)->len = htons(head->len - sizeof(struct iphdr));
+	return ip_local_out(dev_net(skb_dst(head)->dev), NULL, head);
+}
+
 /* Sends a packet prepared by roxe_helper_prepare4(); consumes the skb. */
 int roxe_helper_send4(struct sk_buff *skb)
 {

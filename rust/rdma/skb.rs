@@ -105,6 +105,9 @@ impl Drop for SkBuff {
 /// The wrapped skb was allocated by [`TxSkBuff::alloc`] and never shared.
 pub struct TxSkBuff(SkBuff);
 
+/// Most packets [`TxSkBuff::send_v4_batch`] sends at once.
+pub const MAX_BATCH: usize = 32;
+
 impl TxSkBuff {
     /// Allocates a packet of `len` zeroed bytes leaving by `netdev`, with headroom for the link,
     /// IP and UDP headers. Any context (atomic allocation).
@@ -177,6 +180,59 @@ impl TxSkBuff {
         // SAFETY: A prepared skb (route and headers set) whose ownership passes to the stack.
         let ret = unsafe { bindings::roxe_helper_send4(skb) };
         // `ip_local_out` returns positive NET_XMIT codes for congestion drops.
+        if ret < 0 {
+            Err(Error::from_errno(ret))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Pushes the UDP and IPv4 headers of a packet that leaves in a batch
+    /// ([`TxSkBuff::send_v4_batch`]): no route, IP ID zero until [`TxSkBuff::route_v4_batch`]
+    /// numbers the batch. Afterwards [`TxSkBuff::data`] starts at the IP header.
+    pub fn push_headers_v4(&mut self, saddr: [u8; 4], daddr: [u8; 4], sport: u16, tos: u8, ttl: u8) -> Result {
+        self.push_v4(None, saddr, daddr, sport, tos, ttl)
+    }
+
+    /// Routes this packet, the first of a batch of `n` (headers pushed by
+    /// [`TxSkBuff::push_headers_v4`]), out of `netdev`, and reserves `n` consecutive IP IDs
+    /// for the batch. Returns the first; packet `i` of the batch must carry the first plus `i`
+    /// (segmentation numbers them so).
+    pub fn route_v4_batch(&mut self, netdev: &NetDevice, saddr: [u8; 4], daddr: [u8; 4], n: u32) -> Result<u16> {
+        let mut first = 0u16;
+        // SAFETY: Owned skb with its IPv4 header pushed; `netdev` is alive for the call; `first`
+        // is a valid place for the helper to write.
+        kernel::error::to_result(unsafe {
+            bindings::roxe_helper_route4_batch(
+                self.0.as_raw(),
+                netdev.as_raw(),
+                u32::from_ne_bytes(saddr),
+                u32::from_ne_bytes(daddr),
+                n,
+                &mut first,
+            )
+        })?;
+        Ok(first)
+    }
+
+    /// Sends this packet (routed by [`TxSkBuff::route_v4_batch`]) and `rest` (at most
+    /// [`MAX_BATCH`] - 1 packets, headers pushed, IDs following this one's) as one UDP
+    /// fraglist GSO packet: the stack routes and queues it once and the device is kicked
+    /// once for the batch. Consumes them all, whatever the outcome.
+    pub fn send_v4_batch(self, rest: impl IntoIterator<Item = TxSkBuff>) -> Result {
+        let mut raw = [core::ptr::null_mut::<bindings::sk_buff>(); MAX_BATCH];
+        let mut n = 0usize;
+        for skb in rest {
+            // Beyond the batch limit (callers keep to it) a packet is dropped, as a full queue would.
+            if let Some(slot) = raw.get_mut(n) {
+                *slot = skb.0.into_raw();
+                n += 1;
+            }
+        }
+        let head = self.0.into_raw();
+        // SAFETY: `head` is routed with its headers pushed; `raw[..n]` are owned, never shared
+        // skbs with their headers pushed; ownership of all passes to the stack.
+        let ret = unsafe { bindings::roxe_helper_send4_batch(head, raw.as_mut_ptr(), n as u32) };
         if ret < 0 {
             Err(Error::from_errno(ret))
         } else {

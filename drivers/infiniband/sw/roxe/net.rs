@@ -28,7 +28,7 @@ use crate::rdma::{
     bh,
     copy::copy,
     device::Device,
-    skb::{crc32_le, SkBuff, TxSkBuff},
+    skb::{crc32_le, SkBuff, TxSkBuff, MAX_BATCH},
     udp_tunnel::{EncapRecv, Family, UdpTunnelSocket},
 };
 use kernel::{
@@ -292,7 +292,17 @@ pub(crate) fn xmit(dev: &Device<Roxe>, av: &AddressVector, sport: u16, mut skb: 
             40
         }
     };
-    // ICRC over the IP header (built above), UDP header and the RoCE part.
+    seal(&mut skb, ip_len)?;
+    if ip_len == 20 {
+        skb.send_v4()
+    } else {
+        skb.send_v6()
+    }
+}
+
+/// Computes the ICRC of a packet whose headers are final (data from the IP header, `ip_len`
+/// bytes of it) over the IP header, UDP header and RoCE part, and writes it into the trailer.
+fn seal(skb: &mut TxSkBuff, ip_len: usize) -> Result {
     let icrc = {
         let data = skb.data();
         let (ip, rest) = data.split_at(core::cmp::min(ip_len, data.len()));
@@ -301,18 +311,112 @@ pub(crate) fn xmit(dev: &Device<Roxe>, av: &AddressVector, sport: u16, mut skb: 
         let ip = if ip_len == 20 { IpHeader::V4(ip) } else { IpHeader::V6(ip) };
         icrc::icrc(&KernelCrc, ip, udp, covered).map_err(|_| EINVAL)?
     };
-    {
-        let data = skb.data_mut();
-        let n = data.len();
-        if let Some(t) = data.get_mut(n.saturating_sub(ICRC_LEN)..) {
-            t.copy_from_slice(&icrc::to_wire(icrc));
+    let data = skb.data_mut();
+    let n = data.len();
+    if let Some(t) = data.get_mut(n.saturating_sub(ICRC_LEN)..) {
+        t.copy_from_slice(&icrc::to_wire(icrc));
+    }
+    Ok(())
+}
+
+/// Largest batch in bytes: the batch travels as one IP packet until segmentation, whose
+/// length fields are 16 bits.
+const BATCH_BYTES: usize = 60_000;
+
+/// Packets of one requester run to one IPv4 destination, sent through the stack together
+/// ([`TxSkBuff::send_v4_batch`]): routed, queued and segmented once, and the device kicked
+/// once, instead of once per packet. Packets that cannot join (loopback, IPv6) leave at once.
+/// Nothing waits in a batch beyond the run that filled it: the owner flushes before it
+/// completes a work request or stops.
+pub(crate) struct TxBatch {
+    /// Where the queued packets go: the address vector, its IPv4 source and destination, and
+    /// the UDP source port.
+    dst: Option<(AddressVector, [u8; 4], [u8; 4], u16)>,
+    skbs: [Option<TxSkBuff>; MAX_BATCH],
+    len: usize,
+    bytes: usize,
+}
+
+impl TxBatch {
+    pub(crate) fn new() -> Self {
+        TxBatch { dst: None, skbs: [const { None }; MAX_BATCH], len: 0, bytes: 0 }
+    }
+
+    /// Queues `skb` (RoCE part built, ICRC left zero) for `av`, sending what is queued first
+    /// when it goes elsewhere or the batch is full. A packet that cannot join a batch
+    /// (loopback to the device's own GID, IPv6) leaves at once.
+    pub(crate) fn add(&mut self, dev: &Device<Roxe>, av: &AddressVector, sport: u16, mut skb: TxSkBuff) {
+        let addrs = match (av.network, av.sgid.get(12..16), av.dgid.get(12..16)) {
+            (Network::Ipv4, Some(s), Some(d)) if av.dgid != av.sgid => {
+                <[u8; 4]>::try_from(s).ok().zip(<[u8; 4]>::try_from(d).ok())
+            }
+            _ => None,
+        };
+        let Some((saddr, daddr)) = addrs else {
+            self.flush(dev);
+            let _ = xmit(dev, av, sport, skb);
+            return;
+        };
+        let joins = match &self.dst {
+            Some((cur, _, _, cur_sport)) => {
+                cur.dgid == av.dgid
+                    && cur.sgid == av.sgid
+                    && cur.traffic_class == av.traffic_class
+                    && cur.hop_limit == av.hop_limit
+                    && *cur_sport == sport
+                    && self.len < MAX_BATCH
+                    && self.bytes + skb.data().len() <= BATCH_BYTES
+            }
+            None => true,
+        };
+        if !joins {
+            self.flush(dev);
         }
+        if skb.push_headers_v4(saddr, daddr, sport, av.traffic_class, av.hop_limit).is_err() {
+            // Lost, as on a wire; RC's retransmission recovers it.
+            dev.data().counters.inc(Counter::SentPkts);
+            return;
+        }
+        let Some(slot) = self.skbs.get_mut(self.len) else { return };
+        self.bytes += skb.data().len();
+        *slot = Some(skb);
+        self.len += 1;
+        self.dst = Some((*av, saddr, daddr, sport));
     }
-    if ip_len == 20 {
-        skb.send_v4()
-    } else {
-        skb.send_v6()
+
+    /// Sends whatever is queued.
+    pub(crate) fn flush(&mut self, dev: &Device<Roxe>) {
+        let n = core::mem::replace(&mut self.len, 0);
+        self.bytes = 0;
+        let Some((_, saddr, daddr, _)) = self.dst.take() else { return };
+        let counters = &dev.data().counters;
+        for _ in 0..n {
+            counters.inc(Counter::SentPkts);
+        }
+        let mut skbs = self.skbs.iter_mut().take(n).filter_map(|s| s.take());
+        let Some(mut head) = skbs.next() else { return };
+        let Ok(first_id) = head.route_v4_batch(&dev.data().netdev, saddr, daddr, n as u32) else {
+            // No route: the batch is lost, as a single packet would be.
+            skbs.for_each(drop);
+            return;
+        };
+        let mut id = first_id;
+        let _ = set_ip_id(&mut head, id).and_then(|()| seal(&mut head, 20));
+        // The others carry the IDs segmentation gives them by position; one that cannot be
+        // sealed still goes (a bad ICRC, dropped by the receiver) so the numbering holds.
+        let rest = skbs.map(|mut skb| {
+            id = id.wrapping_add(1);
+            let _ = set_ip_id(&mut skb, id).and_then(|()| seal(&mut skb, 20));
+            skb
+        });
+        let _ = if n == 1 { head.send_v4() } else { head.send_v4_batch(rest) };
     }
+}
+
+/// Writes the IPv4 ID of a packet whose data starts at its IPv4 header.
+fn set_ip_id(skb: &mut TxSkBuff, id: u16) -> Result {
+    skb.data_mut().get_mut(4..6).ok_or(EINVAL)?.copy_from_slice(&id.to_be_bytes());
+    Ok(())
 }
 
 /// The IPv4 and IPv6 sockets bound to the RoCEv2 port of the initial namespace.
