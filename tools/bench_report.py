@@ -9,6 +9,7 @@ src, outdir = sys.argv[1], sys.argv[2]
 vals = defaultdict(list)
 units = {}
 memcpy = {}
+wire = {}
 rounds = 0
 for row in csv.DictReader(open(src)):
     if row['round'].isdigit():
@@ -21,6 +22,9 @@ for row in csv.DictReader(open(src)):
         continue
     if row['driver'] == 'guest':
         memcpy[row['setup']] = v
+        continue
+    if row['driver'] == 'wire':
+        wire[(row['setup'], row['test'])] = v
         continue
     key = (row['setup'], row['test'], int(row['size']))
     vals[key + (row['driver'],)].append(v)
@@ -41,6 +45,12 @@ for k in keys:
     plot[(k[0], k[1])].append((k[2], ma, mb))
 for s, m in sorted(memcpy.items()):
     lines.append(f'\nGuest memcpy bandwidth ({s}): {m:.0f} MiB/s (the ceiling: every byte is copied at least once per side).')
+for s in sorted({k[0] for k in wire}):
+    lo, avg = wire.get((s, 'ping_rtt_min')), wire.get((s, 'ping_rtt_avg'))
+    if lo is not None and avg is not None:
+        lines.append(f'\nThe emulated wire ({s}, drivers unloaded): ping RTT min {lo:.0f} us, avg {avg:.0f} us. '
+                     f'perftest reports half a round trip, so {lo / 2:.0f} to {avg / 2:.0f} us of every 2-byte '
+                     f'latency above is the wire, whichever driver runs.')
 # Issue 6's goals, per setup: at least 2x rdma_rxe's bandwidth for write, read and send at
 # 64 KiB, and at most 0.5x its latency for 2-byte send and write.
 med = {}

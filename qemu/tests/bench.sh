@@ -59,6 +59,19 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 # The guest's memory copy bandwidth: the ceiling a soft HCA approaches (every byte is copied at
 # least once per side).
+if [ $TWO = 1 ]; then
+	# The emulated wire's own round trip, drivers unloaded: half of it is the one-way time no
+	# 2-VM latency figure can go below, whichever driver runs.
+	barrier ping-start 120
+	if [ "$ROXE_VM" = 1 ]; then
+		rtt=$(ping -c 200 -i 0.02 -q "$PEER_IP" 2>/dev/null | awk -F'[/ ]' '/^rtt/ { print $7 * 1000, $8 * 1000 }')
+		read -r rtt_min rtt_avg <<<"${rtt:-nan nan}"
+		echo "0,wire,ping_rtt_min,64,$rtt_min,us" >>$csv
+		echo "0,wire,ping_rtt_avg,64,$rtt_avg,us" >>$csv
+		say "ping RTT between the VMs: min $rtt_min us, avg $rtt_avg us"
+	fi
+	barrier ping-done 120
+fi
 if [ "$ROXE_VM" = 0 ] || [ $TWO = 1 ]; then
 	m=$(python3 -c "
 import time
