@@ -105,6 +105,11 @@ pub(crate) type SendDone = (u64, SendOpcode, u32, WcStatus, u32);
 struct Outgoing {
     packet: Built,
     av: AddressVector,
+    /// Whether the packet may wait in the run's batch (`net::TxBatch`): SEND and WRITE
+    /// packets. A READ or atomic request leaves at once: it starts a reply from the responder,
+    /// which answers one READ at a time and drops requests that arrive while a long READ reply
+    /// is still going out, so requests arriving in a burst would each wait for a retransmission.
+    batch: bool,
 }
 
 /// A packet's bytes: a socket buffer for the network, or the QP's local buffer (the first
@@ -474,7 +479,11 @@ fn step(dev: &Device<Roxe>, qp: &RoxeQp, netdev: &NetDevice, path: &PathInfo, cf
                     done = take_entry(&mut sq, cur, WcStatus::Success);
                 }
             }
-            Step::Send(Outgoing { packet, av }, done)
+            let batch = matches!(
+                op,
+                SendOpcode::Send | SendOpcode::SendWithImm | SendOpcode::SendWithInv | SendOpcode::RdmaWrite | SendOpcode::RdmaWriteWithImm
+            );
+            Step::Send(Outgoing { packet, av, batch }, done)
         }
         PacketPlan::Local(op) => {
             // A failed bind or invalidation completes in error and moves the QP to the error
@@ -521,8 +530,10 @@ pub(crate) fn run(dev: &Device<Roxe>, qp: &RoxeQp) {
                 // A packet that cannot leave (no route, no memory) is a lost packet: the
                 // retransmission timer (RC) recovers it; UC and UD lose it as the wire would.
                 match o.packet {
+                    Built::Skb(skb) if o.batch => batch.add(dev, &o.av, udp_sport(qp.qpn), skb),
                     Built::Skb(skb) => {
-                        batch.add(dev, &o.av, udp_sport(qp.qpn), skb);
+                        batch.flush(dev);
+                        let _ = net::xmit(dev, &o.av, udp_sport(qp.qpn), skb);
                     }
                     Built::Local(buf, len) => {
                         net::deliver_local(dev, &o.av, udp_sport(qp.qpn), buf.get(..len).unwrap_or(&[]));
