@@ -42,6 +42,8 @@ one() { # one ROUND DRV TOOL SIZE ITERS KIND
 	else
 		v=$(echo "$out" | awk '/^ *[0-9]+ +[0-9]+ +[0-9.]+/ { print $6 }' | tail -1); unit=us
 	fi
+	# A run without a result keeps perftest's output for a look afterwards.
+	[ -n "$v" ] || echo "$out" >"/out/failed-$k-$drv-${tool#ib_}-$size.txt"
 	echo "$r,$drv,${tool#ib_},$size,${v:-nan},$unit" >>$csv
 	say "round $r $drv ${tool#ib_} $size: ${v:-failed} $unit"
 }
