@@ -1,8 +1,10 @@
 #!/bin/bash
 # Where the CPU goes: perf samples of the whole guest (cpu-clock, call graphs) while perftest
 # runs a bandwidth test through the device's own GID. Output: /out/profile-DRV-TOOL.txt (symbols
-# by self time) for each driver named. Used by `tools/bench.sh --profile` to aim the work of
-# issue 6, not by make test. Arguments: DRIVERS (joined by +, e.g. roxe+rxe) TOOL SIZE SECONDS
+# by self time) for each driver named. By hand, to aim performance work, not by make test:
+#   qemu/run-vm.sh --flavour stock --script qemu/tests/profile.sh --args roxe+rxe,ib_write_bw,65536,15
+# (a one-vCPU guest's samples all land in the idle loop under TCG: for two VMs use fgraph.sh).
+# Arguments: DRIVERS (joined by +, e.g. roxe+rxe) TOOL SIZE SECONDS
 . /roxe/qemu/guest/lib.sh
 IFS=+ read -r -a DRVS <<<"${1:-roxe}"
 TOOL=${2:-ib_write_bw} SIZE=${3:-65536} SECS=${4:-15}
