@@ -124,6 +124,15 @@ int roxe_helper_prepare4(struct sk_buff *skb, struct net_device *ndev, __be32 sa
 	return 0;
 }
 
+/* Whether @skb's data starts at the IPv4 and UDP headers roxe_helper_prepare4() pushed. */
+static bool roxe_headers_pushed4(const struct sk_buff *skb)
+{
+	return skb->protocol == htons(ETH_P_IP) && !skb_is_nonlinear(skb) &&
+	       skb_transport_header_was_set(skb) && skb_network_header(skb) == skb->data &&
+	       skb_network_header_len(skb) == sizeof(struct iphdr) &&
+	       skb->len >= sizeof(struct iphdr) + sizeof(struct udphdr);
+}
+
 /*
  * Routes the first of a batch of @n IPv4 packets whose UDP and IP headers are pushed (without a
  * route) and reserves @n consecutive IP IDs for them, the first returned in @first_id: the
@@ -137,6 +146,8 @@ int roxe_helper_route4_batch(struct sk_buff *head, struct net_device *ndev, __be
 	struct flowi4 fl = {};
 	struct rtable *rt;
 
+	if (!roxe_headers_pushed4(head))
+		return -EINVAL;
 	fl.flowi4_oif = ndev->ifindex;
 	fl.saddr = saddr;
 	fl.daddr = daddr;
@@ -165,10 +176,20 @@ int roxe_helper_route4_batch(struct sk_buff *head, struct net_device *ndev, __be
 int roxe_helper_send4_batch(struct sk_buff *head, struct sk_buff **rest, unsigned int n)
 {
 	struct skb_shared_info *sh = skb_shinfo(head);
-	unsigned int payload = head->len - sizeof(struct iphdr) - sizeof(struct udphdr);
+	unsigned int payload, total = head->len;
 	struct sk_buff **tail = &sh->frag_list;
 	unsigned int i;
 
+	/* Only what the Rust side's order of calls produces is sent; anything else is dropped. */
+	for (i = 0; i < n; i++)
+		total += roxe_headers_pushed4(rest[i]) ? rest[i]->len : U16_MAX;
+	if (!skb_dst(head) || !roxe_headers_pushed4(head) || total > U16_MAX) {
+		for (i = 0; i < n; i++)
+			kfree_skb(rest[i]);
+		kfree_skb(head);
+		return -EINVAL;
+	}
+	payload = head->len - sizeof(struct iphdr) - sizeof(struct udphdr);
 	for (i = 0; i < n; i++) {
 		struct sk_buff *s = rest[i];
 
@@ -190,6 +211,10 @@ int roxe_helper_send4_batch(struct sk_buff *head, struct sk_buff **rest, unsigne
 /* Sends a packet prepared by roxe_helper_prepare4(); consumes the skb. */
 int roxe_helper_send4(struct sk_buff *skb)
 {
+	if (!skb_dst(skb)) {
+		kfree_skb(skb);
+		return -EHOSTUNREACH;
+	}
 	return ip_local_out(dev_net(skb_dst(skb)->dev), NULL, skb);
 }
 
@@ -246,6 +271,10 @@ int roxe_helper_prepare6(struct sk_buff *skb, struct net_device *ndev, const u8 
 /* Sends a packet prepared by roxe_helper_prepare6(); consumes the skb. */
 int roxe_helper_send6(struct sk_buff *skb)
 {
+	if (!skb_dst(skb)) {
+		kfree_skb(skb);
+		return -EHOSTUNREACH;
+	}
 	return ip6_local_out(dev_net(skb_dst(skb)->dev), NULL, skb);
 }
 

@@ -177,7 +177,8 @@ impl TxSkBuff {
     /// Sends a packet prepared by [`TxSkBuff::prepare_v4`]. Consumes it, whatever the outcome.
     pub fn send_v4(self) -> Result {
         let skb = self.0.into_raw();
-        // SAFETY: A prepared skb (route and headers set) whose ownership passes to the stack.
+        // SAFETY: An skb we own and never shared (type invariant), passed to the helper, which
+        // sends it if it has a route (prepare_v4) and frees it otherwise.
         let ret = unsafe { bindings::roxe_helper_send4(skb) };
         // `ip_local_out` returns positive NET_XMIT codes for congestion drops.
         if ret < 0 {
@@ -230,8 +231,9 @@ impl TxSkBuff {
             }
         }
         let head = self.0.into_raw();
-        // SAFETY: `head` is routed with its headers pushed; `raw[..n]` are owned, never shared
-        // skbs with their headers pushed; ownership of all passes to the stack.
+        // SAFETY: `head` and `raw[..n]` are owned skbs never shared (type invariant) whose
+        // ownership passes to the helper; it sends them only if their headers and the head's
+        // route are in place (the order of calls above) and frees them otherwise.
         let ret = unsafe { bindings::roxe_helper_send4_batch(head, raw.as_mut_ptr(), n as u32) };
         if ret < 0 {
             Err(Error::from_errno(ret))
@@ -267,7 +269,8 @@ impl TxSkBuff {
     /// Sends a packet prepared by [`TxSkBuff::prepare_v6`]. Consumes it, whatever the outcome.
     pub fn send_v6(self) -> Result {
         let skb = self.0.into_raw();
-        // SAFETY: A prepared skb whose ownership passes to the stack.
+        // SAFETY: An skb we own and never shared (type invariant), passed to the helper, which
+        // sends it if it has a route (prepare_v6) and frees it otherwise.
         let ret = unsafe { bindings::roxe_helper_send6(skb) };
         if ret < 0 {
             Err(Error::from_errno(ret))
