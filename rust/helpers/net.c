@@ -75,6 +75,26 @@ static void roxe_push_udp(struct sk_buff *skb, __be16 sport)
 	uh->check = 0;
 }
 
+/* Routes @skb from @saddr to @daddr out of @ndev over UDP and attaches the route. */
+static int roxe_route4(struct sk_buff *skb, struct net_device *ndev, __be32 saddr, __be32 daddr)
+{
+	struct flowi4 fl = {};
+	struct rtable *rt;
+
+	fl.flowi4_oif = ndev->ifindex;
+	fl.saddr = saddr;
+	fl.daddr = daddr;
+	fl.flowi4_proto = IPPROTO_UDP;
+	rt = ip_route_output_key(dev_net(ndev), &fl);
+	if (IS_ERR(rt))
+		return PTR_ERR(rt);
+	skb_scrub_packet(skb, false);
+	skb_clear_hash(skb);
+	skb_dst_set(skb, &rt->dst);
+	memset(IPCB(skb), 0, sizeof(*IPCB(skb)));
+	return 0;
+}
+
 /*
  * Routes an IPv4 RoCEv2 packet out of @ndev and pushes its UDP and IP headers (the ICRC covers
  * them, so they are built here rather than by udp_tunnel_xmit_skb). The UDP checksum is zero,
@@ -84,22 +104,13 @@ static void roxe_push_udp(struct sk_buff *skb, __be16 sport)
 int roxe_helper_prepare4(struct sk_buff *skb, struct net_device *ndev, __be32 saddr, __be32 daddr,
 			 __be16 sport, u8 tos, u8 ttl, bool route)
 {
-	struct flowi4 fl = {};
-	struct rtable *rt;
 	struct iphdr *iph;
 
 	if (route) {
-		fl.flowi4_oif = ndev->ifindex;
-		fl.saddr = saddr;
-		fl.daddr = daddr;
-		fl.flowi4_proto = IPPROTO_UDP;
-		rt = ip_route_output_key(dev_net(ndev), &fl);
-		if (IS_ERR(rt))
-			return PTR_ERR(rt);
-		skb_scrub_packet(skb, false);
-		skb_clear_hash(skb);
-		skb_dst_set(skb, &rt->dst);
-		memset(IPCB(skb), 0, sizeof(*IPCB(skb)));
+		int err = roxe_route4(skb, ndev, saddr, daddr);
+
+		if (err)
+			return err;
 	}
 
 	roxe_push_udp(skb, sport);
@@ -143,22 +154,13 @@ static bool roxe_headers_pushed4(const struct sk_buff *skb)
 int roxe_helper_route4_batch(struct sk_buff *head, struct net_device *ndev, __be32 saddr,
 			     __be32 daddr, unsigned int n, u16 *first_id)
 {
-	struct flowi4 fl = {};
-	struct rtable *rt;
+	int err;
 
 	if (!roxe_headers_pushed4(head))
 		return -EINVAL;
-	fl.flowi4_oif = ndev->ifindex;
-	fl.saddr = saddr;
-	fl.daddr = daddr;
-	fl.flowi4_proto = IPPROTO_UDP;
-	rt = ip_route_output_key(dev_net(ndev), &fl);
-	if (IS_ERR(rt))
-		return PTR_ERR(rt);
-	skb_scrub_packet(head, false);
-	skb_clear_hash(head);
-	skb_dst_set(head, &rt->dst);
-	memset(IPCB(head), 0, sizeof(*IPCB(head)));
+	err = roxe_route4(head, ndev, saddr, daddr);
+	if (err)
+		return err;
 	__ip_select_ident(dev_net(ndev), ip_hdr(head), n);
 	*first_id = ntohs(ip_hdr(head)->id);
 	return 0;
