@@ -93,6 +93,11 @@ for t in "${TESTS[@]}"; do
 		count PASS "$name"; log "$name: ok (verdict $verdict as expected, $((SECONDS - s)) s)"
 	else
 		count FAIL "$name (verdict $verdict, expected $expect)"; log "$name: FAILED ($((SECONDS - s)) s)"
+		# What the guest said about its failures (check() follows each FAIL with the tail of
+		# its log): a CI run keeps only this output, not build/vm.
+		for c in build/vm/"$name"/vm*/console.log; do
+			[ -f "$c" ] && grep -a -A16 '\] FAIL ' "$c" | head -60 | sed "s|^|  ${c#build/vm/}: |"
+		done
 	fi
 done
 
