@@ -7,6 +7,7 @@
 #ifndef ROXE_HELPERS_H
 #define ROXE_HELPERS_H
 
+#include <linux/hrtimer.h>
 #include <linux/netdevice.h>
 #include <linux/skbuff.h>
 #include <net/udp_tunnel.h>
@@ -66,6 +67,18 @@ struct timer_list;
 void roxe_helper_timer_setup(struct timer_list *timer, void (*fn)(struct timer_list *));
 void roxe_helper_timer_arm_ms(struct timer_list *timer, unsigned int ms);
 u64 roxe_helper_jiffies_ms(void);
+/*
+ * linux/hrtimer.h: a high-resolution timer whose callback runs in softirq context and does not
+ * re-arm itself. The enum-returning C callback stays on the C side; @fn is what it calls.
+ */
+struct roxe_hrtimer {
+	struct hrtimer timer;
+	void (*fn)(struct roxe_hrtimer *t);
+};
+void roxe_helper_hrtimer_setup(struct roxe_hrtimer *t, void (*fn)(struct roxe_hrtimer *t));
+void roxe_helper_hrtimer_arm_us(struct roxe_hrtimer *t, unsigned int us);
+int roxe_helper_hrtimer_try_to_cancel(struct roxe_hrtimer *t);
+void roxe_helper_hrtimer_cancel(struct roxe_hrtimer *t);
 struct work_struct;
 void roxe_helper_init_work(struct work_struct *work, void (*fn)(struct work_struct *));
 void roxe_helper_queue_work_bh(struct work_struct *work);

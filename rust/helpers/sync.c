@@ -3,6 +3,7 @@
 #include <linux/bottom_half.h>
 #include <linux/jiffies.h>
 #include <linux/spinlock.h>
+#include <linux/hrtimer.h>
 #include <linux/timer.h>
 #include <linux/workqueue.h>
 #include <linux/xarray.h>
@@ -87,6 +88,39 @@ void roxe_helper_timer_setup(struct timer_list *timer, void (*fn)(struct timer_l
 void roxe_helper_timer_arm_ms(struct timer_list *timer, unsigned int ms)
 {
 	mod_timer(timer, jiffies + msecs_to_jiffies(ms));
+}
+
+static enum hrtimer_restart roxe_hrtimer_expired(struct hrtimer *timer)
+{
+	struct roxe_hrtimer *t = container_of(timer, struct roxe_hrtimer, timer);
+
+	t->fn(t);
+	return HRTIMER_NORESTART;
+}
+
+/* Soft mode: the callback runs in softirq context, where the data path runs too. */
+void roxe_helper_hrtimer_setup(struct roxe_hrtimer *t, void (*fn)(struct roxe_hrtimer *t))
+{
+	t->fn = fn;
+	hrtimer_setup(&t->timer, roxe_hrtimer_expired, CLOCK_MONOTONIC, HRTIMER_MODE_REL_SOFT);
+}
+
+/* Arms @t to fire @us microseconds from now (re-arming an armed timer moves its expiry). */
+void roxe_helper_hrtimer_arm_us(struct roxe_hrtimer *t, unsigned int us)
+{
+	hrtimer_start(&t->timer, (u64)us * NSEC_PER_USEC, HRTIMER_MODE_REL_SOFT);
+}
+
+/* Stops @t unless its callback is running: 1 stopped, 0 was not armed, -1 running. */
+int roxe_helper_hrtimer_try_to_cancel(struct roxe_hrtimer *t)
+{
+	return hrtimer_try_to_cancel(&t->timer);
+}
+
+/* Stops @t, waiting for a running callback. */
+void roxe_helper_hrtimer_cancel(struct roxe_hrtimer *t)
+{
+	hrtimer_cancel(&t->timer);
 }
 
 u64 roxe_helper_jiffies_ms(void)

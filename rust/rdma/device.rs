@@ -104,6 +104,10 @@ pub trait Driver: Sized + Send + Sync + 'static {
     /// Periodic work of a registered device (retransmission and RNR timers). Softirq context.
     fn tick(dev: &Device<Self>);
 
+    /// Runs once, in softirq context, when the timer [`Device::start_short_timer`] started
+    /// expires.
+    fn short_timer(dev: &Device<Self>);
+
     /// Work asked for with [`Device::kick`], e.g. from a context that may not transmit (kernel
     /// consumers post with interrupts disabled). Softirq context (the BH workqueue).
     fn kicked(dev: &Device<Self>);
@@ -308,6 +312,8 @@ pub struct Device<T: Driver> {
     tick: Opaque<bindings::timer_list>,
     /// The tick timer was set up (registration got that far).
     tick_armed: kernel::sync::atomic::AtomicFlag,
+    /// Runs [`Driver::short_timer`]; set up at allocation, cancelled before `data` drops.
+    short_timer: Opaque<bindings::roxe_hrtimer>,
     /// Runs [`Driver::kicked`]; set up before registration, disabled before `data` drops.
     kick: Opaque<bindings::work_struct>,
     /// Runs [`Driver::process_work`]; set up before registration, disabled before `data` drops.
@@ -385,6 +391,22 @@ impl<T: Driver> Device<T> {
         unsafe { bindings::ib_dispatch_event(&ev) };
     }
 
+    /// Starts the device's short timer: [`Driver::short_timer`] runs once in softirq context
+    /// `us` microseconds from now. Starting it while it is armed moves the expiry, so the driver
+    /// keeps track of whether it is. Any context.
+    pub fn start_short_timer(&self, us: u32) {
+        // SAFETY: The timer was set up at allocation and stays valid until `dealloc_driver`
+        // cancels it, when no reference to the device is left.
+        unsafe { bindings::roxe_helper_hrtimer_arm_us(self.short_timer.get(), us) };
+    }
+
+    /// Stops the short timer without waiting: `true` when its callback will not run (it was
+    /// stopped, or not armed), `false` when it is running now. Any context.
+    pub fn try_cancel_short_timer(&self) -> bool {
+        // SAFETY: As in `start_short_timer`.
+        unsafe { bindings::roxe_helper_hrtimer_try_to_cancel(self.short_timer.get()) >= 0 }
+    }
+
     /// Asks for [`Driver::kicked`] to run soon in softirq context. Any context, including with
     /// interrupts disabled; kicks before the work runs coalesce.
     pub fn kick(&self) {
@@ -455,6 +477,10 @@ impl<T: Link> Device<T> {
         // pinned there (the core never moves the device).
         let init = unsafe {
             core::ptr::addr_of_mut!((*dev).tick_armed).write(kernel::sync::atomic::AtomicFlag::new(false));
+            bindings::roxe_helper_hrtimer_setup(
+                Opaque::cast_into(core::ptr::addr_of!((*dev).short_timer)),
+                Some(Adapter::<T>::short_timer),
+            );
             bindings::roxe_helper_init_work(Opaque::cast_into(core::ptr::addr_of!((*dev).kick)), Some(Adapter::<T>::kick));
             bindings::roxe_helper_init_work(
                 Opaque::cast_into(core::ptr::addr_of!((*dev).process_work)),
@@ -784,6 +810,14 @@ impl<T: Driver> Adapter<T> {
         unsafe { bindings::roxe_helper_timer_arm_ms(timer, T::TICK_MS) };
     }
 
+    unsafe extern "C" fn short_timer(timer: *mut bindings::roxe_hrtimer) {
+        let offset = core::mem::offset_of!(Device<T>, short_timer);
+        // SAFETY: The timer is the `short_timer` field of a `Device<T>`, alive: `dealloc_driver`
+        // cancels the timer, waiting for a running callback, before freeing the device.
+        let dev = unsafe { &*timer.cast::<u8>().sub(offset).cast::<Device<T>>() };
+        T::short_timer(dev);
+    }
+
     unsafe extern "C" fn kick(work: *mut bindings::work_struct) {
         let offset = core::mem::offset_of!(Device<T>, kick);
         // SAFETY: The work is the `kick` field of a `Device<T>`, alive: `dealloc_driver` disables
@@ -815,6 +849,10 @@ impl<T: Driver> Adapter<T> {
                 bindings::timer_shutdown_sync(Opaque::cast_into(core::ptr::addr_of!((*dev).tick)));
             }
         }
+        // SAFETY: The timer was set up at allocation. Nothing else can arm it now: no reference
+        // to the device is left and the work and tick are stopped; a callback that arms it
+        // again while it runs is cancelled too (`hrtimer_cancel` retries until it is idle).
+        unsafe { bindings::roxe_helper_hrtimer_cancel(Opaque::cast_into(core::ptr::addr_of!((*dev).short_timer))) };
         // SAFETY: `dealloc_driver` is set only once `data` is initialised (see `register`), and
         // the core calls it exactly once, as the last op, before freeing the device.
         unsafe { core::ptr::drop_in_place(core::ptr::addr_of_mut!((*dev).data)) };

@@ -102,6 +102,9 @@ pub(crate) struct RoxeDevice {
     /// with respect to other atomics on the same HCA).
     #[pin]
     pub(crate) atomic_lock: SpinLockIrq<()>,
+    /// How many QPs hold an ACK, and whether the short timer runs for them (`resp::hold_ack`).
+    #[pin]
+    pub(crate) held_acks: SpinLockIrq<crate::resp::HeldAcks>,
     /// The port's hardware counters (`rdma statistic`).
     pub(crate) counters: Counters,
     /// Multicast groups and their attached QPs (`mcast.rs`).
@@ -168,6 +171,10 @@ impl crate::rdma::device::Driver for Roxe {
             crate::comp::tick(dev, qp, now);
             crate::resp::tick(dev, qp, now);
         });
+    }
+
+    fn short_timer(dev: &Device<Self>) {
+        crate::resp::hold_timer_expired(dev);
     }
 
     fn kicked(dev: &Device<Self>) {
@@ -512,6 +519,7 @@ impl Link for Roxe {
                 loopback <- SkbQueue::new(),
                 loopback_draining: AtomicFlag::new(false),
                 atomic_lock <- kernel::new_spinlock_irq!((), "roxe_atomic"),
+                held_acks <- kernel::new_spinlock_irq!(crate::resp::HeldAcks::new(), "roxe_held_acks"),
                 counters: Counters::new(),
                 mcast <- crate::mcast::McastTable::new(),
                 odp_jobs <- kernel::new_spinlock_irq!(KVec::new(), "roxe_odp_jobs"),

@@ -323,6 +323,17 @@ fn seal(skb: &mut TxSkBuff, ip_len: usize) -> Result {
 /// length fields are 16 bits.
 const BATCH_BYTES: usize = 60_000;
 
+/// The IPv4 source and destination of packets to `av` that may leave in a [`TxBatch`]: IPv4,
+/// and not to the device's own GID (those are delivered without a socket buffer).
+pub(crate) fn batch_addresses(av: &AddressVector) -> Option<([u8; 4], [u8; 4])> {
+    match (av.network, av.sgid.get(12..16), av.dgid.get(12..16)) {
+        (Network::Ipv4, Some(s), Some(d)) if av.dgid != av.sgid => {
+            <[u8; 4]>::try_from(s).ok().zip(<[u8; 4]>::try_from(d).ok())
+        }
+        _ => None,
+    }
+}
+
 /// Packets of one requester run to one IPv4 destination, sent through the stack together
 /// ([`TxSkBuff::send_v4_batch`]): routed, queued and segmented once, and the device kicked
 /// once, instead of once per packet. Packets that cannot join (loopback, IPv6) leave at once.
@@ -346,13 +357,7 @@ impl TxBatch {
     /// when it goes elsewhere or the batch is full. A packet that cannot join a batch
     /// (loopback to the device's own GID, IPv6) leaves at once.
     pub(crate) fn add(&mut self, dev: &Device<Roxe>, av: &AddressVector, sport: u16, mut skb: TxSkBuff) {
-        let addrs = match (av.network, av.sgid.get(12..16), av.dgid.get(12..16)) {
-            (Network::Ipv4, Some(s), Some(d)) if av.dgid != av.sgid => {
-                <[u8; 4]>::try_from(s).ok().zip(<[u8; 4]>::try_from(d).ok())
-            }
-            _ => None,
-        };
-        let Some((saddr, daddr)) = addrs else {
+        let Some((saddr, daddr)) = batch_addresses(av) else {
             self.flush(dev);
             let _ = xmit(dev, av, sport, skb);
             return;

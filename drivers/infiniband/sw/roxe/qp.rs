@@ -38,6 +38,7 @@ use crate::rdma::{
     object::UData,
     pool::{Alloc, PoolRef},
     qp::{Qp, QpAttr, QpAttrMask, QpCap, QpCreated, QpEvent, QpInit, QpNotifier},
+    skb::TxSkBuff,
 };
 use kernel::sync::SpinLockIrq;
 use kernel::{
@@ -143,6 +144,22 @@ pub(crate) struct RoxeQp {
     pub(crate) req_running: Atomic<u32>,
     /// A kernel consumer posted sends: the device's kick work runs the requester.
     pub(crate) kick_pending: AtomicFlag,
+    /// An ACK the responder holds back so that it leaves with the requester's next packets to
+    /// the same peer, in one batch (`resp::send_responses`); the device's short timer sends it
+    /// if none come. Taken before the device's `held_acks` lock.
+    #[pin]
+    pub(crate) held_ack: SpinLockIrq<Option<HeldAck>>,
+    /// Whether the responder holds ACKs back: set when the requester sends, cleared when a held
+    /// ACK had to leave on its own, so that a QP that only receives ACKs at once.
+    pub(crate) hold_acks: AtomicFlag,
+}
+
+/// An acknowledgement waiting to leave (see [`RoxeQp::held_ack`]).
+pub(crate) struct HeldAck {
+    /// The BTH PSN of the ACK: a later ACK acknowledges everything this one does.
+    pub(crate) psn: Psn,
+    pub(crate) skb: TxSkBuff,
+    pub(crate) av: AddressVector,
 }
 
 fn qp_type_of(raw: u32) -> Result<QpType> {
@@ -286,6 +303,8 @@ pub(crate) fn create(
         resp_state <- kernel::new_spinlock_irq!(resp_state, "roxe_qp_resp_state"),
         req_running: Atomic::new(0),
         kick_pending: AtomicFlag::new(false),
+        held_ack <- kernel::new_spinlock_irq!(None, "roxe_qp_held_ack"),
+        hold_acks: AtomicFlag::new(false),
     }? Error))?;
     Ok(QpCreated { data: qp, qp_num: qpn })
 }
@@ -408,6 +427,8 @@ pub(crate) fn modify(qp: &Qp<Roxe>, attr: &QpAttr, mask: QpAttrMask, udata: Opti
     if next == QpState::Reset && prev != QpState::Reset {
         // IBA 10.3.1: RESET empties the work queues and forgets the path.
         st.av = None;
+        // An ACK held for the old connection is not sent.
+        drop(crate::resp::take_held_ack(qp.device::<Roxe>(), this));
         let max_dest_rd_atomic = st.attr.max_dest_rd_atomic;
         this.resp_state.lock().reset(max_dest_rd_atomic);
         {
@@ -450,6 +471,8 @@ pub(crate) fn destroy(qp: &Qp<Roxe>) {
     }
     // After the grace period in `remove` no packet handler still uses the QP's number.
     drop(qp.device::<Roxe>().data().qps.remove(this.qpn));
+    // No responder finds the QP any more to hold an ACK; one it holds is not sent.
+    drop(crate::resp::take_held_ack(qp.device::<Roxe>(), this));
 }
 
 /// The send doorbell: new WQEs are in the ring; the requester sends them (or flushes them in

@@ -43,7 +43,10 @@ use crate::rdma::{
     netdev::NetDevice,
     skb::TxSkBuff,
 };
-use kernel::{prelude::*, sync::atomic::Full};
+use kernel::{
+    prelude::*,
+    sync::atomic::{Full, Relaxed},
+};
 
 /// The QP attributes the requester and responder need, read under the state lock.
 pub(crate) struct PathInfo {
@@ -523,10 +526,19 @@ pub(crate) fn run(dev: &Device<Roxe>, qp: &RoxeQp) {
     // the device's doorbell are paid once per batch. Flushed before a completion (a work
     // request is sent before it completes) and whenever the run has nothing more to build.
     let mut batch = net::TxBatch::new();
+    // An ACK the responder holds for the peer leaves in this run's first batch (one doorbell for
+    // both: in a ping-pong, the answer and the ACK of the request it answers).
+    if let Some(held) = crate::resp::take_held_ack(dev, qp) {
+        batch.add(dev, &held.av, udp_sport(qp.qpn), held.skb);
+    }
     loop {
         let (path, cfg) = req_config(dev, qp);
         match step(dev, qp, &dev.data().netdev, &path, &cfg) {
             Step::Send(o, done) => {
+                // The responder may hold its ACKs for this requester's packets (`resp`).
+                if !qp.hold_acks.load(Relaxed) {
+                    qp.hold_acks.store(true, Relaxed);
+                }
                 // A packet that cannot leave (no route, no memory) is a lost packet: the
                 // retransmission timer (RC) recovers it; UC and UD lose it as the wire would.
                 match o.packet {

@@ -37,11 +37,14 @@ use crate::{
         },
         wqe::{recv_layout, RecvWqe},
     },
-    qp::{self, RoxeQp},
+    qp::{self, HeldAck, RoxeQp},
     req::{self, PathInfo},
 };
-use crate::rdma::{ah::Network, device::{now_ms, Device}, netdev::NetDevice, pool::PoolRef, qp::QpEvent, skb::TxSkBuff};
-use kernel::{prelude::*, sync::aref::ARef};
+use crate::rdma::{ah::{AddressVector, Network}, device::{now_ms, Device}, netdev::NetDevice, pool::PoolRef, qp::QpEvent, skb::TxSkBuff};
+use kernel::{
+    prelude::*,
+    sync::{aref::ARef, atomic::Relaxed},
+};
 
 /// Slots of the responder resources cache: the device's `max_qp_rd_atom`, so that every READ or
 /// atomic a requester may still retry can be found again.
@@ -103,6 +106,9 @@ struct Effects {
     /// The device's netdev (the data path never calls `ib_device_get_netdev`, whose lock is not
     /// IRQ-safe).
     netdev: ARef<NetDevice>,
+    /// A positive ACKNOWLEDGE and its PSN, which may be held back (see [`send_responses`]).
+    ack: Option<(Psn, TxSkBuff)>,
+    /// Every other response, sent at once, in order.
     packets: KVec<TxSkBuff>,
     recv_cqe: Option<Cqe>,
     solicited: bool,
@@ -160,6 +166,105 @@ fn push(fx: &mut Effects, skb: Option<TxSkBuff>) {
 fn acknowledge(path: &PathInfo, fx: &mut Effects, psn: Psn, aeth: Aeth) {
     let skb = response(&fx.netdev, path, Opcode::RC_ACKNOWLEDGE, psn, Some(aeth), 0, |_| true, None);
     push(fx, skb);
+}
+
+/// How long a positive ACK may wait for the requester's next packets to the same peer, to leave
+/// in their batch: one pass through the stack and one doorbell for both, and on a virtual NIC
+/// one wake-up of the host's network thread instead of two. In a ping-pong the answer is posted
+/// within this: the process polling for the request runs once softirq is over (two VMs under
+/// TCG: 50 us was too short, 200 and 500 us alike, `Documentation/performance.md`). Far inside
+/// the ACK delay the device advertises (`local_ca_ack_delay` 15: 4.096 us * 2^15, 134 ms).
+pub(crate) const ACK_HOLD_US: u32 = 200;
+
+/// Sends a request's responses: an ACK held from before first (responses leave in PSN order),
+/// then `ack`, then `packets`. A positive ACK that travels alone to an IPv4 peer is held instead
+/// (`RoxeQp::held_ack`) while the QP's requester has been sending, for the requester to send
+/// with its next batch (`req::run`) or the device's short timer (`hold_timer_expired`). Of two
+/// held ACKs the later one is kept: an ACK acknowledges every request before its PSN too (ACKs
+/// are cumulative, IBA 9.7.5.1.2).
+fn send_responses(dev: &Device<Roxe>, qp: &RoxeQp, av: &AddressVector, ack: Option<(Psn, TxSkBuff)>, packets: KVec<TxSkBuff>) {
+    let sport = req::udp_sport(qp.qpn);
+    let mut ack = ack;
+    if packets.is_empty() && qp.hold_acks.load(Relaxed) && net::batch_addresses(av).is_some() {
+        if let Some((psn, skb)) = ack.take() {
+            hold_ack(dev, qp, HeldAck { psn, skb, av: *av });
+            return;
+        }
+    }
+    if let Some(held) = take_held_ack(dev, qp) {
+        let _ = net::xmit(dev, &held.av, sport, held.skb);
+    }
+    if let Some((_, skb)) = ack {
+        let _ = net::xmit(dev, av, sport, skb);
+    }
+    for skb in packets {
+        let _ = net::xmit(dev, av, sport, skb);
+    }
+}
+
+/// The device's account of held ACKs (`RoxeDevice::held_acks`): the short timer runs while
+/// any QP holds one, and is stopped when the last is taken, so that a ping-pong, whose ACKs
+/// all leave with the answers, pays no timer interrupt.
+pub(crate) struct HeldAcks {
+    /// QPs holding an ACK.
+    count: u32,
+    /// The short timer is started and has not begun to run.
+    timer_armed: bool,
+}
+
+impl HeldAcks {
+    pub(crate) const fn new() -> Self {
+        HeldAcks { count: 0, timer_armed: false }
+    }
+}
+
+/// Holds `ack` in `qp` (see [`send_responses`]); of two, the later is kept.
+fn hold_ack(dev: &Device<Roxe>, qp: &RoxeQp, ack: HeldAck) {
+    let superseded = {
+        let mut held = qp.held_ack.lock();
+        match (*held).as_mut() {
+            Some(h) if h.psn.cmp_seq(ack.psn) == core::cmp::Ordering::Greater => Some(ack),
+            Some(h) => Some(core::mem::replace(h, ack)),
+            None => {
+                *held = Some(ack);
+                let mut acks = dev.data().held_acks.lock();
+                acks.count += 1;
+                if !acks.timer_armed {
+                    acks.timer_armed = true;
+                    dev.start_short_timer(ACK_HOLD_US);
+                }
+                None
+            }
+        }
+    };
+    // Freed outside the locks.
+    drop(superseded);
+}
+
+/// Takes the ACK `qp` holds, if any, to send it or drop it.
+pub(crate) fn take_held_ack(dev: &Device<Roxe>, qp: &RoxeQp) -> Option<HeldAck> {
+    let mut held = qp.held_ack.lock();
+    let ack = held.take()?;
+    let mut acks = dev.data().held_acks.lock();
+    acks.count = acks.count.saturating_sub(1);
+    // A timer whose callback already runs stays marked armed: the callback clears the mark.
+    if acks.count == 0 && acks.timer_armed && dev.try_cancel_short_timer() {
+        acks.timer_armed = false;
+    }
+    Some(ack)
+}
+
+/// The device's short timer expired (softirq): sends the ACKs held for requesters that had
+/// nothing to send within [`ACK_HOLD_US`], and stops those QPs holding ACKs until their
+/// requesters send again. An ACK held from now on starts the timer again.
+pub(crate) fn hold_timer_expired(dev: &Device<Roxe>) {
+    dev.data().held_acks.lock().timer_armed = false;
+    dev.data().qps.for_each(|_, qp| {
+        if let Some(held) = take_held_ack(dev, qp) {
+            qp.hold_acks.store(false, Relaxed);
+            let _ = net::xmit(dev, &held.av, req::udp_sport(qp.qpn), held.skb);
+        }
+    });
 }
 
 /// Takes the next receive WQE of the QP (its RQ or SRQ). `Err(wr_id)`: it does not parse.
@@ -245,6 +350,7 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src:
     }
     let mut fx = Effects {
         netdev: dev.data().netdev.clone(),
+        ack: None,
         packets: KVec::new(),
         recv_cqe: None,
         solicited: false,
@@ -272,9 +378,7 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src:
         let _ = qp.recv_cq.post(&bytes, fx.solicited);
     }
     if let Some(av) = path.av {
-        for skb in fx.packets {
-            let _ = net::xmit(dev, &av, req::udp_sport(qp.qpn), skb);
-        }
+        send_responses(dev, qp, &av, fx.ack, fx.packets);
     }
     if fx.access_event {
         // C9-222.1: an access error no receive completion reports.
@@ -551,7 +655,10 @@ fn respond(
     let ack = rs.proto.aeth(ack_syndrome());
     match r {
         Response::None => {}
-        Response::Ack { psn } => acknowledge(path, fx, psn, ack),
+        Response::Ack { psn } => {
+            let skb = response(&fx.netdev, path, Opcode::RC_ACKNOWLEDGE, psn, Some(ack), 0, |_| true, None);
+            fx.ack = skb.map(|skb| (psn, skb));
+        }
         Response::AtomicAck { psn, original } => {
             let skb =
                 response(&fx.netdev, path, Opcode::RC_ATOMIC_ACKNOWLEDGE, psn, Some(ack), 0, |_| true, Some(original));
@@ -598,6 +705,7 @@ pub(crate) fn tick(dev: &Device<Roxe>, qp: &RoxeQp, now: u64) {
     let mtu = IbMtu::from_raw(qp.state.lock().attr.path_mtu).unwrap_or(IbMtu::Mtu256);
     let mut fx = Effects {
         netdev: dev.data().netdev.clone(),
+        ack: None,
         packets: KVec::new(),
         recv_cqe: None,
         solicited: false,
@@ -626,9 +734,7 @@ pub(crate) fn tick(dev: &Device<Roxe>, qp: &RoxeQp, now: u64) {
         rs.pending_at_ms = now + READ_REPLY_INTERVAL_MS;
     }
     if let Some(av) = path.av {
-        for skb in fx.packets {
-            let _ = net::xmit(dev, &av, req::udp_sport(qp.qpn), skb);
-        }
+        send_responses(dev, qp, &av, fx.ack, fx.packets);
     }
 }
 
