@@ -427,8 +427,6 @@ pub(crate) fn modify(qp: &Qp<Roxe>, attr: &QpAttr, mask: QpAttrMask, udata: Opti
     if next == QpState::Reset && prev != QpState::Reset {
         // IBA 10.3.1: RESET empties the work queues and forgets the path.
         st.av = None;
-        // An ACK held for the old connection is not sent.
-        drop(crate::resp::take_held_ack(qp.device::<Roxe>(), this));
         let max_dest_rd_atomic = st.attr.max_dest_rd_atomic;
         this.resp_state.lock().reset(max_dest_rd_atomic);
         {
@@ -445,6 +443,9 @@ pub(crate) fn modify(qp: &Qp<Roxe>, attr: &QpAttr, mask: QpAttrMask, udata: Opti
             sq.comp = CompState::new(Psn::new(0), IbMtu::Mtu256, retry_cnt, rnr_retry);
         }
         drop(st);
+        // An ACK held for the old connection still leaves (it carries its own address), with
+        // no lock held.
+        crate::resp::send_held_ack(qp.device::<Roxe>(), this);
         this.sq.lock().reset();
         let mut rq = this.rq.lock();
         if let Some(q) = &mut *rq {
@@ -471,8 +472,10 @@ pub(crate) fn destroy(qp: &Qp<Roxe>) {
     }
     // After the grace period in `remove` no packet handler still uses the QP's number.
     drop(qp.device::<Roxe>().data().qps.remove(this.qpn));
-    // No responder finds the QP any more to hold an ACK; one it holds is not sent.
-    drop(crate::resp::take_held_ack(qp.device::<Roxe>(), this));
+    // No responder finds the QP any more to hold an ACK. One it holds leaves now: its request
+    // completed here, and the peer's requester waits for it (after its last message to a
+    // consumer that then destroys the QP, it would time out for good).
+    crate::resp::send_held_ack(qp.device::<Roxe>(), this);
 }
 
 /// The send doorbell: new WQEs are in the ring; the requester sends them (or flushes them in

@@ -254,6 +254,13 @@ pub(crate) fn take_held_ack(dev: &Device<Roxe>, qp: &RoxeQp) -> Option<HeldAck> 
     Some(ack)
 }
 
+/// Sends the ACK `qp` holds, if any, now.
+pub(crate) fn send_held_ack(dev: &Device<Roxe>, qp: &RoxeQp) {
+    if let Some(held) = take_held_ack(dev, qp) {
+        let _ = net::xmit(dev, &held.av, req::udp_sport(qp.qpn), held.skb);
+    }
+}
+
 /// The device's short timer expired (softirq): sends the ACKs held for requesters that had
 /// nothing to send within [`ACK_HOLD_US`], and stops those QPs holding ACKs until their
 /// requesters send again. An ACK held from now on starts the timer again.
