@@ -1,0 +1,48 @@
+#!/bin/bash
+# Diagnostic for comparing driver builds between two VMs (not in make test): each round loads
+# every variant in turn in the same boot and runs the listed perftest tests between the VMs,
+# printing "RESULT round=R VARIANT TOOL SIZE = VALUE" (bandwidth MiB/s, or t_avg us) on VM 1
+# and each test's device counter deltas on both. How performance.md's variants were compared.
+# Args (commas between, "+" inside): VARIANTS ROUNDS TESTS MTU, e.g.
+#   qemu/run-vm.sh --flavour stock --two-vm --script qemu/tests/diag2vm.sh --timeout 1600 \
+#     --args "rxe+roxe+roxe-old,3,ib_write_lat:2+ib_write_bw:65536"
+# Variants: rxe, roxe (the build under test), roxe-NAME (build/exp/roxe-NAME.ko, a copy of an
+# older or modified build/stock/roxe.ko).
+. /roxe/qemu/guest/lib.sh
+VARIANTS=${1:-rxe+roxe}; VARIANTS=${VARIANTS//+/ }; ROUNDS=${2:-1}; TESTS=${3:-"ib_write_bw:65536 ib_send_bw:65536 ib_send_lat:2 ib_write_lat:2"}; TESTS=${TESTS//+/ }; MTU=${4:-1500}
+ip link set "$NETDEV" mtu "$MTU" || fail "mtu"
+snap() { local d=/sys/class/infiniband/$RDMA_DEV/ports/1/hw_counters f; for f in $d/*; do echo "$(basename $f)=$(cat $f)"; done; ethtool -S $NETDEV 2>/dev/null | awk "/kicks|tx_queue_0_packets|rx_queue_0_packets/ { sub(\":\",\"\"); print \$1\"=\"\$2 }"; }
+delta() { join -t= <(echo "$1" | sort) <(echo "$2" | sort) | awk -F= '$3!=$2 { printf "%s+%d ", $1, $3-$2 }'; }
+k=0
+for r in $(seq 1 $ROUNDS); do for var in $VARIANTS; do
+	case $var in
+	rxe) drv=rxe; step "load-$var-$r" load_driver rxe || { unload_driver rxe; continue; } ;;
+	roxe) drv=roxe; step "load-$var-$r" load_driver roxe || { unload_driver roxe; continue; } ;;
+	roxe-*) drv=roxe; load_rdma_core; insmod /roxe/build/exp/$var.ko || fail "insmod $var"; RDMA_DEV=roxe0; export RDMA_DEV
+		rdma link add roxe0 type roxe netdev "$NETDEV"; wait_port_active roxe0 ;;
+	esac
+	gid=$(gid_index_v4)
+	barrier "up-$var-$r" 120
+	for t in $TESTS; do
+		tool=${t%%:*}; size=${t##*:}; k=$((k+1))
+		case $tool in *lat) n=300 ;; *) n=400 ;; esac
+		args="-d $RDMA_DEV -x $gid -s $size -n $n -F"
+		s0=$(snap)
+		if [ $ROXE_VM = 0 ]; then barrier "b$k" 120; timeout 150 $tool $args >/dev/null 2>&1; barrier "e$k" 200
+			say "SERVER $var $tool: $(delta "$s0" "$(snap)")"
+		else
+			barrier "b$k" 120
+			t0=$(date +%s)
+			out=$(retry_client 30 timeout 120 $tool $args "$PEER_IP" 2>/dev/null)
+			case $tool in *lat) v=$(echo "$out" | awk '/^ *[0-9]+ +[0-9]+ +[0-9.]+/ { print $6 }' | tail -1) ;;
+			*) v=$(echo "$out" | awk '/^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+/ { print $4 }' | tail -1) ;; esac
+			say "RESULT round=$r $var $tool $size = $v  (t=$t0..$(date +%s))"
+			say "CLIENT $var $tool: $(delta "$s0" "$(snap)")"
+			barrier "e$k" 200
+		fi
+	done
+	barrier "down-$var-$r" 300
+	unload_driver $drv
+done; done
+pass done
+finish_tests
