@@ -22,7 +22,8 @@ ip_local_out ip_route_output_flow __alloc_skb __dev_queue_xmit virtqueue_notify 
 udp_rcv skb_release_data __ip_select_ident virtqueue_add_outbuf ib_uverbs_write ib_uverbs_post_send
 skb_segment_list rxe_rcv rxe_xmit_packet rxe_requester rxe_responder rxe_completer rxe_icrc_check
 rxe_udp_encap_recv roxe_helper_crc32_le roxe_helper_prepare4 roxe_helper_send4
-roxe_helper_send4_batch roxe_helper_route4_batch roxe_helper_skb_linearize"
+roxe_helper_send4_batch roxe_helper_route4_batch roxe_helper_skb_linearize hrtimer_start_range_ns
+hrtimer_try_to_cancel clockevents_program_event do_syscall_64"
 for f in $F; do echo "$f" >>$T/set_ftrace_filter 2>/dev/null; done
 say "tracing $(wc -l <$T/set_ftrace_filter) functions"
 echo function_graph >$T/current_tracer
