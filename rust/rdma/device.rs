@@ -474,7 +474,9 @@ impl<T: Link> Device<T> {
         let dev = ibdev.as_ptr().cast::<Self>();
 
         // SAFETY: `data` lies inside the fresh allocation, right after the `ib_device`, and is
-        // pinned there (the core never moves the device).
+        // pinned there (the core never moves the device). The flag, the short timer and the
+        // works are set up in place before anything can use them; the timer is cancelled in
+        // `dealloc_driver`, and a device freed before registration never armed it.
         let init = unsafe {
             core::ptr::addr_of_mut!((*dev).tick_armed).write(kernel::sync::atomic::AtomicFlag::new(false));
             bindings::roxe_helper_hrtimer_setup(

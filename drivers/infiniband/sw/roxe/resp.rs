@@ -162,9 +162,14 @@ fn push(fx: &mut Effects, skb: Option<TxSkBuff>) {
     }
 }
 
+/// Builds an ACKNOWLEDGE (ACK or NAK) with BTH PSN `psn`.
+fn ack_packet(netdev: &NetDevice, path: &PathInfo, psn: Psn, aeth: Aeth) -> Option<TxSkBuff> {
+    response(netdev, path, Opcode::RC_ACKNOWLEDGE, psn, Some(aeth), 0, |_| true, None)
+}
+
 /// Queues an ACKNOWLEDGE (ACK or NAK) with BTH PSN `psn`.
 fn acknowledge(path: &PathInfo, fx: &mut Effects, psn: Psn, aeth: Aeth) {
-    let skb = response(&fx.netdev, path, Opcode::RC_ACKNOWLEDGE, psn, Some(aeth), 0, |_| true, None);
+    let skb = ack_packet(&fx.netdev, path, psn, aeth);
     push(fx, skb);
 }
 
@@ -182,18 +187,15 @@ pub(crate) const ACK_HOLD_US: u32 = 200;
 /// with its next batch (`req::run`) or the device's short timer (`hold_timer_expired`). Of two
 /// held ACKs the later one is kept: an ACK acknowledges every request before its PSN too (ACKs
 /// are cumulative, IBA 9.7.5.1.2).
-fn send_responses(dev: &Device<Roxe>, qp: &RoxeQp, av: &AddressVector, ack: Option<(Psn, TxSkBuff)>, packets: KVec<TxSkBuff>) {
-    let sport = req::udp_sport(qp.qpn);
-    let mut ack = ack;
+fn send_responses(dev: &Device<Roxe>, qp: &RoxeQp, av: &AddressVector, mut ack: Option<(Psn, TxSkBuff)>, packets: KVec<TxSkBuff>) {
     if packets.is_empty() && qp.hold_acks.load(Relaxed) && net::batch_addresses(av).is_some() {
         if let Some((psn, skb)) = ack.take() {
             hold_ack(dev, qp, HeldAck { psn, skb, av: *av });
             return;
         }
     }
-    if let Some(held) = take_held_ack(dev, qp) {
-        let _ = net::xmit(dev, &held.av, sport, held.skb);
-    }
+    send_held_ack(dev, qp);
+    let sport = req::udp_sport(qp.qpn);
     if let Some((_, skb)) = ack {
         let _ = net::xmit(dev, av, sport, skb);
     }
@@ -254,11 +256,11 @@ pub(crate) fn take_held_ack(dev: &Device<Roxe>, qp: &RoxeQp) -> Option<HeldAck> 
     Some(ack)
 }
 
-/// Sends the ACK `qp` holds, if any, now.
-pub(crate) fn send_held_ack(dev: &Device<Roxe>, qp: &RoxeQp) {
-    if let Some(held) = take_held_ack(dev, qp) {
-        let _ = net::xmit(dev, &held.av, req::udp_sport(qp.qpn), held.skb);
-    }
+/// Sends the ACK `qp` holds, if any, now. Returns whether there was one.
+pub(crate) fn send_held_ack(dev: &Device<Roxe>, qp: &RoxeQp) -> bool {
+    let Some(held) = take_held_ack(dev, qp) else { return false };
+    let _ = net::xmit(dev, &held.av, req::udp_sport(qp.qpn), held.skb);
+    true
 }
 
 /// The device's short timer expired (softirq): sends the ACKs held for requesters that had
@@ -267,9 +269,8 @@ pub(crate) fn send_held_ack(dev: &Device<Roxe>, qp: &RoxeQp) {
 pub(crate) fn hold_timer_expired(dev: &Device<Roxe>) {
     dev.data().held_acks.lock().timer_armed = false;
     dev.data().qps.for_each(|_, qp| {
-        if let Some(held) = take_held_ack(dev, qp) {
+        if send_held_ack(dev, qp) {
             qp.hold_acks.store(false, Relaxed);
-            let _ = net::xmit(dev, &held.av, req::udp_sport(qp.qpn), held.skb);
         }
     });
 }
@@ -662,10 +663,8 @@ fn respond(
     let ack = rs.proto.aeth(ack_syndrome());
     match r {
         Response::None => {}
-        Response::Ack { psn } => {
-            let skb = response(&fx.netdev, path, Opcode::RC_ACKNOWLEDGE, psn, Some(ack), 0, |_| true, None);
-            fx.ack = skb.map(|skb| (psn, skb));
-        }
+        // Kept apart from the other responses: it may be held (`send_responses`).
+        Response::Ack { psn } => fx.ack = ack_packet(&fx.netdev, path, psn, ack).map(|skb| (psn, skb)),
         Response::AtomicAck { psn, original } => {
             let skb =
                 response(&fx.netdev, path, Opcode::RC_ATOMIC_ACKNOWLEDGE, psn, Some(ack), 0, |_| true, Some(original));
