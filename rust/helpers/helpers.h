@@ -8,6 +8,7 @@
 #define ROXE_HELPERS_H
 
 #include <linux/hrtimer.h>
+#include <linux/workqueue.h>
 #include <linux/netdevice.h>
 #include <linux/skbuff.h>
 #include <net/udp_tunnel.h>
@@ -68,17 +69,20 @@ void roxe_helper_timer_setup(struct timer_list *timer, void (*fn)(struct timer_l
 void roxe_helper_timer_arm_ms(struct timer_list *timer, unsigned int ms);
 u64 roxe_helper_jiffies_ms(void);
 /*
- * linux/hrtimer.h: a high-resolution timer whose callback runs in softirq context and does not
- * re-arm itself. The enum-returning C callback stays on the C side; @fn is what it calls.
+ * linux/hrtimer.h: a high-resolution timer with slack, whose expiry queues a work item on the BH
+ * workqueue, so that @fn runs in softirq context; it does not re-arm itself. The enum-returning
+ * C callback stays on the C side.
  */
 struct roxe_hrtimer {
 	struct hrtimer timer;
+	struct work_struct work;
 	void (*fn)(struct roxe_hrtimer *t);
 };
 void roxe_helper_hrtimer_setup(struct roxe_hrtimer *t, void (*fn)(struct roxe_hrtimer *t));
 void roxe_helper_hrtimer_arm_us(struct roxe_hrtimer *t, unsigned int us);
-int roxe_helper_hrtimer_try_to_cancel(struct roxe_hrtimer *t);
+bool roxe_helper_hrtimer_try_to_cancel(struct roxe_hrtimer *t);
 void roxe_helper_hrtimer_cancel(struct roxe_hrtimer *t);
+u64 roxe_helper_ktime_ns(void);
 struct work_struct;
 void roxe_helper_init_work(struct work_struct *work, void (*fn)(struct work_struct *));
 void roxe_helper_queue_work_bh(struct work_struct *work);

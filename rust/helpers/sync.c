@@ -4,6 +4,7 @@
 #include <linux/jiffies.h>
 #include <linux/spinlock.h>
 #include <linux/hrtimer.h>
+#include <linux/timekeeping.h>
 #include <linux/timer.h>
 #include <linux/workqueue.h>
 #include <linux/xarray.h>
@@ -90,37 +91,73 @@ void roxe_helper_timer_arm_ms(struct timer_list *timer, unsigned int ms)
 	mod_timer(timer, jiffies + msecs_to_jiffies(ms));
 }
 
+/* Hard interrupt context: hands the callback to softirq context on this CPU. */
 static enum hrtimer_restart roxe_hrtimer_expired(struct hrtimer *timer)
 {
 	struct roxe_hrtimer *t = container_of(timer, struct roxe_hrtimer, timer);
 
-	t->fn(t);
+	queue_work(system_bh_wq, &t->work);
 	return HRTIMER_NORESTART;
 }
 
-/* Soft mode: the callback runs in softirq context, where the data path runs too. */
+static void roxe_hrtimer_work(struct work_struct *work)
+{
+	struct roxe_hrtimer *t = container_of(work, struct roxe_hrtimer, work);
+
+	t->fn(t);
+}
+
+/*
+ * A hard (interrupt context) timer, because only those expire early within their slack: the
+ * hrtimer interrupt runs every hard timer whose soft expiry has passed, while softirq timers
+ * wait for their hard expiry (kernel/time/hrtimer.c, hrtimer_interrupt).
+ */
 void roxe_helper_hrtimer_setup(struct roxe_hrtimer *t, void (*fn)(struct roxe_hrtimer *t))
 {
 	t->fn = fn;
-	hrtimer_setup(&t->timer, roxe_hrtimer_expired, CLOCK_MONOTONIC, HRTIMER_MODE_REL_SOFT);
+	INIT_WORK(&t->work, roxe_hrtimer_work);
+	hrtimer_setup(&t->timer, roxe_hrtimer_expired, CLOCK_MONOTONIC, HRTIMER_MODE_REL);
 }
 
-/* Arms @t to fire @us microseconds from now (re-arming an armed timer moves its expiry). */
+/*
+ * Arms @t to fire no sooner than @us microseconds from now and no later than one scheduler tick
+ * after that (re-arming an armed timer moves its expiry). Within the slack the timer expires
+ * with the tick's interrupt, so on a busy CPU arming and cancelling it never reprogram the clock
+ * event device (a trip into the hypervisor for each, under QEMU's TSC deadline timer).
+ */
 void roxe_helper_hrtimer_arm_us(struct roxe_hrtimer *t, unsigned int us)
 {
-	hrtimer_start(&t->timer, (u64)us * NSEC_PER_USEC, HRTIMER_MODE_REL_SOFT);
+	hrtimer_start_range_ns(&t->timer, (u64)us * NSEC_PER_USEC, TICK_NSEC, HRTIMER_MODE_REL);
 }
 
-/* Stops @t unless its callback is running: 1 stopped, 0 was not armed, -1 running. */
-int roxe_helper_hrtimer_try_to_cancel(struct roxe_hrtimer *t)
+/*
+ * Stops @t without waiting: true when @fn will not run for the last arming, false when it runs
+ * or has run since (the timer interrupt is handing it over, or its work was already taken).
+ */
+bool roxe_helper_hrtimer_try_to_cancel(struct roxe_hrtimer *t)
 {
-	return hrtimer_try_to_cancel(&t->timer);
+	int ret = hrtimer_try_to_cancel(&t->timer);
+
+	if (ret < 0)
+		return false;
+	if (ret > 0)
+		return true;
+	return cancel_work(&t->work);
 }
 
-/* Stops @t, waiting for a running callback. */
+/* Stops @t for good, waiting for a running callback; may sleep. */
 void roxe_helper_hrtimer_cancel(struct roxe_hrtimer *t)
 {
 	hrtimer_cancel(&t->timer);
+	disable_work_sync(&t->work);
+	/* A callback that ran meanwhile may have armed the timer; its work stays disabled. */
+	hrtimer_cancel(&t->timer);
+}
+
+/* Nanoseconds of the monotonic clock, NMI-safe and lock-free. */
+u64 roxe_helper_ktime_ns(void)
+{
+	return ktime_get_mono_fast_ns();
 }
 
 u64 roxe_helper_jiffies_ms(void)

@@ -104,8 +104,8 @@ pub trait Driver: Sized + Send + Sync + 'static {
     /// Periodic work of a registered device (retransmission and RNR timers). Softirq context.
     fn tick(dev: &Device<Self>);
 
-    /// Runs once, in softirq context, when the timer [`Device::start_short_timer`] started
-    /// expires.
+    /// Runs once, in softirq context (the BH workqueue), when the timer
+    /// [`Device::start_short_timer`] started expires.
     fn short_timer(dev: &Device<Self>);
 
     /// Work asked for with [`Device::kick`], e.g. from a context that may not transmit (kernel
@@ -391,20 +391,22 @@ impl<T: Driver> Device<T> {
         unsafe { bindings::ib_dispatch_event(&ev) };
     }
 
-    /// Starts the device's short timer: [`Driver::short_timer`] runs once in softirq context
-    /// `us` microseconds from now. Starting it while it is armed moves the expiry, so the driver
-    /// keeps track of whether it is. Any context.
+    /// Starts the device's short timer: [`Driver::short_timer`] runs once in softirq context, no
+    /// sooner than `us` microseconds from now and no later than one scheduler tick after that:
+    /// within that slack the timer expires with the tick, so that on a busy CPU starting and
+    /// stopping it costs no reprogramming of the clock event device. Starting it while it is
+    /// armed moves the expiry, so the driver keeps track of whether it is. Any context.
     pub fn start_short_timer(&self, us: u32) {
         // SAFETY: The timer was set up at allocation and stays valid until `dealloc_driver`
         // cancels it, when no reference to the device is left.
         unsafe { bindings::roxe_helper_hrtimer_arm_us(self.short_timer.get(), us) };
     }
 
-    /// Stops the short timer without waiting: `true` when its callback will not run (it was
-    /// stopped, or not armed), `false` when it is running now. Any context.
+    /// Stops the short timer without waiting: `true` when its callback will not run for the
+    /// last start, `false` when it runs or has run since that start. Any context.
     pub fn try_cancel_short_timer(&self) -> bool {
         // SAFETY: As in `start_short_timer`.
-        unsafe { bindings::roxe_helper_hrtimer_try_to_cancel(self.short_timer.get()) >= 0 }
+        unsafe { bindings::roxe_helper_hrtimer_try_to_cancel(self.short_timer.get()) }
     }
 
     /// Asks for [`Driver::kicked`] to run soon in softirq context. Any context, including with
@@ -852,13 +854,19 @@ impl<T: Driver> Adapter<T> {
             }
         }
         // SAFETY: The timer was set up at allocation. Nothing else can arm it now: no reference
-        // to the device is left and the work and tick are stopped; a callback that arms it
-        // again while it runs is cancelled too (`hrtimer_cancel` retries until it is idle).
+        // to the device is left and the work and tick are stopped; the helper waits for a
+        // running callback, disables the work it queues and cancels what that callback armed.
         unsafe { bindings::roxe_helper_hrtimer_cancel(Opaque::cast_into(core::ptr::addr_of!((*dev).short_timer))) };
         // SAFETY: `dealloc_driver` is set only once `data` is initialised (see `register`), and
         // the core calls it exactly once, as the last op, before freeing the device.
         unsafe { core::ptr::drop_in_place(core::ptr::addr_of_mut!((*dev).data)) };
     }
+}
+
+/// Nanoseconds of the monotonic clock, for short intervals. Any context.
+pub fn now_ns() -> u64 {
+    // SAFETY: Reads the clock; no precondition.
+    unsafe { bindings::roxe_helper_ktime_ns() }
 }
 
 /// Milliseconds since boot, from the jiffies clock (the granularity of [`Driver::tick`]).

@@ -44,7 +44,7 @@ use kernel::sync::SpinLockIrq;
 use kernel::{
     prelude::*,
     sync::{
-        atomic::{Atomic, AtomicFlag, Release},
+        atomic::{Atomic, AtomicFlag, Relaxed, Release},
         Arc,
     },
 };
@@ -149,9 +149,12 @@ pub(crate) struct RoxeQp {
     /// if none come. Taken before the device's `held_acks` lock.
     #[pin]
     pub(crate) held_ack: SpinLockIrq<Option<HeldAck>>,
-    /// Whether the responder holds ACKs back: set when the requester sends, cleared when a held
-    /// ACK had to leave on its own, so that a QP that only receives ACKs at once.
+    /// Whether the responder holds ACKs back: set when the requester sends soon after an ACK
+    /// (`resp::requester_sending`), cleared when a held ACK had to leave on its own, so that a
+    /// QP that only receives, or answers slowly, ACKs at once.
     pub(crate) hold_acks: AtomicFlag,
+    /// When the responder last sent a lone positive ACK at once (`now_ns`; 0: never).
+    pub(crate) unheld_ack_ns: Atomic<u64>,
 }
 
 /// An acknowledgement waiting to leave (see [`RoxeQp::held_ack`]).
@@ -305,6 +308,7 @@ pub(crate) fn create(
         kick_pending: AtomicFlag::new(false),
         held_ack <- kernel::new_spinlock_irq!(None, "roxe_qp_held_ack"),
         hold_acks: AtomicFlag::new(false),
+        unheld_ack_ns: Atomic::new(0),
     }? Error))?;
     Ok(QpCreated { data: qp, qp_num: qpn })
 }
@@ -446,6 +450,9 @@ pub(crate) fn modify(qp: &Qp<Roxe>, attr: &QpAttr, mask: QpAttrMask, udata: Opti
         // An ACK held for the old connection still leaves (it carries its own address), with
         // no lock held.
         crate::resp::send_held_ack(qp.device::<Roxe>(), this);
+        // The next connection learns again whether its answers come quickly.
+        this.hold_acks.store(false, Relaxed);
+        this.unheld_ack_ns.store(0, Relaxed);
         this.sq.lock().reset();
         let mut rq = this.rq.lock();
         if let Some(q) = &mut *rq {

@@ -45,7 +45,7 @@ use crate::rdma::{
 };
 use kernel::{
     prelude::*,
-    sync::atomic::{Full, Relaxed},
+    sync::atomic::Full,
 };
 
 /// The QP attributes the requester and responder need, read under the state lock.
@@ -536,9 +536,7 @@ pub(crate) fn run(dev: &Device<Roxe>, qp: &RoxeQp) {
         match step(dev, qp, &dev.data().netdev, &path, &cfg) {
             Step::Send(o, done) => {
                 // The responder may hold its ACKs for this requester's packets (`resp`).
-                if !qp.hold_acks.load(Relaxed) {
-                    qp.hold_acks.store(true, Relaxed);
-                }
+                crate::resp::requester_sending(qp);
                 // A packet that cannot leave (no route, no memory) is a lost packet: the
                 // retransmission timer (RC) recovers it; UC and UD lose it as the wire would.
                 match o.packet {

@@ -40,7 +40,7 @@ use crate::{
     qp::{self, HeldAck, RoxeQp},
     req::{self, PathInfo},
 };
-use crate::rdma::{ah::{AddressVector, Network}, device::{now_ms, Device}, netdev::NetDevice, pool::PoolRef, qp::QpEvent, skb::TxSkBuff};
+use crate::rdma::{ah::{AddressVector, Network}, device::{now_ms, now_ns, Device}, netdev::NetDevice, pool::PoolRef, qp::QpEvent, skb::TxSkBuff};
 use kernel::{
     prelude::*,
     sync::{aref::ARef, atomic::Relaxed},
@@ -173,25 +173,33 @@ fn acknowledge(path: &PathInfo, fx: &mut Effects, psn: Psn, aeth: Aeth) {
     push(fx, skb);
 }
 
-/// How long a positive ACK may wait for the requester's next packets to the same peer, to leave
-/// in their batch: one pass through the stack and one doorbell for both, and on a virtual NIC
-/// one wake-up of the host's network thread instead of two. In a ping-pong the answer is posted
-/// within this: the process polling for the request runs once softirq is over (two VMs under
-/// TCG: 50 us was too short, 200 and 500 us alike, `Documentation/performance.md`). Far inside
-/// the ACK delay the device advertises (`local_ca_ack_delay` 15: 4.096 us * 2^15, 134 ms).
+/// How long a positive ACK waits at least for the requester's next packets to the same peer, to
+/// leave in their batch: one pass through the stack and one doorbell for both, and on a virtual
+/// NIC one wake-up of the host's network thread instead of two. In a ping-pong the answer is
+/// posted within this: the process polling for the request runs once softirq is over (two VMs
+/// under TCG: 50 us was too short, 200 and 500 us alike, `Documentation/performance.md`). The
+/// short timer that sends an ACK no answer took may fire up to one scheduler tick later
+/// (`Device::start_short_timer`): far inside the ACK delay the device advertises
+/// (`local_ca_ack_delay` 15: 4.096 us * 2^15, 134 ms). It is also the answer time that makes a
+/// QP start holding (`requester_sending`).
 pub(crate) const ACK_HOLD_US: u32 = 200;
 
 /// Sends a request's responses: an ACK held from before first (responses leave in PSN order),
 /// then `ack`, then `packets`. A positive ACK that travels alone to an IPv4 peer is held instead
-/// (`RoxeQp::held_ack`) while the QP's requester has been sending, for the requester to send
-/// with its next batch (`req::run`) or the device's short timer (`hold_timer_expired`). Of two
-/// held ACKs the later one is kept: an ACK acknowledges every request before its PSN too (ACKs
-/// are cumulative, IBA 9.7.5.1.2).
+/// (`RoxeQp::held_ack`) while the QP answers its peer quickly (`RoxeQp::hold_acks`), for the
+/// requester to send with its next batch (`req::run`) or the device's short timer
+/// (`hold_timer_expired`). Of two held ACKs the later one is kept: an ACK acknowledges every
+/// request before its PSN too (ACKs are cumulative, IBA 9.7.5.1.2).
 fn send_responses(dev: &Device<Roxe>, qp: &RoxeQp, av: &AddressVector, mut ack: Option<(Psn, TxSkBuff)>, packets: KVec<TxSkBuff>) {
-    if packets.is_empty() && qp.hold_acks.load(Relaxed) && net::batch_addresses(av).is_some() {
-        if let Some((psn, skb)) = ack.take() {
-            hold_ack(dev, qp, HeldAck { psn, skb, av: *av });
-            return;
+    if packets.is_empty() && ack.is_some() && net::batch_addresses(av).is_some() {
+        if qp.hold_acks.load(Relaxed) {
+            if let Some((psn, skb)) = ack.take() {
+                hold_ack(dev, qp, HeldAck { psn, skb, av: *av });
+                return;
+            }
+        } else {
+            // Leaves at once; should the requester answer soon, the next ones wait for it.
+            qp.unheld_ack_ns.store(now_ns(), Relaxed);
         }
     }
     send_held_ack(dev, qp);
@@ -263,9 +271,23 @@ pub(crate) fn send_held_ack(dev: &Device<Roxe>, qp: &RoxeQp) -> bool {
     true
 }
 
+/// The QP's requester is sending (`req::run`): if the responder sent an ACK to the peer at once
+/// within the last [`ACK_HOLD_US`], that ACK could have left with these packets, so the QP holds
+/// its ACKs from now on. A QP that is slow to answer, or never does, ACKs at once: holding would
+/// delay its peer's send completions by the short timer's slack.
+pub(crate) fn requester_sending(qp: &RoxeQp) {
+    if qp.hold_acks.load(Relaxed) {
+        return;
+    }
+    let acked_at = qp.unheld_ack_ns.load(Relaxed);
+    if acked_at != 0 && now_ns().wrapping_sub(acked_at) <= u64::from(ACK_HOLD_US) * 1000 {
+        qp.hold_acks.store(true, Relaxed);
+    }
+}
+
 /// The device's short timer expired (softirq): sends the ACKs held for requesters that had
-/// nothing to send within [`ACK_HOLD_US`], and stops those QPs holding ACKs until their
-/// requesters send again. An ACK held from now on starts the timer again.
+/// nothing to send within [`ACK_HOLD_US`], and stops those QPs holding ACKs until they answer
+/// quickly again (`requester_sending`). An ACK held from now on starts the timer again.
 pub(crate) fn hold_timer_expired(dev: &Device<Roxe>) {
     dev.data().held_acks.lock().timer_armed = false;
     dev.data().qps.for_each(|_, qp| {
