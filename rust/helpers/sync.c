@@ -96,7 +96,7 @@ static enum hrtimer_restart roxe_hrtimer_expired(struct hrtimer *timer)
 {
 	struct roxe_hrtimer *t = container_of(timer, struct roxe_hrtimer, timer);
 
-	queue_work(system_bh_wq, &t->work);
+	roxe_helper_queue_work_bh(&t->work);
 	return HRTIMER_NORESTART;
 }
 

@@ -192,14 +192,12 @@ pub(crate) const ACK_HOLD_US: u32 = 200;
 /// request before its PSN too (ACKs are cumulative, IBA 9.7.5.1.2).
 fn send_responses(dev: &Device<Roxe>, qp: &RoxeQp, av: &AddressVector, mut ack: Option<(Psn, TxSkBuff)>, packets: KVec<TxSkBuff>) {
     if packets.is_empty() && ack.is_some() && net::batch_addresses(av).is_some() {
-        if qp.hold_acks.load(Relaxed) {
-            if let Some((psn, skb)) = ack.take() {
-                hold_ack(dev, qp, HeldAck { psn, skb, av: *av });
-                return;
-            }
-        } else {
+        if !qp.hold_acks.load(Relaxed) {
             // Leaves at once; should the requester answer soon, the next ones wait for it.
             qp.unheld_ack_ns.store(now_ns(), Relaxed);
+        } else if let Some((psn, skb)) = ack.take() {
+            hold_ack(dev, qp, HeldAck { psn, skb, av: *av });
+            return;
         }
     }
     send_held_ack(dev, qp);
@@ -280,9 +278,15 @@ pub(crate) fn requester_sending(qp: &RoxeQp) {
         return;
     }
     let acked_at = qp.unheld_ack_ns.load(Relaxed);
-    if acked_at != 0 && now_ns().wrapping_sub(acked_at) <= u64::from(ACK_HOLD_US) * 1000 {
+    if acked_at == 0 {
+        return;
+    }
+    if now_ns().wrapping_sub(acked_at) <= u64::from(ACK_HOLD_US) * 1000 {
         qp.hold_acks.store(true, Relaxed);
     }
+    // Decided for this ACK (a later run would only find it older): the next packets of a QP
+    // that stays slow read no clock until the responder ACKs at once again.
+    qp.unheld_ack_ns.store(0, Relaxed);
 }
 
 /// The device's short timer expired (softirq): sends the ACKs held for requesters that had
