@@ -200,14 +200,21 @@ fn send_responses(dev: &Device<Roxe>, qp: &RoxeQp, av: &AddressVector, mut ack: 
             return;
         }
     }
-    send_held_ack(dev, qp);
+    // The responses leave together (`net::TxBatch`), as the requester's packets do: an RDMA
+    // READ's burst of responses pays the stack and the device's doorbell once per batch
+    // instead of once per packet.
     let sport = req::udp_sport(qp.qpn);
+    let mut batch = net::TxBatch::new();
+    if let Some(held) = take_held_ack(dev, qp) {
+        batch.add(dev, &held.av, sport, held.skb);
+    }
     if let Some((_, skb)) = ack {
-        let _ = net::xmit(dev, av, sport, skb);
+        batch.add(dev, av, sport, skb);
     }
     for skb in packets {
-        let _ = net::xmit(dev, av, sport, skb);
+        batch.add(dev, av, sport, skb);
     }
+    batch.flush(dev);
 }
 
 /// The device's account of held ACKs (`RoxeDevice::held_acks`): the short timer runs while
