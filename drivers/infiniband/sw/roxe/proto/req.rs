@@ -73,9 +73,10 @@ pub const ACK_REQ_INTERVAL: u32 = 64;
 /// 64 the same run is loss-free.
 pub const READ_REQUEST_PSNS: u32 = READ_RESPONSE_WINDOW;
 
-/// The most RDMA READ response PSNs the requester lets be outstanding when it starts another
-/// READ: a READ starts only if its first request ([`READ_REQUEST_PSNS`] at most) fits beside
-/// what is outstanding, or nothing is. The responder answers each request with a burst of
+/// The most RDMA READ response PSNs the requester lets be outstanding when it starts a READ
+/// that takes several requests: such a READ starts only if its first request
+/// ([`READ_REQUEST_PSNS`]) fits beside what is outstanding, or nothing is (a READ that one
+/// request covers has [`SINGLE_REQUEST_READ_WINDOW`]). The responder answers each request with a burst of
 /// responses that nothing paces, and bursts of several READs add up. Measured between two VMs
 /// on QEMU's `dgram` netdev, `ib_read_bw` of 200 x 64 KiB: with up to 192 response PSNs
 /// outstanding (the PSN window alone) a fifth of the responses were lost in the receiving
@@ -819,6 +820,9 @@ pub const fn psn_window_open(next: Psn, oldest_unacked: Psn) -> bool {
 ///   such a WQE could never start; rxe leaves it hanging, roxe completes it with
 ///   `IB_WC_LOC_QP_OP_ERR`.
 /// - PSN window (RC): the first packet must fit [`MAX_UNACKED_PSNS`].
+/// - RDMA READ response window (RC): the READ's first request must fit beside the PSNs
+///   outstanding within [`SINGLE_REQUEST_READ_WINDOW`] (one request asks for the whole READ)
+///   or [`READ_RESPONSE_WINDOW`] (several do), unless nothing is outstanding.
 pub const fn may_start(wqe: &SendWqe, already_started: bool, state: &InFlight, cfg: &ReqConfig) -> StartVerdict {
     if matches!(wqe.opcode, SendOpcode::LocalInv) && state.earlier_wqes_pending {
         return StartVerdict::WaitEarlierWqes;
