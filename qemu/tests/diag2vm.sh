@@ -7,8 +7,12 @@
 #   qemu/run-vm.sh --flavour stock --two-vm --script qemu/tests/diag2vm.sh --timeout 1600 \
 #     --args "rxe+roxe+roxe-old,3,ib_write_lat:2+ib_write_bw:65536"
 # Variants: rxe, roxe (the build under test), roxe-NAME (build/exp/roxe-NAME.ko, a copy of an
-# older or modified build/stock/roxe.ko).
+# older or modified build/stock/roxe.ko). Without --two-vm the same runs go through the
+# device's own GID in one VM (loopback, the server in the background), as bench.sh's 1vm half.
 . /roxe/qemu/guest/lib.sh
+TWO=0; grep -qw 'roxe.two=1' /proc/cmdline && TWO=1
+# One VM: no peer to wait for, and this VM is the client.
+[ $TWO = 0 ] && { barrier() { :; }; ROXE_VM=1; PEER_IP=127.0.0.1; }
 VARIANTS=${1:-rxe+roxe}; VARIANTS=${VARIANTS//+/ }; ROUNDS=${2:-1}; TESTS=${3:-"ib_write_bw:65536 ib_send_bw:65536 ib_send_lat:2 ib_write_lat:2"}; TESTS=${TESTS//+/ }; MTU=${4:-1500}
 ip link set "$NETDEV" mtu "$MTU" || fail "mtu"
 snap() { local d=/sys/class/infiniband/$RDMA_DEV/ports/1/hw_counters f; for f in $d/*; do echo "$(basename $f)=$(cat $f)"; done; ethtool -S $NETDEV 2>/dev/null | awk "/kicks|tx_queue_0_packets|rx_queue_0_packets/ { sub(\":\",\"\"); print \$1\"=\"\$2 }"; }
@@ -33,7 +37,9 @@ for r in $(seq 1 $ROUNDS); do for var in $VARIANTS; do
 		else
 			barrier "b$k" 120
 			t0=$(date +%s)
+			[ $TWO = 0 ] && { timeout 150 $tool $args >/dev/null 2>&1 & }
 			out=$(retry_client 30 timeout 120 $tool $args "$PEER_IP" 2>/dev/null)
+			[ $TWO = 0 ] && wait
 			case $tool in *lat) v=$(echo "$out" | awk '/^ *[0-9]+ +[0-9]+ +[0-9.]+/ { print $6 }' | tail -1) ;;
 			*) v=$(echo "$out" | awk '/^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+/ { print $4 }' | tail -1) ;; esac
 			say "RESULT round=$r $var $tool $size = $v  (t=$t0..$(date +%s))"
