@@ -334,11 +334,11 @@ pub(crate) fn batch_addresses(av: &AddressVector) -> Option<([u8; 4], [u8; 4])> 
     }
 }
 
-/// Packets of one requester run to one IPv4 destination, sent through the stack together
-/// ([`TxSkBuff::send_v4_batch`]): routed, queued and segmented once, and the device kicked
-/// once, instead of once per packet. Packets that cannot join (loopback, IPv6) leave at once.
-/// Nothing waits in a batch beyond the run that filled it: the owner flushes before it
-/// completes a work request or stops.
+/// Packets of one requester run, or one request's responses (`resp::send_responses`), to one
+/// IPv4 destination, sent through the stack together ([`TxSkBuff::send_v4_batch`]): routed,
+/// queued and segmented once, and the device kicked once, instead of once per packet. Packets
+/// that cannot join (loopback, IPv6) leave at once. Nothing waits in a batch beyond the run
+/// that filled it: the owner flushes before it completes a work request or stops.
 pub(crate) struct TxBatch {
     /// Where the queued packets go: the address vector, its IPv4 source and destination, and
     /// the UDP source port.

@@ -528,9 +528,7 @@ pub(crate) fn run(dev: &Device<Roxe>, qp: &RoxeQp) {
     let mut batch = net::TxBatch::new();
     // An ACK the responder holds for the peer leaves in this run's first batch (one doorbell for
     // both: in a ping-pong, the answer and the ACK of the request it answers).
-    if let Some(held) = crate::resp::take_held_ack(dev, qp) {
-        batch.add(dev, &held.av, udp_sport(qp.qpn), held.skb);
-    }
+    crate::resp::batch_held_ack(dev, qp, &mut batch);
     loop {
         let (path, cfg) = req_config(dev, qp);
         match step(dev, qp, &dev.data().netdev, &path, &cfg) {

@@ -205,9 +205,7 @@ fn send_responses(dev: &Device<Roxe>, qp: &RoxeQp, av: &AddressVector, mut ack: 
     // instead of once per packet.
     let sport = req::udp_sport(qp.qpn);
     let mut batch = net::TxBatch::new();
-    if let Some(held) = take_held_ack(dev, qp) {
-        batch.add(dev, &held.av, sport, held.skb);
-    }
+    batch_held_ack(dev, qp, &mut batch);
     if let Some((_, skb)) = ack {
         batch.add(dev, av, sport, skb);
     }
@@ -256,8 +254,15 @@ fn hold_ack(dev: &Device<Roxe>, qp: &RoxeQp, ack: HeldAck) {
     drop(superseded);
 }
 
+/// Puts the ACK `qp` holds, if any, into `batch`: it leaves with the packets that follow it.
+pub(crate) fn batch_held_ack(dev: &Device<Roxe>, qp: &RoxeQp, batch: &mut net::TxBatch) {
+    if let Some(held) = take_held_ack(dev, qp) {
+        batch.add(dev, &held.av, req::udp_sport(qp.qpn), held.skb);
+    }
+}
+
 /// Takes the ACK `qp` holds, if any, to send it or drop it.
-pub(crate) fn take_held_ack(dev: &Device<Roxe>, qp: &RoxeQp) -> Option<HeldAck> {
+fn take_held_ack(dev: &Device<Roxe>, qp: &RoxeQp) -> Option<HeldAck> {
     let mut held = qp.held_ack.lock();
     let ack = held.take()?;
     let mut acks = dev.data().held_acks.lock();
