@@ -98,6 +98,12 @@ pub(crate) struct RoxeDevice {
     pub(crate) loopback: SkbQueue,
     /// Someone is draining `loopback` (see `net::loopback`).
     pub(crate) loopback_draining: AtomicFlag,
+    /// An RDMA READ reply to a requester on this device, which the drainer that delivered the
+    /// READ builds and delivers next (`resp::deliver_local_reply`). Only the holder of the
+    /// drainer claim (`loopback_draining`) fills or empties it, and it is empty whenever the
+    /// claim is free; the lock is a leaf, taken under a QP's `resp_state`.
+    #[pin]
+    pub(crate) local_reply: SpinLockIrq<Option<crate::resp::LocalReply>>,
     /// Serialises the responder's atomic operations device-wide (IBA 9.4.5: atomics are atomic
     /// with respect to other atomics on the same HCA).
     #[pin]
@@ -518,6 +524,7 @@ impl Link for Roxe {
                 ahs <- Pool::new(),
                 loopback <- SkbQueue::new(),
                 loopback_draining: AtomicFlag::new(false),
+                local_reply <- kernel::new_spinlock_irq!(None, "roxe_local_reply"),
                 atomic_lock <- kernel::new_spinlock_irq!((), "roxe_atomic"),
                 held_acks <- kernel::new_spinlock_irq!(crate::resp::HeldAcks::new(), "roxe_held_acks"),
                 counters: Counters::new(),

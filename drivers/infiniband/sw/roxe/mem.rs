@@ -122,6 +122,12 @@ pub(crate) fn invalidate(dev: &RoxeDevice, pd_id: u64, rkey: u32) -> Result<(), 
 }
 
 impl RoxeMr {
+    /// Whether the MR is pinned user memory, whose pages stay for as long as the MR does (not
+    /// ODP, not a fast-registration MR a LOCAL_INV can take away).
+    pub(crate) fn is_pinned_user(&self) -> bool {
+        matches!(self.mem, MrMem::User { .. })
+    }
+
     /// Whether the MR maps memory now: always, except a fast-registration MR in the Free state.
     pub(crate) fn is_valid(&self) -> bool {
         match &self.mem {

@@ -16,12 +16,12 @@
 
 use crate::{
     counters::Counter,
-    device::{Roxe, RoxeDevice},
+    device::Roxe,
     proto::{
         icrc::{self, Crc32, IpHeader},
         packet::{Packet, PacketError},
     },
-    recv,
+    recv, resp,
 };
 use crate::rdma::{
     ah::{AddressVector, Network},
@@ -88,6 +88,10 @@ pub(crate) struct Source {
     pub(crate) dgid: [u8; 16],
     /// IPv4 or IPv6.
     pub(crate) network: Network,
+    /// Sent to the device's own GID and delivered by the loopback drainer, which holds the
+    /// device's drainer claim meanwhile (`deliver_local`, `drain_claimed`); never set for a
+    /// packet from the wire, whatever its addresses say.
+    pub(crate) local: bool,
 }
 
 fn v4_mapped(addr: &[u8]) -> [u8; 16] {
@@ -109,13 +113,13 @@ fn parse_ip(ip: &[u8]) -> Option<(Source, IpHeader<'_>)> {
             let hdr = ip.get(..ihl)?;
             let src = v4_mapped(hdr.get(12..16)?);
             let dst = v4_mapped(hdr.get(16..20)?);
-            Some((Source { sgid: src, dgid: dst, network: Network::Ipv4 }, IpHeader::V4(hdr)))
+            Some((Source { sgid: src, dgid: dst, network: Network::Ipv4, local: false }, IpHeader::V4(hdr)))
         }
         6 => {
             let hdr = ip.get(..40)?;
             let sgid: [u8; 16] = hdr.get(8..24)?.try_into().ok()?;
             let dgid: [u8; 16] = hdr.get(24..40)?.try_into().ok()?;
-            Some((Source { sgid, dgid, network: Network::Ipv6 }, IpHeader::V6(hdr)))
+            Some((Source { sgid, dgid, network: Network::Ipv6, local: false }, IpHeader::V6(hdr)))
         }
         _ => None,
     }
@@ -160,9 +164,11 @@ fn receive(mut skb: SkBuff, check_icrc: bool) {
             return drop(RxDrop::BadHeaders);
         }
     };
-    let Some((source, ip)) = parse_ip(skb.network_header()) else {
+    let Some((mut source, ip)) = parse_ip(skb.network_header()) else {
         return drop(RxDrop::Malformed);
     };
+    // Only the loopback drainer passes packets without an ICRC to check.
+    source.local = !check_icrc;
     if check_icrc {
         match icrc::check(&KernelCrc, ip, udp, &pkt) {
             Ok(true) => {}
@@ -202,27 +208,29 @@ pub(crate) fn drain_loopback(dev: &Device<Roxe>, mut budget: u32) {
             // The drainer at work delivers it (it looks again after giving up its claim).
             return;
         }
-        budget = drain_claimed(data, budget);
+        budget = drain_claimed(dev, budget);
     }
 }
 
 /// Delivers up to `budget` packets of the loopback queue while holding the drainer's claim,
 /// then gives the claim up; returns the budget left. Bottom halves are off meanwhile, so that
 /// a drainer in process context cannot be preempted while the whole device waits for it.
-fn drain_claimed(dev: &RoxeDevice, mut budget: u32) -> u32 {
+fn drain_claimed(dev: &Device<Roxe>, mut budget: u32) -> u32 {
+    let data = dev.data();
     {
         let _bh = bh::disable();
         while budget > 0 {
-            let Some(skb) = dev.loopback.pop() else { break };
+            let Some(skb) = data.loopback.pop() else { break };
             // Our own packets: nothing can have corrupted them, and they carry no ICRC.
             receive(skb, false);
-            budget -= 1;
+            // An RDMA READ it asked for is answered before the next packet (the queue's order).
+            budget = budget.saturating_sub(1 + resp::deliver_local_reply(dev));
         }
     }
     // A full barrier, not a release store: the caller's emptiness check that follows must not
     // be ordered before the flag is seen clear, or a packet queued meanwhile by a CPU that
     // found the flag still set would sit in the queue until the next loopback packet.
-    let _ = dev.loopback_draining.xchg(false, Full);
+    let _ = data.loopback_draining.xchg(false, Full);
     budget
 }
 
@@ -247,14 +255,15 @@ pub(crate) fn deliver_local(dev: &Device<Roxe>, av: &AddressVector, sport: u16, 
         match Packet::new_checked(roce) {
             Ok(pkt) => {
                 data.counters.inc(Counter::RcvdPkts);
-                let src = Source { sgid: av.sgid, dgid: av.dgid, network: av.network };
+                let src = Source { sgid: av.sgid, dgid: av.dgid, network: av.network, local: true };
                 recv::dispatch(dev, data, &pkt, &src);
             }
             Err(_) => count_drop(RxDrop::BadHeaders),
         }
     }
+    let delivered = resp::deliver_local_reply(dev);
     // The responses this delivery queued (and whatever other CPUs queued meanwhile).
-    let budget = drain_claimed(data, LOOPBACK_BUDGET);
+    let budget = drain_claimed(dev, LOOPBACK_BUDGET.saturating_sub(delivered));
     drain_loopback(dev, budget);
 }
 

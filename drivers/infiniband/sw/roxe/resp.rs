@@ -116,6 +116,10 @@ struct Effects {
     access_event: bool,
     /// The id of a receive WQE taken from the ring that failed to parse.
     bad_recv: Option<u64>,
+    /// The request came from this device, through the loopback drainer (`Source::local`).
+    local: bool,
+    /// An RDMA READ reply that the loopback drainer delivers (see [`LocalReply`]).
+    local_reply: Option<LocalReply>,
 }
 
 /// Builds a response packet (ACK, NAK, read response, atomic acknowledge).
@@ -191,6 +195,10 @@ pub(crate) const ACK_HOLD_US: u32 = 200;
 /// (`hold_timer_expired`). Of two held ACKs the later one is kept: an ACK acknowledges every
 /// request before its PSN too (ACKs are cumulative, IBA 9.7.5.1.2).
 fn send_responses(dev: &Device<Roxe>, qp: &RoxeQp, av: &AddressVector, mut ack: Option<(Psn, TxSkBuff)>, packets: KVec<TxSkBuff>) {
+    if packets.is_empty() && ack.is_none() && !qp.hold_acks.load(Relaxed) {
+        // Nothing to send (a WRITE's middle packets), and no ACK held to send with it.
+        return;
+    }
     if packets.is_empty() && ack.is_some() && net::batch_addresses(av).is_some() {
         if !qp.hold_acks.load(Relaxed) {
             // Leaves at once; should the requester answer soon, the next ones wait for it.
@@ -403,6 +411,8 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src:
         error: false,
         access_event: false,
         bad_recv: None,
+        local: src.local,
+        local_reply: None,
     };
     {
         let mut rs = qp.resp_state.lock();
@@ -422,6 +432,13 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src:
             }
         }
         let _ = qp.recv_cq.post(&bytes, fx.solicited);
+    }
+    if let Some(r) = fx.local_reply {
+        // `local_reply` found the slot empty, and only this drainer fills it.
+        let mut slot = dev.data().local_reply.lock();
+        if slot.is_none() {
+            *slot = Some(r);
+        }
     }
     if let Some(av) = path.av {
         send_responses(dev, qp, &av, fx.ack, fx.packets);
@@ -724,13 +741,104 @@ fn respond(
                     found.map(|(_, mr)| mr)
                 }
             };
-            let pending = read_responses(dev, path, cfg.mtu, ack, mr.as_ref().map(|m| &***m), &reply, fx);
+            let pending = match local_reply(dev, path, cfg.mtu, ack, mr, &reply, fx) {
+                Ok(()) => reply.rest_after(cfg.mtu, READ_REPLY_BURST),
+                Err(mr) => read_responses(dev, path, cfg.mtu, ack, mr.as_ref().map(|m| &***m), &reply, fx),
+            };
             // A new reply (or a replay the requester asked for) replaces what was left of an
             // earlier one: the requester asks again for anything it still misses.
             rs.pending_read = pending;
             rs.pending_at_ms = now_ms() + READ_REPLY_INTERVAL_MS;
         }
     }
+}
+
+/// An RDMA READ reply (its first [`READ_REPLY_BURST`] responses) to a requester on this device,
+/// left for the loopback drainer that delivered the READ: it builds the responses one at a time
+/// into one buffer as it hands them to the completer ([`deliver_local_reply`]), where the wire
+/// path builds a socket buffer per response and the drainer would queue, parse and free each.
+/// The data is read as the responses are built, as a NIC reads it while it sends.
+pub(crate) struct LocalReply {
+    /// Pinned user memory: its pages stay while this reference does.
+    mr: PoolRef<RoxeMr>,
+    reply: ReadReply,
+    mtu: IbMtu,
+    /// The AETH of the responses that carry one.
+    ack: Aeth,
+    dest_qpn: u32,
+    /// The responses' addresses, as the completer sees them.
+    src: Source,
+}
+
+/// Leaves the reply to a READ in `fx` as a [`LocalReply`] if the drainer can deliver it: the
+/// READ came through the loopback drainer, the responder's path leads back to this device,
+/// the memory is pinned user memory, and nothing waits in the loopback queue that the reply
+/// would overtake (responses leave in the order they are sent). Otherwise gives `mr` back for
+/// [`read_responses`].
+fn local_reply(
+    dev: &Device<Roxe>,
+    path: &PathInfo,
+    mtu: IbMtu,
+    ack: Aeth,
+    mr: Option<PoolRef<RoxeMr>>,
+    reply: &ReadReply,
+    fx: &mut Effects,
+) -> Result<(), Option<PoolRef<RoxeMr>>> {
+    let (Some(av), Some(m)) = (path.av, mr.as_ref()) else { return Err(mr) };
+    if !fx.local || av.dgid != av.sgid || !m.is_pinned_user() || fx.local_reply.is_some() {
+        return Err(mr);
+    }
+    if !dev.data().loopback.is_empty() || dev.data().local_reply.lock().is_some() {
+        return Err(mr);
+    }
+    let Some(mr) = mr else { return Err(None) };
+    let src = Source { sgid: av.sgid, dgid: av.dgid, network: av.network, local: true };
+    fx.local_reply = Some(LocalReply { mr, reply: *reply, mtu, ack, dest_qpn: path.dest_qpn, src });
+    Ok(())
+}
+
+/// Builds and delivers the [`LocalReply`] the last delivery left, if any; returns how many
+/// responses it delivered. Context: the loopback drainer, holding the drainer claim, bottom
+/// halves off (`net::deliver_local`, `net::drain_claimed`), right after the delivery of the
+/// READ. What the completer sends meanwhile (the next READ request) joins the loopback queue,
+/// since the claim is taken.
+pub(crate) fn deliver_local_reply(dev: &Device<Roxe>) -> u32 {
+    let data = dev.data();
+    let Some(r) = data.local_reply.lock().take() else { return 0 };
+    let room = Opcode::RC_RDMA_READ_RESPONSE_LAST.info().map_or(0, |i| i.header_len())
+        + r.mtu.bytes() as usize
+        + 3
+        + net::ICRC_LEN;
+    // Lost if there is no memory, as on a wire: the requester asks again.
+    let Ok(mut buf) = KVec::from_elem(0u8, room, GFP_ATOMIC) else { return 0 };
+    let mut delivered = 0;
+    for seg in r.reply.packets(r.mtu).take(READ_REPLY_BURST as usize) {
+        let Some(info) = seg.opcode.info() else { break };
+        let pad = pad_count_for(seg.len as usize);
+        let total = info.header_len() + seg.len as usize + usize::from(pad) + net::ICRC_LEN;
+        let Some(bytes) = buf.get_mut(..total) else { break };
+        {
+            let Ok(mut pkt) = Packet::build(&mut bytes[..], seg.opcode, pad) else { break };
+            pkt.set_pkey(0xffff);
+            pkt.set_dest_qpn(r.dest_qpn);
+            pkt.set_psn(seg.psn);
+            if seg.has_aeth {
+                let _ = pkt.set_aeth(&r.ack);
+            }
+            let Some(out) = pkt.payload_mut().get_mut(..seg.len as usize) else { break };
+            // Pinned memory: a failure is a range the key check let through, which cannot
+            // happen; the requester would time out and ask again.
+            if r.mr.read_at(r.reply.va.wrapping_add(u64::from(seg.offset)), out).is_err() {
+                break;
+            }
+        }
+        let Ok(pkt) = Packet::new_checked(&bytes[..]) else { break };
+        data.counters.inc(Counter::SentPkts);
+        data.counters.inc(Counter::RcvdPkts);
+        crate::recv::dispatch(dev, data, &pkt, &r.src);
+        delivered += 1;
+    }
+    delivered
 }
 
 /// Sends the next burst of a long RDMA READ reply (from the device tick, softirq). The key is
@@ -756,6 +864,8 @@ pub(crate) fn tick(dev: &Device<Roxe>, qp: &RoxeQp, now: u64) {
         error: false,
         access_event: false,
         bad_recv: None,
+        local: false,
+        local_reply: None,
     };
     {
         let mut rs = qp.resp_state.lock();
