@@ -134,30 +134,46 @@ fn response(
     fill: impl FnOnce(&mut [u8]) -> bool,
     orig: Option<u64>,
 ) -> Option<TxSkBuff> {
-    let info = opcode.info()?;
+    let mut skb = TxSkBuff::alloc(netdev, response_len(opcode, payload_len)?).ok()?;
+    write_response(skb.data_mut(), path.dest_qpn, opcode, psn, aeth, payload_len, fill, orig)?;
+    Some(skb)
+}
+
+/// The length of a response packet, BTH to ICRC, with `payload_len` bytes of payload.
+fn response_len(opcode: Opcode, payload_len: usize) -> Option<usize> {
     let pad = pad_count_for(payload_len);
-    let total = info.header_len() + payload_len + usize::from(pad) + net::ICRC_LEN;
-    let mut skb = TxSkBuff::alloc(netdev, total).ok()?;
-    {
-        let data = skb.data_mut();
-        let mut pkt = Packet::build(&mut data[..], opcode, pad).ok()?;
-        pkt.set_pkey(0xffff);
-        pkt.set_dest_qpn(path.dest_qpn);
-        pkt.set_psn(psn);
-        if let Some(a) = aeth {
-            let _ = pkt.set_aeth(&a);
-        }
-        if let Some(orig) = orig {
-            let _ = pkt.set_atomic_ack_eth(&AtomicAckEth { orig });
-        }
-        if payload_len > 0 {
-            let out = pkt.payload_mut().get_mut(..payload_len)?;
-            if !fill(out) {
-                return None;
-            }
+    Some(opcode.info()?.header_len() + payload_len + usize::from(pad) + net::ICRC_LEN)
+}
+
+/// Writes a response packet into `data` ([`response_len`] bytes), its payload by `fill`.
+#[allow(clippy::too_many_arguments)]
+fn write_response(
+    data: &mut [u8],
+    dest_qpn: u32,
+    opcode: Opcode,
+    psn: Psn,
+    aeth: Option<Aeth>,
+    payload_len: usize,
+    fill: impl FnOnce(&mut [u8]) -> bool,
+    orig: Option<u64>,
+) -> Option<()> {
+    let mut pkt = Packet::build(data, opcode, pad_count_for(payload_len)).ok()?;
+    pkt.set_pkey(0xffff);
+    pkt.set_dest_qpn(dest_qpn);
+    pkt.set_psn(psn);
+    if let Some(a) = aeth {
+        let _ = pkt.set_aeth(&a);
+    }
+    if let Some(orig) = orig {
+        let _ = pkt.set_atomic_ack_eth(&AtomicAckEth { orig });
+    }
+    if payload_len > 0 {
+        let out = pkt.payload_mut().get_mut(..payload_len)?;
+        if !fill(out) {
+            return None;
         }
     }
-    Some(skb)
+    Some(())
 }
 
 fn push(fx: &mut Effects, skb: Option<TxSkBuff>) {
@@ -805,32 +821,20 @@ fn local_reply(
 pub(crate) fn deliver_local_reply(dev: &Device<Roxe>) -> u32 {
     let data = dev.data();
     let Some(r) = data.local_reply.lock().take() else { return 0 };
-    let room = Opcode::RC_RDMA_READ_RESPONSE_LAST.info().map_or(0, |i| i.header_len())
-        + r.mtu.bytes() as usize
-        + 3
-        + net::ICRC_LEN;
+    let Some(room) = response_len(Opcode::RC_RDMA_READ_RESPONSE_LAST, r.mtu.bytes() as usize) else { return 0 };
     // Lost if there is no memory, as on a wire: the requester asks again.
     let Ok(mut buf) = KVec::from_elem(0u8, room, GFP_ATOMIC) else { return 0 };
     let mut delivered = 0;
     for seg in r.reply.packets(r.mtu).take(READ_REPLY_BURST as usize) {
-        let Some(info) = seg.opcode.info() else { break };
-        let pad = pad_count_for(seg.len as usize);
-        let total = info.header_len() + seg.len as usize + usize::from(pad) + net::ICRC_LEN;
-        let Some(bytes) = buf.get_mut(..total) else { break };
-        {
-            let Ok(mut pkt) = Packet::build(&mut bytes[..], seg.opcode, pad) else { break };
-            pkt.set_pkey(0xffff);
-            pkt.set_dest_qpn(r.dest_qpn);
-            pkt.set_psn(seg.psn);
-            if seg.has_aeth {
-                let _ = pkt.set_aeth(&r.ack);
-            }
-            let Some(out) = pkt.payload_mut().get_mut(..seg.len as usize) else { break };
-            // Pinned memory: a failure is a range the key check let through, which cannot
-            // happen; the requester would time out and ask again.
-            if r.mr.read_at(r.reply.va.wrapping_add(u64::from(seg.offset)), out).is_err() {
-                break;
-            }
+        let len = seg.len as usize;
+        let Some(bytes) = response_len(seg.opcode, len).and_then(|total| buf.get_mut(..total)) else { break };
+        let aeth = if seg.has_aeth { Some(r.ack) } else { None };
+        let at = r.reply.va.wrapping_add(u64::from(seg.offset));
+        // Pinned memory: a failed read is a range the key check let through, which cannot
+        // happen; the requester would time out and ask again.
+        let fill = |out: &mut [u8]| r.mr.read_at(at, out).is_ok();
+        if write_response(bytes, r.dest_qpn, seg.opcode, seg.psn, aeth, len, fill, None).is_none() {
+            break;
         }
         let Ok(pkt) = Packet::new_checked(&bytes[..]) else { break };
         data.counters.inc(Counter::SentPkts);
