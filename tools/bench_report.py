@@ -93,9 +93,20 @@ gp = [f'set terminal pngcairo noenhanced size {cols * 420},{rows * 300} font ",9
       f'set output "{os.path.join(outdir, "bench.png")}"',
       f'set multiplot layout {rows},{cols} title "roxe vs rdma_rxe (medians, Debian stock kernel, QEMU TCG)"',
       'set logscale x 2', 'set key top left', 'set grid']
+def size_label(n):
+    for shift, suffix in ((20, 'M'), (10, 'K')):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f'{n >> shift}{suffix}'
+    return str(n)
 for i, p in enumerate(panels):
     unit = 'us' if 'lat' in p[1] else ('kops/s' if 'atomic' in p[1] else 'MiB/s')
+    sizes = sorted({size for size, _, _ in plot[p]})
+    # Each measured size is a labelled tic (1K, 64K, 1M: gnuplot's own labels of 2^18 and 2^20
+    # run together), a panel of one size gets room on both sides of it, and every y axis starts
+    # at 0 so that the gap between the curves reads as their ratio.
+    tics = ', '.join(f'"{size_label(n)}" {n}' for n in sizes)
     gp += [f'set title "{p[0]} {p[1]}"', f'set ylabel "{unit}"', 'set xlabel "message size (B)"',
+           f'set xtics ({tics})', f'set xrange [{sizes[0] / 2}:{sizes[-1] * 2}]', 'set yrange [0:*]',
            f'plot "{data}" index {i} using 1:2 with linespoints title "rdma_rxe", "" index {i} using 1:3 with linespoints title "roxe"']
 gp.append('unset multiplot')
 subprocess.run(['gnuplot'], input='\n'.join(gp).encode(), check=False)
