@@ -8,6 +8,7 @@
 #include <linux/module.h>
 #include <linux/netdevice.h>
 #include <linux/notifier.h>
+#include <linux/random.h>
 #include <linux/skbuff.h>
 #include <net/udp_tunnel.h>
 #include <linux/xarray.h>

@@ -243,7 +243,14 @@ pub trait Driver: Sized + Send + Sync + 'static {
     /// with `rereg::PD`.
     fn rereg_user_mr(mr: &Mr<Self>, flags: u32, req: &UserMrRequest, new_pd: Option<&Pd<Self>>, udata: Option<&UData<'_>>) -> Result;
 
-    /// Deregisters an MR (`dereg_mr`).
+    /// The first half of `dereg_mr`: whether the MR may go now. An error is returned to the
+    /// caller and the MR stays registered (e.g. `EBUSY` while memory windows are bound to it);
+    /// after `Ok`, [`Driver::dereg_mr`] follows at once and the driver must refuse new uses
+    /// that would keep it (such as binding a window).
+    fn prepare_dereg_mr(dev: &Device<Self>, mr: &Self::Mr) -> Result;
+
+    /// Deregisters an MR (`dereg_mr`), after [`Driver::prepare_dereg_mr`] allowed it (or for an
+    /// MR that was never handed to a consumer).
     fn dereg_mr(dev: &Device<Self>, mr: Self::Mr);
 
     /// Allocates a memory window (`alloc_mw`) of type 1 or (`type2`) 2; returns its data and

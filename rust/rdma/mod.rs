@@ -37,6 +37,7 @@ pub mod odp;
 pub mod pd;
 pub mod pool;
 pub mod qp;
+pub mod random;
 pub mod srq;
 pub mod skb;
 pub mod udp_tunnel;

@@ -292,11 +292,21 @@ impl<T: Driver> Adapter<T> {
     }
 
     pub(crate) unsafe extern "C" fn dereg_mr(ibmr: *mut bindings::ib_mr, _udata: *mut bindings::ib_udata) -> ffi::c_int {
-        // CAST: `ib` is the first field of the `#[repr(C)]` `Mr<T>`.
-        // SAFETY: One of our MRs (type invariant), handed back once by the core.
-        let mr = unsafe { KBox::from_raw(ibmr.cast::<Mr<T>>()) };
         // SAFETY: The MR's device is ours and alive.
         let dev = unsafe { Device::<T>::from_raw((*ibmr).device) };
+        {
+            // CAST: `ib` is the first field of the `#[repr(C)]` `Mr<T>`.
+            // SAFETY: One of our MRs (type invariant), live until freed below.
+            let mr = unsafe { &*ibmr.cast::<Mr<T>>() };
+            if let Err(e) = T::prepare_dereg_mr(dev, &mr.data) {
+                // The core keeps the MR registered and returns the error to the caller.
+                return e.to_errno();
+            }
+        }
+        // CAST: As above.
+        // SAFETY: One of our MRs (type invariant), handed back once by the core; the shared
+        // borrow above has ended.
+        let mr = unsafe { KBox::from_raw(ibmr.cast::<Mr<T>>()) };
         let Mr { ib: _, data, page_scratch: _ } = KBox::into_inner(mr);
         T::dereg_mr(dev, data);
         0

@@ -76,8 +76,6 @@ pub(crate) struct RoxeDevice {
     pds: Atomic<u32>,
     /// Source of PD identities (never reused, so a stale id matches no PD).
     next_pd_id: Atomic<u64>,
-    /// Source of the key bytes of new memory keys.
-    next_key: Atomic<u32>,
     /// QPs by number: the receive path finds a packet's QP here.
     #[pin]
     pub(crate) qps: Pool<RoxeQp>,
@@ -122,10 +120,12 @@ pub(crate) struct RoxeDevice {
 }
 
 impl RoxeDevice {
-    /// The key byte of a new memory key. IBA 10.6.2 leaves it to the HCA; varying it makes a key
-    /// of a freed MR unlikely to work on the MR that reuses its index.
+    /// The key byte of a new memory key. IBA 10.6.2 leaves it to the HCA. Random, so that
+    /// neither a key of a freed MR nor a guess from the (small, predictable) key index reaches
+    /// the MR or window that now holds the index: another process or a remote peer has one
+    /// chance in 256 per try, and a wrong key puts its QP in the error state.
     pub(crate) fn next_key_byte(&self) -> u8 {
-        (self.next_key.fetch_add(0x3b, Relaxed) & 0xff) as u8
+        (crate::rdma::random::u32() & 0xff) as u8
     }
 }
 
@@ -192,7 +192,7 @@ impl crate::rdma::device::Driver for Roxe {
                 // A receive posted to a QP in error flushes (IBA 10.3.1); `ib_drain_rq`
                 // waits for exactly that completion.
                 if qp.state.lock().state == crate::proto::qp_state::QpState::Err {
-                    crate::qp::flush_recv(qp);
+                    crate::qp::flush_recv(dev, qp);
                 }
             }
         });
@@ -441,6 +441,10 @@ impl crate::rdma::device::Driver for Roxe {
         mr::rereg(m, flags, req, new_pd, udata)
     }
 
+    fn prepare_dereg_mr(dev: &Device<Self>, m: &MrHandle) -> Result {
+        mr::prepare_dereg(dev, m)
+    }
+
     fn dereg_mr(dev: &Device<Self>, m: MrHandle) {
         mr::dereg(dev, m)
     }
@@ -516,7 +520,6 @@ impl Link for Roxe {
                 port_active: AtomicFlag::new(active),
                 pds: Atomic::new(0),
                 next_pd_id: Atomic::new(1),
-                next_key: Atomic::new(0),
                 qps <- Pool::new(),
                 srqs <- Pool::new(),
                 mrs <- Pool::new(),

@@ -74,8 +74,15 @@ pub(crate) struct RoxeMr {
     key: Atomic<u32>,
     /// `IB_ACCESS_*` rights; atomic for the same reason.
     access: Atomic<u32>,
+    /// Memory windows bound to the MR (rdma_rxe's `num_mw`), and [`DEREGISTERED`] once
+    /// deregistration has begun: a window may no longer attach then, and deregistration is
+    /// refused while any is attached (a bound window keeps the MR reachable, IBA 10.6.7.2.4).
+    windows: Atomic<u32>,
     pub(crate) mem: MrMem,
 }
+
+/// [`RoxeMr::windows`]: deregistration has begun.
+const DEREGISTERED: u32 = 1 << 31;
 
 impl RoxeMr {
     /// The PD the MR belongs to now.
@@ -91,6 +98,33 @@ impl RoxeMr {
     /// The MR's key now.
     pub(crate) fn key(&self) -> MemKey {
         MemKey::from_raw(self.key.load(Relaxed))
+    }
+
+    /// Counts a window binding to the MR. `false`: the MR is being deregistered.
+    pub(crate) fn attach_window(&self) -> bool {
+        let mut cur = self.windows.load(Relaxed);
+        loop {
+            if cur & DEREGISTERED != 0 || cur + 1 >= DEREGISTERED {
+                return false;
+            }
+            match self.windows.cmpxchg(cur, cur + 1, Relaxed) {
+                Ok(_) => return true,
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    /// A binding counted by [`RoxeMr::attach_window`] is gone.
+    pub(crate) fn detach_window(&self) {
+        self.windows.fetch_sub(1u32, Relaxed);
+    }
+
+    /// Starts deregistration unless a window is bound (`EBUSY`; rdma_rxe refuses it too).
+    fn begin_dereg(&self) -> Result {
+        match self.windows.cmpxchg(0, DEREGISTERED, Relaxed) {
+            Ok(_) => Ok(()),
+            Err(_) => Err(EBUSY),
+        }
     }
 }
 
@@ -112,6 +146,7 @@ fn insert(pd: &Pd<Roxe>, access: Access, mem: impl FnOnce() -> Result<MrMem>) ->
         pd_id: Atomic::new(pd.data().id),
         key: Atomic::new(key.raw()),
         access: Atomic::new(access.bits()),
+        windows: Atomic::new(0),
         mem,
     }? Error))?;
     Ok(MrCreated { data: MrHandle { index }, lkey: key.raw(), rkey: key.raw() })
@@ -273,6 +308,15 @@ fn apply(m: &RoxeMr, flags: u32, req: &UserMrRequest, new_pd: Option<&Pd<Roxe>>)
     Ok(())
 }
 
+/// Refuses to deregister an MR that memory windows are bound to (`EBUSY`); otherwise marks it
+/// so that no window binds to it any more.
+pub(crate) fn prepare_dereg(dev: &Device<Roxe>, mr: &MrHandle) -> Result {
+    match dev.data().mrs.get(mr.index) {
+        Some(m) => m.begin_dereg(),
+        None => Ok(()),
+    }
+}
+
 pub(crate) fn dereg(dev: &Device<Roxe>, mr: MrHandle) {
     // After the grace period in `remove` no lookup holds the MR; dropping the last reference
     // here, in process context, unpins its pages.
@@ -308,5 +352,9 @@ pub(crate) fn alloc_mw(pd: &Pd<Roxe>, type2: bool, udata: Option<&UData<'_>>) ->
 }
 
 pub(crate) fn dealloc_mw(dev: &Device<Roxe>, mw: MwHandle) {
-    drop(dev.data().mws.remove(mw.index));
+    if let Some(w) = dev.data().mws.remove(mw.index) {
+        // Its MR may be deregistered once this returns, even if a packet handler still holds
+        // the window.
+        crate::mw::unbind(&w);
+    }
 }

@@ -27,7 +27,10 @@ use crate::rdma::pool::PoolRef;
 use kernel::sync::SpinLockIrq;
 use kernel::prelude::*;
 
-/// The range a bound window grants, and to whom.
+/// The range a bound window grants, and to whom. While it exists the MR counts it
+/// ([`RoxeMr::attach_window`]), and deregistering the MR is refused, so the pool's reference
+/// outlives the binding's: dropping a binding never drops the MR's last reference (whose
+/// release may sleep) under the window's spinlock.
 pub(crate) struct Binding {
     mr: PoolRef<RoxeMr>,
     addr: u64,
@@ -35,6 +38,12 @@ pub(crate) struct Binding {
     access: Access,
     /// Type 2: the QP it is bound to.
     qpn: Option<u32>,
+}
+
+impl Drop for Binding {
+    fn drop(&mut self) {
+        self.mr.detach_window();
+    }
 }
 
 /// The mutable part of a window.
@@ -81,35 +90,44 @@ pub(crate) fn bind(dev: &RoxeDevice, pd_id: u64, qpn: u32, wqe: &SendWqe) -> Res
     if access.contains(Access::ZERO_BASED) {
         return Err(err);
     }
-    let mut st = mw.state.lock();
-    if st.key.raw() != old.raw() {
+    // Either type of window is bound only by a QP of its own PD (IBA 10.6.7.2.4; rdma_rxe:
+    // `rxe_check_bind_mw`).
+    if mw.pd_id != pd_id {
         return Err(err);
     }
-    if mw.type2 {
-        // A type 2 window must be free, and in the QP's PD (IBA 10.6.7.2.4).
-        if st.binding.is_some() || mw.pd_id != pd_id {
+    // The MR is looked up, and counts the new binding, before the window's lock is taken; the
+    // binding it replaces (or one that fails to form) is dropped after the lock is released.
+    let binding = if length == 0 {
+        None
+    } else {
+        let mr = lookup_mr(dev, mr_lkey, pd_id, Access::MW_BIND).map_err(|_| err)?;
+        if mr.check_range(addr, length).is_err() {
             return Err(err);
         }
-    }
-    if length == 0 {
-        // Binding a type 1 window to a zero-length range unbinds it.
-        if mw.type2 {
+        // Remote write or atomic rights on a window need local write on its MR (IBA 10.6.7.2.4).
+        if access.intersects(Access::REMOTE_WRITE.union(Access::REMOTE_ATOMIC)) && !mr.access().contains(Access::LOCAL_WRITE) {
             return Err(err);
         }
-        st.binding = None;
+        // An MR being deregistered takes no new window.
+        if !mr.attach_window() {
+            return Err(err);
+        }
+        Some(Binding { mr, addr, length, access, qpn: mw.type2.then_some(qpn) })
+    };
+    let old_binding = {
+        let mut st = mw.state.lock();
+        if st.key.raw() != old.raw() {
+            return Err(err);
+        }
+        // A type 2 window must be free (IBA 10.6.7.2.4), and binding one to a zero-length range
+        // is not how it is freed; a type 1 window bound to a zero-length range is unbound.
+        if mw.type2 && (st.binding.is_some() || binding.is_none()) {
+            return Err(err);
+        }
         st.key = new;
-        return Ok(());
-    }
-    let mr = lookup_mr(dev, mr_lkey, pd_id, Access::MW_BIND).map_err(|_| err)?;
-    if mr.check_range(addr, length).is_err() {
-        return Err(err);
-    }
-    // Remote write or atomic rights on a window need local write on its MR (IBA 10.6.7.2.4).
-    if access.intersects(Access::REMOTE_WRITE.union(Access::REMOTE_ATOMIC)) && !mr.access().contains(Access::LOCAL_WRITE) {
-        return Err(err);
-    }
-    st.binding = Some(Binding { mr, addr, length, access, qpn: mw.type2.then_some(qpn) });
-    st.key = new;
+        core::mem::replace(&mut st.binding, binding)
+    };
+    drop(old_binding);
     Ok(())
 }
 
@@ -121,12 +139,22 @@ pub(crate) fn invalidate(dev: &RoxeDevice, pd_id: u64, rkey: u32) -> Result<(), 
         return Err(MemError::BadKey);
     }
     let mw = dev.mws.get(key.index()).ok_or(MemError::BadKey)?;
-    let mut st = mw.state.lock();
-    if !mw.type2 || st.key.raw() != key.raw() || st.binding.is_none() || mw.pd_id != pd_id {
-        return Err(MemError::BadKey);
-    }
-    st.binding = None;
+    let old = {
+        let mut st = mw.state.lock();
+        if !mw.type2 || st.key.raw() != key.raw() || st.binding.is_none() || mw.pd_id != pd_id {
+            return Err(MemError::BadKey);
+        }
+        st.binding.take()
+    };
+    drop(old);
     Ok(())
+}
+
+/// Unbinds window `mw` as it is deallocated (process context), so that its MR may be
+/// deregistered as soon as this returns, whoever still holds a reference to the window.
+pub(crate) fn unbind(mw: &RoxeMw) {
+    let old = mw.state.lock().binding.take();
+    drop(old);
 }
 
 /// What window key `key` names for an access by QP `qpn` of PD `pd_id`, for
@@ -138,9 +166,9 @@ pub(crate) fn target(dev: &RoxeDevice, key: MemKey, pd_id: u64, qpn: u32) -> Opt
     let b = st.binding.as_ref()?;
     let target = KeyTarget {
         key: st.key.raw(),
-        // A type 2 window must be in the QP's PD; a type 1 window was checked against the PD
-        // when it was bound (IBA 10.6.7.2.4).
-        same_pd: !mw.type2 || mw.pd_id == pd_id,
+        // Either type of window is reached only through a QP of its own PD (IBA 10.6.7.2.4;
+        // rdma_rxe: `rxe_lookup_mw`); its MR was checked against the PD when it was bound.
+        same_pd: mw.pd_id == pd_id,
         valid: b.length != 0,
         // Type 2 windows are bound to one QP (type 2B).
         qp_matches: b.qpn.is_none_or(|q| q == qpn),
