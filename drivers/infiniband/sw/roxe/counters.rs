@@ -41,10 +41,19 @@ pub(crate) enum Counter {
     /// Received packets dropped for any other reason: malformed headers, an unknown QP, or a QP
     /// that does not receive (RESET, INIT or ERR, IBA 10.3.1).
     RcvdDrops,
+    /// Received RC or UC packets dropped because their IP source and destination are not the
+    /// connected QP's peer and own address (rdma_rxe's `check_addr`): injected or misrouted.
+    RcvdPeerMismatch,
+    /// Completions that found their CQ full (IBA 11.4.2.1): the CQ reports `IB_EVENT_CQ_ERR`
+    /// once and the QP that completed goes to the error state.
+    CqOverflow,
 }
 
+/// How many counters there are.
+const COUNT: usize = 15;
+
 /// The counters' names, in [`Counter`] order.
-pub(crate) static DESCS: [StatDesc; 13] = [
+pub(crate) static DESCS: [StatDesc; COUNT] = [
     StatDesc::new(c"sent_pkts"),
     StatDesc::new(c"rcvd_pkts"),
     StatDesc::new(c"duplicate_request"),
@@ -58,14 +67,16 @@ pub(crate) static DESCS: [StatDesc; 13] = [
     StatDesc::new(c"link_downed"),
     StatDesc::new(c"rcvd_icrc_err"),
     StatDesc::new(c"rcvd_drops"),
+    StatDesc::new(c"rcvd_peer_mismatch"),
+    StatDesc::new(c"cq_overflow"),
 ];
 
 /// A device's counters. Incremented from any context without a lock.
-pub(crate) struct Counters([Atomic<u64>; 13]);
+pub(crate) struct Counters([Atomic<u64>; COUNT]);
 
 impl Counters {
     pub(crate) const fn new() -> Self {
-        Counters([const { Atomic::new(0) }; 13])
+        Counters([const { Atomic::new(0) }; COUNT])
     }
 
     /// Adds one to `c`.

@@ -10,10 +10,18 @@ use crate::{
     counters::Counter,
     device::{Roxe, RoxeDevice},
     net::{count_drop, RxDrop, Source},
-    proto::{mcast::MULTICAST_QPN, packet::Packet},
+    proto::{mcast::MULTICAST_QPN, packet::Packet, qp_state::QpType},
     resp,
 };
-use crate::rdma::device::Device;
+use crate::rdma::{ah::AddressVector, device::Device};
+
+/// Whether a packet from `src` comes from a connected QP's peer: its IP source is the QP's
+/// destination GID and its IP destination the QP's source GID (rdma_rxe: `check_addr`). A
+/// connected QP without a path (RESET, INIT) has no peer. Without this, any host that guesses
+/// a QPN and PSN could inject data into an RC or UC QP, or forge its ACKs and NAKs.
+fn from_peer(av: &Option<AddressVector>, src: &Source) -> bool {
+    av.as_ref().is_some_and(|av| av.dgid == src.sgid && av.sgid == src.dgid)
+}
 
 /// Hands `pkt` to the QP it is addressed to. Context: the receive pipeline (softirq or the
 /// loopback drainer).
@@ -25,6 +33,10 @@ pub(crate) fn dispatch(dev: &Device<Roxe>, data: &RoxeDevice, pkt: &Packet<&[u8]
         data.counters.inc(Counter::RcvdDrops);
         return count_drop(RxDrop::NoQp);
     };
+    if matches!(qp.qp_type, QpType::Rc | QpType::Uc) && !from_peer(&qp.state.lock().av, src) {
+        data.counters.inc(Counter::RcvdPeerMismatch);
+        return;
+    }
     let info = pkt.info();
     if info.is_request() {
         resp::receive(dev, &qp, pkt, src);
