@@ -368,8 +368,9 @@ def wait_async(env, want, timeout=20.0):
 
 def case_cq_consumer_corrupt(env):
     """A CQ consumer index that makes the ring look full: the completion is an overrun
-    (IBV_EVENT_CQ_ERR, IBA 11.4.2.1) and nothing is written over unconsumed entries; once the
-    index is right again, the CQ works."""
+    (IBA 11.4.2.1): the CQ reports IBV_EVENT_CQ_ERR, once, nothing is written over unconsumed
+    entries, and the QP whose completion found the CQ full goes to the error state (IBA
+    10.10.2.3), so its next WR fails too (flushed, and reported against the same full CQ)."""
     p = Pair(env)
     mask = p.cqr_a.mask
     before = p.cqr_a.read_slot(0)
@@ -378,12 +379,20 @@ def case_cq_consumer_corrupt(env):
     p.qa.post_send(SendWR(wr_id=0x1080, opcode=e.IBV_WR_SEND, num_sge=1, sg=[SGE(p.mr_a.buf, 64, p.mr_a.lkey)]))
     seen = wait_async(env, e.IBV_EVENT_CQ_ERR)
     untouched = p.cqr_a.read_slot(0) == before and p.cqr_a.prod == 0
-    p.cqr_a.cons = 0
     drain(p.cq_b)  # the receive side of the lost completion's SEND
-    ok2, d2 = traffic_ok(p)
-    ok = e.IBV_EVENT_CQ_ERR in seen and untouched and ok2
+    state = qp_state(p.qa)
+    # A second completion into the still full CQ: no second CQ error event.
+    try:
+        p.qa.post_send(SendWR(wr_id=0x1081, opcode=e.IBV_WR_SEND, num_sge=1, sg=[SGE(p.mr_a.buf, 64, p.mr_a.lkey)]))
+    except PyverbsRDMAError:
+        pass
+    again = wait_async(env, e.IBV_EVENT_CQ_ERR, timeout=2.0)
+    untouched2 = p.cqr_a.read_slot(0) == before and p.cqr_a.prod == 0
+    ok = (seen.count(e.IBV_EVENT_CQ_ERR) == 1 and e.IBV_EVENT_CQ_ERR not in again and untouched
+          and untouched2 and state == e.IBV_QPS_ERR)
+    p.cqr_a.cons = 0
     p.close()
-    return ok, f'async events {seen}, ring untouched {untouched}, then {d2}'
+    return ok, f'async events {seen} then {again}, ring untouched {untouched}/{untouched2}, QP state {state}'
 
 
 def recv_garbage(env, srq, wqe_fn, recv_status, send_status):

@@ -25,20 +25,20 @@ use crate::{
         packet::{NakCode, Packet, Syndrome},
         qp_state::{QpState, QpType},
         req::ReqConfig,
-        wqe::{send_flags, send_layout, Payload, SendOpcode},
+        wqe::{send_flags, send_layout, Payload},
     },
     qp::{RoxeQp, SqState},
-    req::{self, SendDone},
+    req::{self, Completions, SendDone},
 };
 use crate::rdma::{
     device::{now_ms, Device},
     qp::QpEvent,
 };
-use kernel::prelude::*;
 
 /// Posts the completion of a send WQE, if it asked for one (or all do, or it failed: IBA 10.8.6
 /// reports every error).
-pub(crate) fn complete_send(qp: &RoxeQp, wr_id: u64, op: SendOpcode, flags: u32, status: WcStatus, byte_len: u32) {
+pub(crate) fn complete_send(dev: &Device<Roxe>, qp: &RoxeQp, done: SendDone) {
+    let (wr_id, op, flags, status, byte_len) = done;
     let signalled = qp.sq_sig_all || flags & send_flags::SIGNALED != 0 || status != WcStatus::Success;
     if !signalled {
         return;
@@ -47,8 +47,17 @@ pub(crate) fn complete_send(qp: &RoxeQp, wr_id: u64, op: SendOpcode, flags: u32,
     if status == WcStatus::Success {
         cqe.byte_len = byte_len;
     }
-    // A full CQ is an overrun: the CQ reports it to its consumer (IBA 11.4.2.1).
-    let _ = qp.send_cq.post(&cqe.to_bytes(), false);
+    if qp.send_cq.post(&cqe.to_bytes(), false).is_err() {
+        cq_overflow(dev, qp);
+    }
+}
+
+/// A completion of `qp` found its CQ full (the CQ has told its consumer): the QP goes to the
+/// error state (IBA 10.10.2.3: a CQ overrun is an error for the QPs that feed it), and its
+/// WQEs flush, each reporting against the same CQ.
+pub(crate) fn cq_overflow(dev: &Device<Roxe>, qp: &RoxeQp) {
+    dev.data().counters.inc(Counter::CqOverflow);
+    move_to_error(qp);
 }
 
 /// Moves the QP to the error state after a failed WQE (IBA 10.3.1: completion errors on RC put
@@ -112,10 +121,13 @@ fn place(dev: &Device<Roxe>, qp: &RoxeQp, sq: &SqState, offset: u32, data: &[u8]
     }
 }
 
-/// Completes the oldest WQE with `status`.
-fn complete_oldest(sq: &mut SqState, status: WcStatus, out: &mut KVec<SendDone>) {
+/// Completes the oldest WQE with `status`. The caller checks for room in `out` first.
+fn complete_oldest(sq: &mut SqState, status: WcStatus, out: &mut Completions) {
+    if out.is_full() {
+        return;
+    }
     if let Some(d) = req::take_entry(sq, 0, status) {
-        let _ = out.push(d, GFP_ATOMIC);
+        let _ = out.push(d);
     }
 }
 
@@ -131,15 +143,21 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>) {
         Some(Syndrome::Nak(NakCode::PsnSequenceError)) => dev.data().counters.inc(Counter::RcvdSeqErr),
         _ => {}
     }
-    let mut completions: KVec<SendDone> = KVec::new();
     let mut error = false;
-    {
+    // One packet may complete several WQEs (ACKs are cumulative): ask again for the next oldest
+    // WQE while the answer says so. The completions are posted after the send lock is released,
+    // a batch at a time: a full batch posts and the packet is looked at again.
+    loop {
+        let mut completions = Completions::new();
+        let mut more = false;
         let mut sq = qp.sq_state.lock();
         sq.comp.mtu = cfg.mtu;
         let before = sq.comp.expected_psn;
-        // One packet may complete several WQEs (ACKs are cumulative): ask again for the next
-        // oldest WQE while the answer says so.
         loop {
+            if completions.is_full() {
+                more = true;
+                break;
+            }
             let oldest = oldest(&sq, &cfg);
             let psn_limit = sq.psn_limit;
             // What the completer knew before this response: an ODP miss placing its data makes
@@ -216,9 +234,13 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>) {
         } else if sq.rnr_until_ms == 0 && (sq.comp.expected_psn != before || sq.ack_deadline_ms == 0) {
             sq.ack_deadline_ms = now_ms() + sq.ack_timeout_ms;
         }
-    }
-    for (wr_id, op, flags, status, len) in completions {
-        complete_send(qp, wr_id, op, flags, status, len);
+        drop(sq);
+        for done in completions.iter() {
+            complete_send(dev, qp, done);
+        }
+        if !more || error {
+            break;
+        }
     }
     if error {
         move_to_error(qp);
@@ -236,7 +258,7 @@ pub(crate) fn tick(dev: &Device<Roxe>, qp: &RoxeQp, now: u64) {
         return;
     }
     let (_, cfg) = req::req_config(dev, qp);
-    let mut completions: KVec<SendDone> = KVec::new();
+    let mut completions = Completions::new();
     let mut kick = false;
     let mut error = false;
     {
@@ -265,8 +287,8 @@ pub(crate) fn tick(dev: &Device<Roxe>, qp: &RoxeQp, now: u64) {
             }
         }
     }
-    for (wr_id, op, flags, status, len) in completions {
-        complete_send(qp, wr_id, op, flags, status, len);
+    for done in completions.iter() {
+        complete_send(dev, qp, done);
     }
     if error {
         move_to_error(qp);

@@ -57,21 +57,23 @@ pub(crate) struct RoxeCq {
     #[pin]
     inner: SpinLockIrq<CqInner>,
     notifier: Arc<CqNotifier>,
-    /// Completions dropped because the CQ was full (each also raised `IB_EVENT_CQ_ERR`).
+    /// Completions that found the CQ full. The first one raised `IB_EVENT_CQ_ERR`.
     overruns: Atomic<u64>,
 }
 
 impl RoxeCq {
     /// Posts one completion entry; calls the consumer's handler if it was armed for it. A full
-    /// CQ is an overrun (IBA 11.4.2.1): the entry is lost, the consumer gets `IB_EVENT_CQ_ERR`,
-    /// and the caller gets `EBUSY`.
+    /// CQ is an overrun (IBA 11.4.2.1): the consumer gets `IB_EVENT_CQ_ERR` (once: the CQ is in
+    /// error from then on), and the caller gets `EBUSY` and must put the QP whose completion
+    /// it was into the error state (IBA 10.10.2.3), counting it (`cq_overflow`).
     pub(crate) fn post(&self, cqe: &[u8; CQE_SIZE], solicited: bool) -> Result {
         let fire = {
             let mut inner = self.inner.lock();
             if let Err(e) = inner.queue.push(cqe) {
                 drop(inner);
-                self.overruns.fetch_add(1, Relaxed);
-                self.notifier.error_event();
+                if self.overruns.fetch_add(1, Relaxed) == 0 {
+                    self.notifier.error_event();
+                }
                 return Err(e);
             }
             let armed = inner.notify;

@@ -103,10 +103,30 @@ pub(crate) struct SqState {
     pub(crate) comp: CompState,
     /// The local ACK timeout in ms (from the `timeout` attribute; 0: no timer).
     pub(crate) ack_timeout_ms: u64,
+    /// Slot buffers for WQEs taken off the ring, one per SQ entry, allocated with the QP: a
+    /// WQE is never held back because an allocation failed. Entries give theirs back when they
+    /// complete ([`SqState::retire`]).
+    pub(crate) spare_slots: KVec<KVec<u8>>,
     /// Where packets to the device's own GID are built, reused from packet to packet: they
     /// go to the responder without a socket buffer (`net::deliver_local`). Lent out while a
     /// packet is delivered; the requester (one run at a time per QP) gives it back.
     pub(crate) local_buf: KVec<u8>,
+}
+
+impl SqState {
+    /// Gives the slot of a completed or flushed entry back for the next WQE.
+    pub(crate) fn retire(&mut self, e: SendEntry) {
+        // The spares and the entries together never exceed the capacity reserved at creation.
+        let _ = self.spare_slots.push_within_capacity(e.slot);
+    }
+
+    /// Retires every entry (a QP reset).
+    pub(crate) fn retire_all(&mut self) {
+        let SqState { entries, spare_slots, .. } = self;
+        for e in entries.drain_all() {
+            let _ = spare_slots.push_within_capacity(e.slot);
+        }
+    }
 }
 
 /// A queue pair.
@@ -252,6 +272,14 @@ pub(crate) fn create(
         u.respond_bytes(&resp)?;
     }
 
+    // The requester's entries and their slot buffers, for the whole depth: taking a WQE off the
+    // ring never allocates.
+    let entries = KVec::with_capacity(sq_depth, GFP_KERNEL_ACCOUNT)?;
+    let mut spare_slots = KVec::with_capacity(sq_depth, GFP_KERNEL_ACCOUNT)?;
+    for _ in 0..sq_depth {
+        spare_slots.push(KVec::from_elem(0u8, sq.elem_size(), GFP_KERNEL_ACCOUNT)?, GFP_KERNEL_ACCOUNT)?;
+    }
+
     let resp_state = RespState::new()?;
     let pool = &dev.data().qps;
     let slot = if qp_type == QpType::Gsi {
@@ -290,7 +318,8 @@ pub(crate) fn create(
         sq_depth,
         sq_state <- kernel::new_spinlock_irq!(
             SqState {
-                entries: KVec::new(),
+                entries,
+                spare_slots,
                 cur: 0,
                 next_psn: Psn::new(0),
                 psn_limit: Psn::new(0),
@@ -424,7 +453,7 @@ pub(crate) fn modify(qp: &Qp<Roxe>, attr: &QpAttr, mask: QpAttrMask, udata: Opti
         drop(st);
         // Outstanding and queued WQEs complete with a flush error (IBA 10.3.1).
         req::run(qp.device::<Roxe>(), this);
-        flush_recv(this);
+        flush_recv(qp.device::<Roxe>(), this);
         last_wqe_reached(this);
         return Ok(());
     }
@@ -437,7 +466,7 @@ pub(crate) fn modify(qp: &Qp<Roxe>, attr: &QpAttr, mask: QpAttrMask, udata: Opti
             // The send side starts over too: nothing in flight, PSN 0 until modify sets sq_psn.
             let mut sq = this.sq_state.lock();
             let (retry_cnt, rnr_retry) = (st.attr.retry_cnt, st.attr.rnr_retry);
-            sq.entries.clear();
+            sq.retire_all();
             sq.cur = 0;
             sq.next_psn = Psn::new(0);
             sq.psn_limit = Psn::new(0);
@@ -507,10 +536,19 @@ pub(crate) fn last_wqe_reached(qp: &RoxeQp) {
     }
 }
 
-/// Completes every posted receive WQE of the QP's own RQ with a flush error (IBA 10.3.1).
-/// WQEs of an SRQ stay: other QPs may use them.
-pub(crate) fn flush_recv(qp: &RoxeQp) {
-    loop {
+/// Receive WQEs [`flush_recv`] completes per call; the kick work does the rest.
+const RECV_FLUSH_BUDGET: u32 = 256;
+
+/// Completes the posted receive WQEs of the QP's own RQ with a flush error (IBA 10.3.1), at
+/// most [`RECV_FLUSH_BUDGET`] per call: the producer index is user-writable and is read once,
+/// so a process that keeps posting cannot keep this loop going; what is left is flushed by
+/// the device's kick work. WQEs of an SRQ stay: other QPs may use them.
+pub(crate) fn flush_recv(dev: &Device<Roxe>, qp: &RoxeQp) {
+    let queued = match &*qp.rq.lock() {
+        Some(q) => q.count(),
+        None => return,
+    };
+    for _ in 0..queued.min(RECV_FLUSH_BUDGET) {
         let wr_id = {
             let mut rq = qp.rq.lock();
             let Some(q) = &mut *rq else { return };
@@ -521,10 +559,16 @@ pub(crate) fn flush_recv(qp: &RoxeQp) {
             q.advance_consumer();
             u64::from_ne_bytes(head)
         };
-        let cqe = Cqe::flush(wr_id, qp.qpn);
-        let mut cqe = cqe;
+        let mut cqe = Cqe::flush(wr_id, qp.qpn);
         cqe.opcode = WcOpcode::Recv;
-        let _ = qp.recv_cq.post(&cqe.to_bytes(), false);
+        if qp.recv_cq.post(&cqe.to_bytes(), false).is_err() {
+            // The QP is in error already; the overflow is counted.
+            dev.data().counters.inc(crate::counters::Counter::CqOverflow);
+        }
+    }
+    if queued > RECV_FLUSH_BUDGET {
+        qp.kick_pending.store(true, Release);
+        dev.kick();
     }
 }
 

@@ -20,6 +20,7 @@ use crate::{
     mem::{MemError, SgeList},
     net, odp,
     proto::{
+        batch::Batch,
         comp::completes_without_ack,
         cqe::WcStatus,
         mtt::Access,
@@ -45,7 +46,7 @@ use crate::rdma::{
 };
 use kernel::{
     prelude::*,
-    sync::atomic::Full,
+    sync::atomic::{Full, Release},
 };
 
 /// The QP attributes the requester and responder need, read under the state lock.
@@ -104,6 +105,18 @@ fn rd_u64(b: &[u8], off: usize) -> u64 {
 /// A completion the requester posts: `(wr_id, opcode, flags, status, byte_len)`.
 pub(crate) type SendDone = (u64, SendOpcode, u32, WcStatus, u32);
 
+/// How many completions one step collects under the send lock before they are posted.
+pub(crate) const COMPLETION_BATCH: usize = 32;
+
+/// Completions collected under the send lock, posted after it is released; never allocates.
+pub(crate) type Completions = Batch<SendDone, COMPLETION_BATCH>;
+
+/// Steps (packets built, completion batches posted) one call of [`run`] makes before it
+/// leaves the rest to the device's kick work: the SQ's producer index is user-writable, and a
+/// process that keeps posting (or a long message) must not hold the CPU (rdma_rxe:
+/// `RXE_MAX_ITERATIONS`).
+const RUN_BUDGET: u32 = 256;
+
 /// One packet, built, and where it goes.
 struct Outgoing {
     packet: Built,
@@ -128,7 +141,7 @@ enum Step {
     /// again.
     Send(Outgoing, Option<SendDone>),
     /// Post these completions, then plan again. `error`: the QP goes to the error state.
-    Complete(KVec<SendDone>, bool),
+    Complete(Completions, bool),
     /// Nothing to do now.
     Idle,
 }
@@ -242,8 +255,13 @@ fn fetch(dev: &Device<Roxe>, qp: &RoxeQp, sq: &mut SqState) -> Option<Result<(),
     if ring.is_empty() {
         return None;
     }
-    let mut slot = KVec::from_elem(0u8, ring.elem_size(), GFP_ATOMIC).ok()?;
-    if !ring.peek(&mut slot) {
+    // A spare slot is always there while the list has room (`SqState::spare_slots`).
+    let mut slot = match sq.spare_slots.pop() {
+        Some(s) => s,
+        None => KVec::from_elem(0u8, ring.elem_size(), GFP_ATOMIC).ok()?,
+    };
+    if slot.len() < ring.elem_size() || !ring.peek(&mut slot) {
+        let _ = sq.spare_slots.push_within_capacity(slot);
         return None;
     }
     // A malformed WQE fails, and its QP goes to the error state, only once every WQE before it
@@ -267,21 +285,29 @@ fn fetch(dev: &Device<Roxe>, qp: &RoxeQp, sq: &mut SqState) -> Option<Result<(),
     };
     let (wqe, ud_av) = match parsed {
         Ok(v) => v,
-        Err(_) if !sq.entries.is_empty() => return None,
         Err(done) => {
+            let _ = sq.spare_slots.push_within_capacity(slot);
+            if !sq.entries.is_empty() {
+                return None;
+            }
             ring.advance_consumer();
             return Some(Err(done));
         }
     };
-    // Room first, so that a WQE is never consumed and then lost to an allocation failure; it
-    // stays in the ring for the next run.
+    // Room first (reserved for the SQ's depth at creation, so this does not allocate), so that
+    // a WQE is never consumed and then lost; it stays in the ring for the next run.
     if sq.entries.reserve(1, GFP_ATOMIC).is_err() {
+        let _ = sq.spare_slots.push_within_capacity(slot);
         return None;
     }
     ring.advance_consumer();
     drop(ring);
     let entry = SendEntry { wqe, slot, ud_av, progress: None, started: false, credit: false, read_done: 0 };
-    sq.entries.push(entry, GFP_ATOMIC).ok()?;
+    if let Err(e) = sq.entries.push_within_capacity(entry) {
+        // Not reached: room was made above.
+        sq.retire(e.0);
+        return None;
+    }
     Some(Ok(()))
 }
 
@@ -310,7 +336,9 @@ pub(crate) fn take_entry(sq: &mut SqState, idx: usize, status: WcStatus) -> Opti
         SendOpcode::RdmaRead => e.read_done,
         _ => e.wqe.length,
     };
-    Some((e.wqe.wr_id, e.wqe.opcode, e.wqe.flags, status, len))
+    let done = (e.wqe.wr_id, e.wqe.opcode, e.wqe.flags, status, len);
+    sq.retire(e);
+    Some(done)
 }
 
 /// Goes back to `from_psn` (a retry): the WQE holding it resumes there, every later started WQE
@@ -343,19 +371,41 @@ pub(crate) fn rewind(sq: &mut SqState, from_psn: Psn, cfg: &ReqConfig) {
 }
 
 /// The flush of a QP in the error state: every WQE not yet completed, in the list or still in
-/// the ring, completes with `IB_WC_WR_FLUSH_ERR` (IBA 10.3.1).
+/// the ring, completes with `IB_WC_WR_FLUSH_ERR` (IBA 10.3.1), oldest first, at most one
+/// [`Completions`] per step. The ring's producer index is user-writable: it is read once per
+/// step, and the run's budget bounds the steps, so a process that keeps posting cannot keep
+/// the flush going.
 fn flush(qp: &RoxeQp, sq: &mut SqState) -> Step {
-    let mut done = KVec::new();
-    for e in sq.entries.drain_all() {
-        let _ = done.push((e.wqe.wr_id, e.wqe.opcode, e.wqe.flags, WcStatus::WrFlushErr, 0), GFP_ATOMIC);
+    let mut done = Completions::new();
+    let n = sq.entries.len().min(COMPLETION_BATCH);
+    {
+        let SqState { entries, spare_slots, .. } = sq;
+        let mut seen = 0;
+        entries.retain(|e| {
+            seen += 1;
+            if seen > n {
+                return true;
+            }
+            let _ = done.push((e.wqe.wr_id, e.wqe.opcode, e.wqe.flags, WcStatus::WrFlushErr, 0));
+            let _ = spare_slots.push_within_capacity(core::mem::take(&mut e.slot));
+            false
+        });
     }
-    sq.cur = 0;
-    sq.rd_atomic_in_flight = 0;
-    let mut ring = qp.sq.lock();
-    let mut slot = [0u8; 32];
-    while ring.peek(&mut slot) {
-        ring.advance_consumer();
-        let _ = done.push((rd_u64(&slot, send_layout::WR_ID), SendOpcode::Send, 0, WcStatus::WrFlushErr, 0), GFP_ATOMIC);
+    if sq.entries.is_empty() {
+        sq.cur = 0;
+        sq.rd_atomic_in_flight = 0;
+        let mut ring = qp.sq.lock();
+        let queued = ring.count() as usize;
+        let mut slot = [0u8; 32];
+        for _ in 0..queued.min(COMPLETION_BATCH - done.len()) {
+            if !ring.peek(&mut slot) {
+                break;
+            }
+            ring.advance_consumer();
+            let _ = done.push((rd_u64(&slot, send_layout::WR_ID), SendOpcode::Send, 0, WcStatus::WrFlushErr, 0));
+        }
+    } else {
+        sq.cur = sq.cur.saturating_sub(n);
     }
     if done.is_empty() {
         Step::Idle
@@ -366,9 +416,9 @@ fn flush(qp: &RoxeQp, sq: &mut SqState) -> Step {
 
 /// One completion, for [`Step::Complete`].
 fn one(done: Option<SendDone>, error: bool) -> Step {
-    let mut list = KVec::new();
+    let mut list = Completions::new();
     if let Some(d) = done {
-        let _ = list.push(d, GFP_ATOMIC);
+        let _ = list.push(d);
     }
     Step::Complete(list, error)
 }
@@ -529,7 +579,17 @@ pub(crate) fn run(dev: &Device<Roxe>, qp: &RoxeQp) {
     // An ACK the responder holds for the peer leaves in this run's first batch (one doorbell for
     // both: in a ping-pong, the answer and the ACK of the request it answers).
     crate::resp::batch_held_ack(dev, qp, &mut batch);
+    let mut budget = RUN_BUDGET;
     loop {
+        if budget == 0 {
+            // The rest is for the kick work (softirq, after other work on this CPU had its turn).
+            batch.flush(dev);
+            qp.kick_pending.store(true, Release);
+            qp.req_running.store(0u32, Release);
+            dev.kick();
+            return;
+        }
+        budget -= 1;
         let (path, cfg) = req_config(dev, qp);
         match step(dev, qp, &dev.data().netdev, &path, &cfg) {
             Step::Send(o, done) => {
@@ -549,16 +609,16 @@ pub(crate) fn run(dev: &Device<Roxe>, qp: &RoxeQp) {
                         qp.sq_state.lock().local_buf = buf;
                     }
                 }
-                if let Some((wr_id, op, flags, status, len)) = done {
+                if let Some(done) = done {
                     batch.flush(dev);
-                    comp::complete_send(qp, wr_id, op, flags, status, len);
+                    comp::complete_send(dev, qp, done);
                 }
                 continue;
             }
             Step::Complete(list, error) => {
                 batch.flush(dev);
-                for (wr_id, op, flags, status, len) in list {
-                    comp::complete_send(qp, wr_id, op, flags, status, len);
+                for done in list.iter() {
+                    comp::complete_send(dev, qp, done);
                 }
                 if error {
                     comp::move_to_error(qp);

@@ -447,7 +447,11 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src:
                 };
             }
         }
-        let _ = qp.recv_cq.post(&bytes, fx.solicited);
+        if qp.recv_cq.post(&bytes, fx.solicited).is_err() {
+            // IBA 10.10.2.3: the receive completion is lost with its CQ; the QP goes to error.
+            dev.data().counters.inc(Counter::CqOverflow);
+            fx.error = true;
+        }
     }
     if let Some(r) = fx.local_reply {
         // `local_reply` found the slot empty, and only this drainer fills it.
@@ -465,7 +469,7 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src:
     }
     if fx.error {
         comp::move_to_error(qp);
-        qp::flush_recv(qp);
+        qp::flush_recv(dev, qp);
         req::run(dev, qp);
     } else if path.state == QpState::Rtr && pkt.info().starts_message() {
         // IBA 11.6.3.1: the first packet received in RTR establishes communication.
