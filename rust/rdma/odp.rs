@@ -176,8 +176,12 @@ impl OdpMem {
         let page_mask = PAGE_SIZE as u64 - 1;
         let start = addr & !page_mask;
         let npages = usize::try_from((end.checked_add(page_mask).ok_or(EINVAL)? & !page_mask) - start).map_err(|_| EINVAL)? >> PAGE_SHIFT;
-        let mut pages = KVVec::with_capacity(npages, GFP_KERNEL)?;
-        pages.resize(npages, MISSING, GFP_KERNEL)?;
+        // The table takes 8 bytes per page of the range, which the caller chooses: charged to
+        // the caller's memory cgroup, and a range too large for it is ENOMEM, never a warning
+        // of the allocator (`kvmalloc` refuses sizes past INT_MAX with one unless told not to).
+        let flags = GFP_KERNEL_ACCOUNT | __GFP_NOWARN;
+        let mut pages = KVVec::with_capacity(npages, flags).map_err(|_| ENOMEM)?;
+        pages.resize(npages, MISSING, flags).map_err(|_| ENOMEM)?;
         let inner = KBox::pin_init(
             pin_init!(Inner {
                 umem <- new_mutex!(None, "roxe_odp_umem"),
