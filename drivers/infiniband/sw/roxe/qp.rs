@@ -49,6 +49,12 @@ use kernel::{
     },
 };
 
+/// Most WQE slot buffers a QP keeps ready ([`SqState::spare_slots`]): more than the WQEs the
+/// PSN and initiator-depth windows let be in flight at once in practice. Past them (a deep SQ of
+/// local operations or many small unacknowledged requests) a slot is allocated, and a failed
+/// allocation leaves the WQE in the ring for the kick work to try again.
+const SPARE_SLOTS_MAX: usize = 1024;
+
 /// The Q_Key of the GSI QP (IBA 13.4.6.1: QP1 uses the well-known Q_Key 0x80010000).
 const GSI_QKEY: u32 = 0x8001_0000;
 
@@ -103,9 +109,9 @@ pub(crate) struct SqState {
     pub(crate) comp: CompState,
     /// The local ACK timeout in ms (from the `timeout` attribute; 0: no timer).
     pub(crate) ack_timeout_ms: u64,
-    /// Slot buffers for WQEs taken off the ring, one per SQ entry, allocated with the QP: a
-    /// WQE is never held back because an allocation failed. Entries give theirs back when they
-    /// complete ([`SqState::retire`]).
+    /// Slot buffers for WQEs taken off the ring, allocated with the QP (up to
+    /// [`SPARE_SLOTS_MAX`]): a WQE is normally never held back by an allocation. Entries give
+    /// theirs back when they complete ([`SqState::retire`]).
     pub(crate) spare_slots: KVec<KVec<u8>>,
     /// Where packets to the device's own GID are built, reused from packet to packet: they
     /// go to the responder without a socket buffer (`net::deliver_local`). Lent out while a
@@ -272,11 +278,12 @@ pub(crate) fn create(
         u.respond_bytes(&resp)?;
     }
 
-    // The requester's entries and their slot buffers, for the whole depth: taking a WQE off the
-    // ring never allocates.
+    // The requester's entries for the whole depth, and slot buffers for as many WQEs as are
+    // normally in flight: taking a WQE off the ring does not allocate.
     let entries = KVec::with_capacity(sq_depth, GFP_KERNEL_ACCOUNT)?;
-    let mut spare_slots = KVec::with_capacity(sq_depth, GFP_KERNEL_ACCOUNT)?;
-    for _ in 0..sq_depth {
+    let spares = sq_depth.min(SPARE_SLOTS_MAX);
+    let mut spare_slots = KVec::with_capacity(spares, GFP_KERNEL_ACCOUNT)?;
+    for _ in 0..spares {
         spare_slots.push(KVec::from_elem(0u8, sq.elem_size(), GFP_KERNEL_ACCOUNT)?, GFP_KERNEL_ACCOUNT)?;
     }
 

@@ -255,10 +255,18 @@ fn fetch(dev: &Device<Roxe>, qp: &RoxeQp, sq: &mut SqState) -> Option<Result<(),
     if ring.is_empty() {
         return None;
     }
-    // A spare slot is always there while the list has room (`SqState::spare_slots`).
+    // A spare slot is there unless unusually many WQEs are in flight (`SqState::spare_slots`).
     let mut slot = match sq.spare_slots.pop() {
         Some(s) => s,
-        None => KVec::from_elem(0u8, ring.elem_size(), GFP_ATOMIC).ok()?,
+        None => match KVec::from_elem(0u8, ring.elem_size(), GFP_ATOMIC) {
+            Ok(s) => s,
+            Err(_) => {
+                // The WQE stays in the ring; the kick work tries again.
+                qp.kick_pending.store(true, Release);
+                dev.kick();
+                return None;
+            }
+        },
     };
     if slot.len() < ring.elem_size() || !ring.peek(&mut slot) {
         let _ = sq.spare_slots.push_within_capacity(slot);
