@@ -1,0 +1,460 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Forged RoCEv2 packets from a third address must not reach a connected QP.
+
+  peer_check.py DEV GID_INDEX NETNS TARGET_IP FORGER_IP
+
+DEV sits on a veth whose address is TARGET_IP; the veth's peer is in network namespace NETNS
+(/run/netns/NETNS), which holds FORGER_IP. The RC/UC QP pairs are connected in loopback through
+DEV's own GID (TARGET_IP), so the only legitimate IP source and destination of their packets is
+TARGET_IP. Packets are built here (BTH, RETH/AETH, payload, ICRC) and sent by ordinary UDP
+sockets created inside NETNS to TARGET_IP:4791, so they arrive on DEV's netdev from outside:
+
+- control-*: from TARGET_IP itself (a transparent socket in NETNS). roxe must act on them: a
+  SEND completes a receive with the forged bytes, a WRITE changes the MR, an ACK completes an
+  outstanding SEND, a NAK fails it. This proves the headers and the ICRC are right, so that the
+  forged-* cases below cannot pass because the packets were dropped for a bad ICRC.
+- forged-*: the same packets from FORGER_IP. A QP must drop them (IBA: the source of an RC/UC
+  packet must be the QP's peer; rdma_rxe's check_addr): nothing completes, the MR keeps its
+  bytes, an outstanding SEND neither fails nor completes early and later completes normally,
+  both QPs stay in RTS, real traffic afterwards works, and the device's `rcvd_peer_mismatch`
+  hardware counter goes up by the number of forged packets (a missing counter fails).
+
+One PASS/FAIL line per case.
+"""
+import os, socket, struct, sys, time, zlib
+import pyverbs.enums as e
+from pyverbs.cq import CQ
+from pyverbs.mr import MR
+from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+from pyverbs.addr import AHAttr, GlobalRoute
+from pyverbs.wr import RecvWR, SGE, SendWR
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ringlib import REMOTE_ALL, Env, Report, drain, poll, qp_state, wcname
+
+ROCE_PORT = 4791
+# BTH opcodes (IBA 9.2, drivers/infiniband/sw/roxe/proto/opcode.rs).
+RC_SEND_ONLY, RC_WRITE_ONLY, RC_ACK, UC_SEND_ONLY = 0x04, 0x0a, 0x11, 0x24
+# AETH syndromes: ACK with no credit information, NAK remote access error.
+SYN_ACK, SYN_NAK_REM_ACCESS = 0x1f, 0x60 | 2
+SIZE = 4096
+PAYLOAD = bytes((0xf0 ^ i) & 0xff for i in range(64))
+# R's min_rnr_timer for the RNR cases: 27 = 122.88 ms between the requester's RNR retries.
+RNR_TIMER = 27
+QUIET = 1.0   # how long "nothing happens" is watched
+IP_TRANSPARENT = getattr(socket, 'IP_TRANSPARENT', 19)
+IP_MTU_DISCOVER = getattr(socket, 'IP_MTU_DISCOVER', 10)
+IP_PMTUDISC_DO = getattr(socket, 'IP_PMTUDISC_DO', 2)
+
+
+# ---- RoCEv2 packets ---------------------------------------------------------------------------
+
+def bth(opcode, dest_qpn, psn, ack_req=True):
+    """Base transport header: no SE, no pad, version 0, P_Key 0xffff."""
+    return struct.pack('!BBHII', opcode, 0, 0xffff, dest_qpn & 0xffffff,
+                       (0x80000000 if ack_req else 0) | (psn & 0xffffff))
+
+
+def reth(va, rkey, length):
+    return struct.pack('!QII', va, rkey, length)
+
+
+def aeth(syndrome, msn):
+    return struct.pack('!I', (syndrome << 24) | (msn & 0xffffff))
+
+
+def icrc(ip, udp, transport):
+    """The RoCEv2 ICRC (proto/icrc.rs): zlib's CRC-32 over 8 bytes of 0xff (the masked LRH),
+    the IPv4 header with TOS, TTL and checksum set to ones, the UDP header with its checksum set
+    to ones, the BTH with its fifth byte set to ones, and the rest up to the ICRC."""
+    ip, udp, t = bytearray(ip), bytearray(udp), bytearray(transport)
+    ip[1] = 0xff
+    ip[8] = 0xff
+    ip[10:12] = b'\xff\xff'
+    udp[6:8] = b'\xff\xff'
+    t[4] = 0xff
+    return zlib.crc32(b'\xff' * 8 + bytes(ip) + bytes(udp) + bytes(t)) & 0xffffffff
+
+
+def icrc_known_answers():
+    """The known-answer vectors of proto/icrc.rs (a ConnectX-4 Lx CNP, scapy's UC SEND)."""
+    h = bytes.fromhex
+    cnp = h('45c2003c718c400040119161 0a001101 0a001201'.replace(' ', '')
+            + '000012b700280000' + '8100ffff4000011800000000' + '00' * 16)
+    got1 = icrc(cnp[:20], cnp[20:28], cnp[28:])
+    ip = h('45010040047840004011b4d5c0a80007c0a80007')
+    udp = h('c00012b7002caca2')
+    t = h('2460ffff000000d300cf1710') + b'F0\x81\x8b\xe2\x895\xd9\x0e\x9a\x95PT\x01\xbe\x88^P\x00\x00'
+    got2 = struct.pack('<I', icrc(ip, udp, t))
+    ok = got1 == 0x2a00fd82 and got2 == bytes.fromhex('78f353f3')
+    return ok, f'cnp {got1:#010x} (want 0x2a00fd82), uc-send {got2.hex()} (want 78f353f3)'
+
+
+def setns(fd):
+    if hasattr(os, 'setns'):
+        os.setns(fd, os.CLONE_NEWNET)
+        return
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.setns(fd, 0x40000000) != 0:
+        raise OSError(ctypes.get_errno(), 'setns')
+
+
+class Sender:
+    """A UDP socket in network namespace `netns`, bound to (src, sport), sending RoCEv2 payloads
+    to (dst, 4791). The kernel builds the IP and UDP headers: an unconnected socket with DF
+    (IP_PMTUDISC_DO) gets IP ID 0, which the ICRC below assumes (the control cases check it)."""
+
+    def __init__(self, netns, src, dst, sport, transparent):
+        self.src, self.dst, self.sport = src, dst, sport
+        own = os.open('/proc/self/ns/net', os.O_RDONLY)
+        target = os.open(f'/run/netns/{netns}', os.O_RDONLY)
+        try:
+            setns(target)
+            try:
+                s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                if transparent:  # may send from an address that is not the namespace's
+                    s.setsockopt(socket.SOL_IP, IP_TRANSPARENT, 1)
+                s.setsockopt(socket.IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO)
+                s.bind((src, sport))
+            finally:
+                setns(own)
+        finally:
+            os.close(own)
+            os.close(target)
+        self.sock = s
+
+    def send(self, transport):
+        """Sends BTH..payload with its ICRC appended."""
+        udp_len = 8 + len(transport) + 4
+        ip = struct.pack('!BBHHHBBH4s4s', 0x45, 0, 20 + udp_len, 0, 0x4000, 64, 17, 0,
+                         socket.inet_aton(self.src), socket.inet_aton(self.dst))
+        udp = struct.pack('!HHHH', self.sport, ROCE_PORT, udp_len, 0)
+        pkt = transport + struct.pack('<I', icrc(ip, udp, transport))
+        n = self.sock.sendto(pkt, (self.dst, ROCE_PORT))
+        assert n == len(pkt), (n, len(pkt))
+
+
+# ---- verbs ------------------------------------------------------------------------------------
+
+class Counters:
+    def __init__(self, dev):
+        self.dir = f'/sys/class/infiniband/{dev}/ports/1/hw_counters'
+
+    def get(self, name):
+        try:
+            with open(f'{self.dir}/{name}') as f:
+                return int(f.read())
+        except OSError:
+            return None
+
+
+class Pair:
+    """Requester Q and responder R, connected in loopback: Q's SQ starts at PSN `psn` (R's
+    expected PSN), R's at `psn ^ 0x800000`. R has an MR with every remote right, holding a
+    pattern; Q has a source buffer. With `r_ready` False, R stays in INIT until `r_up()`."""
+
+    def __init__(self, env, qp_type=e.IBV_QPT_RC, psn=0x123456, rnr_timer=1, timeout=14, r_ready=True):
+        self.env, self.qp_type, self.psn = env, qp_type, psn & 0xffffff
+        self.qcq, self.rcq = CQ(env.ctx, 16), CQ(env.ctx, 16)
+        cap = QPCap(max_send_wr=8, max_recv_wr=8, max_send_sge=1, max_recv_sge=1)
+        self.q = QP(env.pd, QPInitAttr(qp_type=qp_type, scq=self.qcq, rcq=self.qcq, cap=cap))
+        self.r = QP(env.pd, QPInitAttr(qp_type=qp_type, scq=self.rcq, rcq=self.rcq, cap=cap))
+        acc = REMOTE_ALL if qp_type == e.IBV_QPT_RC else (e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE)
+        self.rmr = MR(env.pd, SIZE, acc)
+        self.qmr = MR(env.pd, SIZE, e.IBV_ACCESS_LOCAL_WRITE)
+        self.pattern = bytes((i * 7 + 3) & 0xff for i in range(SIZE))
+        self.rmr.write(self.pattern, SIZE)
+        self.attrs = {}
+        for qp, peer, sq_psn, rq_psn in ((self.q, self.r, self.psn, self.psn ^ 0x800000),
+                                         (self.r, self.q, self.psn ^ 0x800000, self.psn)):
+            attr = QPAttr(qp_state=e.IBV_QPS_INIT, port_num=1)
+            attr.qp_access_flags = acc
+            attr.path_mtu = e.IBV_MTU_1024
+            attr.dest_qp_num = peer.qp_num
+            attr.rq_psn = rq_psn
+            attr.sq_psn = sq_psn
+            attr.max_dest_rd_atomic = 4
+            attr.max_rd_atomic = 4
+            attr.min_rnr_timer = rnr_timer
+            attr.timeout = timeout
+            attr.retry_cnt = 7
+            attr.rnr_retry = 7
+            attr.ah_attr = AHAttr(gr=GlobalRoute(dgid=env.gid, sgid_index=env.gid_index), is_global=1,
+                                  port_num=1)
+            self.attrs[qp.qp_num] = attr
+            if qp is self.r and not r_ready:
+                qp.to_init(attr)
+            else:
+                qp.to_rts(attr)
+
+    def r_up(self):
+        self.r.to_rts(self.attrs[self.r.qp_num])
+
+    def post_recv(self, wr_id=0x77, offset=0, length=SIZE):
+        self.r.post_recv(RecvWR(wr_id=wr_id, num_sge=1, sg=[SGE(self.rmr.buf + offset, length, self.rmr.lkey)]))
+
+    def post_send(self, data, wr_id=0x55, opcode=e.IBV_WR_SEND, raddr=None):
+        self.qmr.write(data, len(data))
+        wr = SendWR(wr_id=wr_id, opcode=opcode, num_sge=1, sg=[SGE(self.qmr.buf, len(data), self.qmr.lkey)],
+                    send_flags=e.IBV_SEND_SIGNALED)
+        if raddr is not None:
+            wr.set_wr_rdma(self.rmr.rkey, raddr)
+        self.q.post_send(wr)
+
+    def rdata(self, n, offset=0):
+        return self.rmr.read(n, offset)
+
+    def states(self):
+        """'' when both QPs are in RTS, else what they are in."""
+        q, r = qp_state(self.q), qp_state(self.r)
+        return '' if q == r == e.IBV_QPS_RTS else f'Q state {q}, R state {r} (RTS is {e.IBV_QPS_RTS})'
+
+
+def wcs(lst):
+    return '[' + ', '.join(f'{w.wr_id:#x}:{wcname(w.status)}/{w.byte_len}' for w in lst) + ']'
+
+
+# ---- the test ---------------------------------------------------------------------------------
+
+class Test:
+    def __init__(self, dev, gid_index, netns, target, forger):
+        self.env = Env(dev, gid_index)
+        self.ctr = Counters(dev)
+        self.legit = Sender(netns, target, target, 0xc000 + (os.getpid() & 0xfff), transparent=True)
+        self.forger = Sender(netns, forger, target, 0xd000 + (os.getpid() & 0xfff), transparent=False)
+        self.next_psn = 0x3f0000
+
+    def pair(self, **kw):
+        self.next_psn = (self.next_psn + 0x10101) & 0xffffff
+        return Pair(self.env, psn=self.next_psn, **kw)
+
+    def snapshot(self):
+        # The RDMA core answers from the values it read last when asked again within the same
+        # jiffy (update_hw_stats): let a few jiffies pass, so that the read is fresh.
+        time.sleep(0.05)
+        return {n: self.ctr.get(n) for n in ('rcvd_peer_mismatch', 'rcvd_icrc_err', 'rcvd_pkts', 'rcvd_rnr_err')}
+
+    def deltas(self, before):
+        after = self.snapshot()
+        return {n: (None if before[n] is None or after[n] is None else after[n] - before[n]) for n in before}
+
+    def verdict(self, problems, d, forged_count):
+        """Common checks: the ICRC counter did not move (the packets were well formed); the
+        mismatch counter moved by `forged_count` (forged cases: a missing counter fails; control
+        cases: it must not move if it exists)."""
+        if d['rcvd_icrc_err']:
+            problems.append(f'rcvd_icrc_err +{d["rcvd_icrc_err"]}: the packets were dropped for a bad ICRC')
+        pm = d['rcvd_peer_mismatch']
+        if forged_count:
+            if pm is None:
+                problems.append('no rcvd_peer_mismatch counter')
+            elif pm != forged_count:
+                problems.append(f'rcvd_peer_mismatch +{pm}, want +{forged_count}')
+        elif pm:
+            problems.append(f'rcvd_peer_mismatch +{pm} for a legitimate packet')
+        detail = ', '.join(f'{k} +{v}' for k, v in d.items() if v is not None)
+        return not problems, '; '.join(problems + [detail])
+
+    def wait_rnr(self, before):
+        """Waits until Q's SEND got an RNR NAK (it is then outstanding, retried forever)."""
+        end = time.time() + 10
+        while time.time() < end:
+            d = self.deltas(before)['rcvd_rnr_err']
+            if d is None:
+                time.sleep(1)
+                return True
+            if d > 0:
+                return True
+            time.sleep(0.02)
+        return False
+
+    # -- SEND to R --
+
+    def send_case(self, sender, forged, qp_type=e.IBV_QPT_RC):
+        p = self.pair(qp_type=qp_type)
+        p.post_recv(wr_id=0x71, offset=0, length=1024)
+        p.post_recv(wr_id=0x72, offset=1024, length=1024)
+        before = self.snapshot()
+        op = RC_SEND_ONLY if qp_type == e.IBV_QPT_RC else UC_SEND_ONLY
+        sender.send(bth(op, p.r.qp_num, p.psn, ack_req=qp_type == e.IBV_QPT_RC) + PAYLOAD)
+        got = poll(p.rcq, 1, timeout=QUIET if forged else 10)
+        problems = []
+        if forged:
+            if got:
+                problems.append(f'R completed {wcs(got)} for the forged SEND'
+                                + (' with the forged bytes' if p.rdata(len(PAYLOAD)) == PAYLOAD else ''))
+        else:
+            if len(got) != 1 or got[0].status != e.IBV_WC_SUCCESS or got[0].byte_len != len(PAYLOAD) \
+                    or got[0].wr_id != 0x71:
+                problems.append(f'R completions {wcs(got)}, want 0x71:SUCCESS/{len(PAYLOAD)}')
+            elif p.rdata(len(PAYLOAD)) != PAYLOAD:
+                problems.append('R received other bytes than sent')
+        st = p.states()
+        if st:
+            problems.append(st)
+        if forged:
+            # Real traffic afterwards: Q's first SEND (R's expected PSN) is delivered.
+            real = bytes(range(48))
+            p.post_send(real, wr_id=0x55)
+            qc = poll(p.qcq, 1, timeout=10)
+            rc = poll(p.rcq, 1, timeout=10)
+            if qp_type == e.IBV_QPT_RC and (len(qc) != 1 or qc[0].status != e.IBV_WC_SUCCESS):
+                problems.append(f'real SEND: Q completions {wcs(qc)}')
+            want_slot = 0x71 if not got else 0x72
+            off = 0 if want_slot == 0x71 else 1024
+            if len(rc) != 1 or rc[0].status != e.IBV_WC_SUCCESS or rc[0].byte_len != len(real) \
+                    or p.rdata(len(real), off) != real:
+                problems.append(f'real SEND: R completions {wcs(rc)}, want one SUCCESS/{len(real)} with the bytes')
+        return self.verdict(problems, self.deltas(before), 1 if forged else 0)
+
+    # -- RDMA WRITE to R's MR --
+
+    def write_case(self, sender, forged):
+        p = self.pair()
+        off = 512
+        before = self.snapshot()
+        sender.send(bth(RC_WRITE_ONLY, p.r.qp_num, p.psn) + reth(p.rmr.buf + off, p.rmr.rkey, len(PAYLOAD))
+                    + PAYLOAD)
+        problems = []
+        want = bytearray(p.pattern)
+        if forged:
+            time.sleep(QUIET)
+            if p.rdata(SIZE) != p.pattern:
+                problems.append('R\'s MR changed' + (' to the forged bytes' if p.rdata(len(PAYLOAD), off) == PAYLOAD
+                                                      else ''))
+        else:
+            want[off:off + len(PAYLOAD)] = PAYLOAD
+            end = time.time() + 10
+            while time.time() < end and p.rdata(SIZE) != bytes(want):
+                time.sleep(0.02)
+            if p.rdata(SIZE) != bytes(want):
+                problems.append('R\'s MR does not hold the written bytes'
+                                + (' (unchanged)' if p.rdata(SIZE) == p.pattern else ''))
+        got = drain(p.rcq, 0.1)
+        if got:
+            problems.append(f'R completions {wcs(got)}')
+        st = p.states()
+        if st:
+            problems.append(st)
+        if forged:
+            # Real WRITE afterwards, at R's expected PSN: it lands.
+            real = bytes((0x5a + i) & 0xff for i in range(96))
+            p.post_send(real, wr_id=0x56, opcode=e.IBV_WR_RDMA_WRITE, raddr=p.rmr.buf + 2048)
+            qc = poll(p.qcq, 1, timeout=10)
+            if len(qc) != 1 or qc[0].status != e.IBV_WC_SUCCESS:
+                problems.append(f'real WRITE: Q completions {wcs(qc)}')
+            elif p.rdata(len(real), 2048) != real:
+                problems.append('real WRITE: the bytes did not land (R took it for a duplicate)')
+        return self.verdict(problems, self.deltas(before), 1 if forged else 0)
+
+    # -- NAK to Q for its outstanding SEND --
+
+    def nak_case(self, sender, forged):
+        """Q's SEND is outstanding: R has no receive posted and answers RNR NAKs, which Q
+        retries forever (rnr_retry 7). A NAK (remote access error) for its PSN fails it."""
+        p = self.pair(rnr_timer=RNR_TIMER)
+        data = bytes((0xa5 ^ i) & 0xff for i in range(80))
+        before0 = self.snapshot()
+        p.post_send(data, wr_id=0x57)
+        if not self.wait_rnr(before0):
+            return False, 'Q\'s SEND never got an RNR NAK (setup)'
+        early = drain(p.qcq, 0.1)
+        if early:
+            return False, f'Q completed {wcs(early)} before the NAK (setup)'
+        before = self.snapshot()
+        sender.send(bth(RC_ACK, p.q.qp_num, p.psn, ack_req=False) + aeth(SYN_NAK_REM_ACCESS, 0))
+        got = poll(p.qcq, 1, timeout=QUIET if forged else 10)
+        problems = []
+        if not forged:
+            if len(got) != 1 or got[0].status != e.IBV_WC_REM_ACCESS_ERR or got[0].wr_id != 0x57:
+                problems.append(f'Q completions {wcs(got)}, want 0x57:REM_ACCESS_ERR')
+            return self.verdict(problems, self.deltas(before), 0)
+        if got:
+            problems.append(f'Q completed {wcs(got)} on the forged NAK')
+        st = p.states()
+        if st:
+            problems.append(st)
+        # R posts the receive: Q's SEND is delivered on its next RNR retry.
+        p.post_recv(wr_id=0x73)
+        qc = got or poll(p.qcq, 1, timeout=10)
+        rc = poll(p.rcq, 1, timeout=10)
+        if not got and (len(qc) != 1 or qc[0].status != e.IBV_WC_SUCCESS or qc[0].wr_id != 0x57):
+            problems.append(f'Q completions after R\'s receive {wcs(qc)}, want 0x57:SUCCESS')
+        if len(rc) != 1 or rc[0].status != e.IBV_WC_SUCCESS or p.rdata(len(data)) != data:
+            problems.append(f'R completions {wcs(rc)}, want SUCCESS/{len(data)} with the bytes')
+        st = p.states()
+        if st:
+            problems.append('at the end: ' + st)
+        return self.verdict(problems, self.deltas(before), 1)
+
+    # -- ACK to Q for its outstanding WRITE --
+
+    def ack_case(self, sender, forged):
+        """Q's RDMA WRITE is sent and waits for its ACK: R is still in INIT, so it drops the
+        request (Q's ACK timer, `timeout` 18 = 1.07 s, would resend it). An ACK for its PSN
+        completes it although nothing was written. (The NAK case's RNR wait does not do for an
+        ACK: there roxe's requester has rewound the SEND to resend it, and an ACK for a request
+        not fully sent completes nothing.)"""
+        p = self.pair(r_ready=False, timeout=18)
+        off, data = 256, bytes((0x3c + 5 * i) & 0xff for i in range(80))
+        p.post_send(data, wr_id=0x58, opcode=e.IBV_WR_RDMA_WRITE, raddr=p.rmr.buf + off)
+        early = drain(p.qcq, 0.3)
+        if early:
+            return False, f'Q completed {wcs(early)} before the ACK (setup)'
+        before = self.snapshot()
+        sender.send(bth(RC_ACK, p.q.qp_num, p.psn, ack_req=False) + aeth(SYN_ACK, 1))
+        got = poll(p.qcq, 1, timeout=QUIET if forged else 10)
+        problems = []
+        if not forged:
+            if len(got) != 1 or got[0].status != e.IBV_WC_SUCCESS or got[0].wr_id != 0x58:
+                problems.append(f'Q completions {wcs(got)}, want 0x58:SUCCESS')
+            if p.rdata(SIZE) != p.pattern:
+                problems.append('R\'s MR changed (R in INIT should have dropped the WRITE)')
+            return self.verdict(problems, self.deltas(before), 0)
+        if got:
+            problems.append(f'Q completed {wcs(got)} on the forged ACK'
+                            + (' with nothing written' if p.rdata(SIZE) == p.pattern else ''))
+        if qp_state(p.q) != e.IBV_QPS_RTS:
+            problems.append(f'Q state {qp_state(p.q)}')
+        # R comes up: Q's next resend lands and is acknowledged for real.
+        p.r_up()
+        qc = got or poll(p.qcq, 1, timeout=15)
+        if not got and (len(qc) != 1 or qc[0].status != e.IBV_WC_SUCCESS or qc[0].wr_id != 0x58):
+            problems.append(f'Q completions after R came up {wcs(qc)}, want 0x58:SUCCESS')
+        want = bytearray(p.pattern)
+        want[off:off + len(data)] = data
+        end = time.time() + (0 if got else 5)
+        while time.time() < end and p.rdata(SIZE) != bytes(want):
+            time.sleep(0.02)
+        if p.rdata(SIZE) != bytes(want):
+            problems.append('R\'s MR does not hold the WRITE\'s bytes')
+        st = p.states()
+        if st:
+            problems.append('at the end: ' + st)
+        return self.verdict(problems, self.deltas(before), 1)
+
+
+def main():
+    dev, gid_index, netns, target, forger = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+    rep = Report('peer')
+    if not rep.run('icrc-known-answers', icrc_known_answers):
+        rep.finish()
+    t = Test(dev, gid_index, netns, target, forger)
+    L, F = t.legit, t.forger
+    rep.run('control-send', lambda: t.send_case(L, False))
+    rep.run('control-uc-send', lambda: t.send_case(L, False, e.IBV_QPT_UC))
+    rep.run('control-write', lambda: t.write_case(L, False))
+    rep.run('control-nak', lambda: t.nak_case(L, False))
+    rep.run('control-ack', lambda: t.ack_case(L, False))
+    rep.run('forged-send', lambda: t.send_case(F, True))
+    rep.run('forged-uc-send', lambda: t.send_case(F, True, e.IBV_QPT_UC))
+    rep.run('forged-write', lambda: t.write_case(F, True))
+    rep.run('forged-nak', lambda: t.nak_case(F, True))
+    rep.run('forged-ack', lambda: t.ack_case(F, True))
+    rep.finish()
+
+
+if __name__ == '__main__':
+    main()
