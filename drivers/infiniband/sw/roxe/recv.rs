@@ -15,12 +15,13 @@ use crate::{
 };
 use crate::rdma::{ah::AddressVector, device::Device};
 
-/// Whether a packet from `src` comes from a connected QP's peer: its IP source is the QP's
-/// destination GID and its IP destination the QP's source GID (rdma_rxe: `check_addr`). A
-/// connected QP without a path (RESET, INIT) has no peer. Without this, any host that guesses
-/// a QPN and PSN could inject data into an RC or UC QP, or forge its ACKs and NAKs.
+/// Whether a packet from `src` may reach a connected QP: its IP source is the QP's destination
+/// GID and its IP destination the QP's source GID (rdma_rxe: `check_addr`). Without this, any
+/// host that guesses a QPN and PSN could inject data into an RC or UC QP, or forge its ACKs and
+/// NAKs. A QP without a path is in RESET or INIT (RTR needs one, IBA 11.2.1.2): it receives
+/// nothing, and the responder and completer drop the packet as such (`rcvd_drops`).
 fn from_peer(av: &Option<AddressVector>, src: &Source) -> bool {
-    av.as_ref().is_some_and(|av| av.dgid == src.sgid && av.sgid == src.dgid)
+    av.as_ref().is_none_or(|av| av.dgid == src.sgid && av.sgid == src.dgid)
 }
 
 /// Hands `pkt` to the QP it is addressed to. Context: the receive pipeline (softirq or the
