@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0
 """Remote probing of a responder, in loopback through the device's own GID.
 
-  remote_probe.py DEV GID_INDEX
+  remote_probe.py DEV GID_INDEX [DRIVER]
+
+DRIVER (roxe by default, or rxe) only selects the cases skipped on rdma_rxe, each with its reason.
 
 A requester QP (its own PD) aims RDMA WRITE, READ and atomics at a responder QP whose memory
 is filled with patterns: wrong and stale R_Keys, addresses before, past and straddling the
@@ -12,11 +14,17 @@ responder NAKs, the requester completes with the status below and both QPs go to
 byte of the responder's memory (and the requester's READ buffer) stays as it was. Control
 cases in bounds must succeed, so that the probes do not pass by failing everything. One
 PASS/FAIL line per case.
+
+Memory windows and protection domains (IBA 10.6.7, as rdma_rxe's rxe_check_bind_mw and
+rxe_lookup_mw enforce them): a window of either type is bound only by a QP of its own PD to an
+MR of that PD, and is reached only through a responder QP of its PD; an MR with a window bound
+to it cannot be deregistered. Key bytes of new MRs and MWs must not follow a fixed step.
 """
-import os, struct, sys
+import errno, os, struct, sys
 import pyverbs.enums as e
 from pyverbs.mr import MR, MW, MWBind, MWBindInfo
 from pyverbs.pd import PD
+from pyverbs.pyverbs_error import PyverbsRDMAError
 from pyverbs.wr import RecvWR, SGE, SendWR
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -46,6 +54,7 @@ class Responder:
             'noatomic': MR(self.pd, SIZE, LW | RW | RR),
             'otherpd': MR(self.pd_other, SIZE, LW | RW | RR | RA),
             'bindable': MR(self.pd, SIZE, LW | RW | RR | RA | e.IBV_ACCESS_MW_BIND),
+            'otherpd-bindable': MR(self.pd_other, SIZE, LW | RW | RR | RA | e.IBV_ACCESS_MW_BIND),
         }
         self.want = {}
         for i, (name, mr) in enumerate(self.mrs.items()):
@@ -67,19 +76,21 @@ class Probe:
         self.cq_a, _ = make_cq(env, 63)
         self.cq_b, _ = make_cq(env, 63)
 
-    def pair(self, access_b):
+    def pair(self, access_b, pd_b=None):
         qa, sq, _ = make_qp(self.env, self.pd_a, self.cq_a)
-        qb, _, _ = make_qp(self.env, self.resp.pd, self.cq_b)
+        qb, _, _ = make_qp(self.env, pd_b or self.resp.pd, self.cq_b)
         connect(self.env, qa, qb, access_b=access_b)
         return qa, sq, qb
 
-    def run(self, post, want, access_b=REMOTE_ALL, expect_write=None, expect_read=None, recv=False):
+    def run(self, post, want, access_b=REMOTE_ALL, expect_write=None, expect_read=None, recv=False,
+            pd_b=None):
         """Posts one WR with `post(qa, sq)` and checks: the requester's status is `want`; on an
         error both QPs are in error; the responder's memory holds exactly what it should (after
         `expect_write` = (mr, offset, bytes) for control cases); the local buffer is untouched
-        unless `expect_read` = bytes it must start with."""
+        unless `expect_read` = bytes it must start with. The responder QP is in the
+        responder's PD, or in `pd_b`."""
         self.local.write(self.local_pattern, SIZE)
-        qa, sq, qb = self.pair(access_b)
+        qa, sq, qb = self.pair(access_b, pd_b)
         if recv:  # a receive WQE for WRITE with immediate to consume
             qb.post_recv(RecvWR(wr_id=0x77, num_sge=1, sg=[SGE(self.resp.mrs['full'].buf, 64, self.resp.mrs['full'].lkey)]))
         post(qa, sq)
@@ -140,7 +151,7 @@ class Probe:
         return post
 
 
-def main(dev, gid_index):
+def main(dev, gid_index, driver):
     env = Env(dev, gid_index)
     resp = Responder(env)
     p = Probe(env, resp)
@@ -195,19 +206,45 @@ def main(dev, gid_index):
     # Memory windows (type 1, bound by the responder's QP): only the window's range and rights.
     bm = m['bindable']
 
-    def with_window(access, fn):
-        mw = MW(resp.pd, e.IBV_MW_TYPE_1)
-        qb_bind, _, _ = make_qp(env, resp.pd, p.cq_b)
+    def bind(mw, pd, mr, addr, length, access, verb=True, hold=None):
+        """Binds `mw` from a fresh RC QP of `pd` (in RTS, aimed at a throwaway peer), with
+        ibv_bind_mw (`verb`) or with a BIND_MW work request posted by ibv_post_send. Returns the
+        bind's completion status (None: no completion) and the window's new R_Key. The QPs are
+        closed, or added to the list `hold` for the caller to close after the window (rdma_rxe
+        waits, then warns, when a QP that a type 2 window is bound to is destroyed first)."""
+        qb_bind, _, _ = make_qp(env, pd, p.cq_b)
         qa_dummy, _, _ = make_qp(env, p.pd_a, p.cq_a)
-        connect(env, qb_bind, qa_dummy)
-        qb_bind.bind_mw(mw, MWBind(MWBindInfo(bm, bm.buf + 1024, 1024, access), e.IBV_SEND_SIGNALED, wr_id=9))
-        wcs = poll(p.cq_b, 1)
-        for o in (qb_bind, qa_dummy):
-            o.close()
-        if len(wcs) != 1 or wcs[0].status != OK:
-            return False, f'bind: {[wcname(w.status) for w in wcs]}'
         try:
-            return fn(mw.rkey)
+            connect(env, qb_bind, qa_dummy)
+            info = MWBindInfo(mr, addr, length, access)
+            if verb:
+                qb_bind.bind_mw(mw, MWBind(info, e.IBV_SEND_SIGNALED, wr_id=9))
+                rkey = mw.rkey
+            else:
+                wr = SendWR(wr_id=9, opcode=e.IBV_WR_BIND_MW)
+                wr.set_bind_wr(mw, info)
+                qb_bind.post_send(wr)
+                rkey = wr.rkey
+            wcs = poll(p.cq_b, 1) + drain(p.cq_b, 0.05)
+            return (wcs[0].status if wcs else None), rkey
+        finally:
+            for o in (qb_bind, qa_dummy):
+                if hold is None:
+                    o.close()
+                else:
+                    hold.append(o)
+
+    def with_window(access, fn, pd=None, mr_name='bindable'):
+        """A type 1 window of `pd` (the responder's by default) over bytes [1024, 2048) of MR
+        `mr_name` (of the same PD), bound by a QP of that PD; runs fn(rkey)."""
+        pd = pd or resp.pd
+        mr = m[mr_name]
+        mw = MW(pd, e.IBV_MW_TYPE_1)
+        try:
+            st, rkey = bind(mw, pd, mr, mr.buf + 1024, 1024, access)
+            if st != OK:
+                return False, f'bind: {wcname(st)}'
+            return fn(rkey)
         finally:
             mw.close()
 
@@ -221,8 +258,163 @@ def main(dev, gid_index):
         p.read(k, bm.buf + 1024, 64), ACC)))
     r.run('mw-write-without-remote-write', lambda: with_window(RR, lambda k: p.run(
         p.write(k, bm.buf + 1024, 64), ACC)))
+
+    # Windows and PDs. C10-72: a window is bound only by a QP of its own PD, type 1 as well as
+    # type 2; the MR must be of that PD too (rdma_rxe: rxe_check_bind_mw).
+    BIND_ERR = e.IBV_WC_MW_BIND_ERR
+
+    def bind_other_pd(mw_type):
+        # ibv_bind_mw refuses a window and an MR of different PDs itself (EPERM, before the
+        # driver sees it): the window of PD B goes to the driver as a BIND_MW work request,
+        # as any process may post one.
+        steps = []
+        for what, pd, want, verb, mr in (
+                ('window of the QP\'s PD (control)', resp.pd, OK, False, bm),
+                ('window of another PD, MR of the QP\'s PD', resp.pd_other, BIND_ERR, False, bm),
+                ('window and MR of another PD (ibv_bind_mw)', resp.pd_other, BIND_ERR, True,
+                 m['otherpd-bindable'])):
+            if verb and mw_type == e.IBV_MW_TYPE_2:
+                continue  # ibv_bind_mw binds type 1 windows only
+            mw, hold = MW(pd, mw_type), []
+            try:
+                st, _ = bind(mw, resp.pd, mr, mr.buf + 1024, 1024, RW | RR, verb=verb, hold=hold)
+            finally:
+                mw.close()
+                for o in hold:
+                    o.close()
+            steps.append((what, st == want, f'{what}: {wcname(st)}'
+                          + ('' if st == want else f', expected {wcname(want)}')))
+        return all(ok for _, ok, _ in steps), '; '.join(d for _, _, d in steps)
+
+    for name, mw_type in (('mw1-bind-other-pd', e.IBV_MW_TYPE_1), ('mw2-bind-other-pd', e.IBV_MW_TYPE_2)):
+        if driver == 'rxe':
+            # rxe_do_local_ops sets MW_BIND_ERR and moves the QP to error; rxe_completer then
+            # finds the QP in error and flushes the whole SQ, that WQE included.
+            r.skip(name, 'rdma_rxe refuses the bind but completes it with WR_FLUSH_ERR, not MW_BIND_ERR')
+            continue
+        r.run(name, lambda: bind_other_pd(mw_type))
+
+    # A window is reached only through a responder QP of its PD (rdma_rxe: rxe_lookup_mw), for
+    # type 1 too: a type 1 window of PD B, bound legitimately by a QP of PD B to an MR of PD B,
+    # gives nothing to a responder QP of PD A.
+    ob, obn = m['otherpd-bindable'], 'otherpd-bindable'
+    r.run('mw1-control-read-same-pd', lambda: with_window(RW | RR | RA, lambda k: p.run(
+        p.read(k, ob.buf + 1024, 1024), OK, expect_read=pat(obn, 1024, 1024), pd_b=resp.pd_other),
+        pd=resp.pd_other, mr_name=obn))
+    r.run('mw1-access-other-pd-read', lambda: with_window(RW | RR | RA, lambda k: p.run(
+        p.read(k, ob.buf + 1024, 1024), ACC), pd=resp.pd_other, mr_name=obn))
+    r.run('mw1-access-other-pd-write', lambda: with_window(RW | RR | RA, lambda k: p.run(
+        p.write(k, ob.buf + 1024, 1024), ACC), pd=resp.pd_other, mr_name=obn))
+    r.run('mw1-access-other-pd-atomic', lambda: with_window(RW | RR | RA, lambda k: p.run(
+        p.atomic(k, ob.buf + 1024), ACC), pd=resp.pd_other, mr_name=obn))
+
+    # IBA 10.6.7.2.6: an MR with a window bound to it cannot be deregistered (rdma_rxe: EINVAL);
+    # the window keeps working on the MR's memory; once the window is unbound or deallocated the
+    # MR deregisters.
+    def try_dereg(mr):
+        """None when ibv_dereg_mr succeeded, else its errno."""
+        try:
+            mr.close()
+            return None
+        except PyverbsRDMAError as ex:
+            return abs(ex.error_code)
+
+    def read_back(qa, rkey, addr, want_bytes):
+        """A READ of len(want_bytes) from (rkey, addr) by `qa`: (ok, what happened)."""
+        p.local.write(p.local_pattern, SIZE)
+        p.read(rkey, addr, len(want_bytes))(qa, None)
+        wcs = poll(p.cq_a, 1) + drain(p.cq_a, 0.05)
+        st = wcs[0].status if wcs else None
+        same = p.local.read(len(want_bytes), 0) == want_bytes
+        return st == OK and same, wcname(st) + ('' if st != OK or same else ' with other bytes')
+
+    def dereg_bound(mw_type):
+        x = MR(resp.pd, SIZE, LW | RW | RR | RA | e.IBV_ACCESS_MW_BIND)
+        x_pattern = bytes((j * 7 + 0x3c) & 0xff for j in range(SIZE))
+        x.write(x_pattern, SIZE)
+        mw = MW(resp.pd, mw_type)
+        qa = qb = None
+        try:
+            if mw_type == e.IBV_MW_TYPE_1:
+                st, rkey = bind(mw, resp.pd, x, x.buf, SIZE, RR)
+            else:
+                # Type 2 is bound by a work request of the QP that will serve it (type 2B).
+                qa, _, qb = p.pair(REMOTE_ALL)
+                wr = SendWR(wr_id=9, opcode=e.IBV_WR_BIND_MW)
+                wr.set_bind_wr(mw, MWBindInfo(x, x.buf, SIZE, RR))
+                qb.post_send(wr)
+                rkey = wr.rkey
+                wcs = poll(p.cq_b, 1) + drain(p.cq_b, 0.05)
+                st = wcs[0].status if wcs else None
+            if st != OK:
+                return False, f'bind: {wcname(st)}'
+            if qa is None:
+                qa, _, qb = p.pair(REMOTE_ALL)
+            err = try_dereg(x)
+            if err is None:
+                _, rst = read_back(qa, rkey, x.buf, x_pattern[:64])
+                return False, f'ibv_dereg_mr succeeded with a window bound (a READ through the window then: {rst})'
+            if err not in (errno.EBUSY, errno.EINVAL):
+                return False, f'ibv_dereg_mr: errno {err}, expected EBUSY or EINVAL'
+            ok, rst = read_back(qa, rkey, x.buf, x_pattern)
+            if not ok:
+                return False, f'dereg refused ({errno.errorcode[err]}), then a READ through the window: {rst}'
+            if x.read(SIZE, 0) != x_pattern:
+                return False, 'the MR\'s bytes changed'
+            if mw_type == e.IBV_MW_TYPE_1:
+                how = 'unbound by a zero-length bind'
+                st, _ = bind(mw, resp.pd, x, 0, 0, 0)
+                if st != OK:
+                    return False, f'zero-length bind: {wcname(st)}'
+            else:
+                how = 'deallocated'
+                mw.close()
+            err2 = try_dereg(x)
+            if err2 is not None:
+                return False, f'window {how}, ibv_dereg_mr still fails: errno {err2}'
+            return True, (f'dereg refused ({errno.errorcode[err]}), READ through the window intact, '
+                          f'window {how}, then dereg works')
+        finally:
+            mw.close()
+            for o in (qa, qb):
+                if o is not None:
+                    o.close()
+            try:
+                x.close()
+            except PyverbsRDMAError:
+                pass
+
+    r.run('dereg-mr-with-bound-mw', lambda: dereg_bound(e.IBV_MW_TYPE_1))
+    r.run('dereg-mr-with-bound-mw2', lambda: dereg_bound(e.IBV_MW_TYPE_2))
+
+    # IBA 10.6.2 leaves the key byte of a new key to the HCA; a byte that follows a fixed step
+    # lets a process predict the keys of MRs and windows registered next by others. With
+    # independent random key bytes, all consecutive differences are equal with probability
+    # 256^-62 for 64 MRs (256^-30 for 32 windows): the chance of a false failure is negligible.
+    def key_bytes(kind):
+        pd = PD(env.ctx)
+        objs = []
+        try:
+            if kind == 'mr':
+                objs = [MR(pd, 4096, LW) for _ in range(64)]
+                keys = [o.lkey & 0xff for o in objs]
+            else:
+                objs = [MW(pd, e.IBV_MW_TYPE_1) for _ in range(32)]
+                keys = [o.rkey & 0xff for o in objs]
+        finally:
+            for o in objs:
+                o.close()
+            pd.close()
+        steps = {(b - a) % 256 for a, b in zip(keys, keys[1:])}
+        detail = f'{len(keys)} key bytes, {len(steps)} distinct steps'
+        if len(steps) == 1:
+            detail += f': every key byte is the previous one + {next(iter(steps)):#x}'
+        return len(steps) > 1, detail
+
+    r.run('key-bytes-unpredictable', lambda: key_bytes('mr'))
+    r.run('key-bytes-unpredictable-mw', lambda: key_bytes('mw'))
     r.finish()
 
 
 if __name__ == '__main__':
-    main(sys.argv[1], int(sys.argv[2]))
+    main(sys.argv[1], int(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else 'roxe')

@@ -36,7 +36,7 @@ class Report:
     """PASS/FAIL lines on stdout; the exit status says whether anything failed."""
 
     def __init__(self, prefix):
-        self.prefix, self.failed, self.passed = prefix, [], 0
+        self.prefix, self.failed, self.passed, self.skipped = prefix, [], 0, []
 
     def check(self, name, ok, detail=''):
         line = f'{"PASS" if ok else "FAIL"} {self.prefix}:{name}' + (f' ({detail})' if detail else '')
@@ -56,9 +56,15 @@ class Report:
             ok, detail = False, f'{type(ex).__name__}: {ex}'
         return self.check(name, ok, detail)
 
+    def skip(self, name, reason):
+        """A case not run (on this driver), with the reason: a SKIP line, counted neither way."""
+        print(f'SKIP {self.prefix}:{name} ({reason})', flush=True)
+        self.skipped.append(name)
+
     def finish(self):
         print(f'{self.prefix}: {self.passed} passed, {len(self.failed)} failed'
-              + (f': {" ".join(self.failed)}' if self.failed else ''), flush=True)
+              + (f': {" ".join(self.failed)}' if self.failed else '')
+              + (f'; skipped: {" ".join(self.skipped)}' if self.skipped else ''), flush=True)
         sys.exit(1 if self.failed else 0)
 
 
