@@ -278,10 +278,10 @@ pub(crate) fn create(
         u.respond_bytes(&resp)?;
     }
 
-    // The requester's entries for the whole depth, and slot buffers for as many WQEs as are
-    // normally in flight: taking a WQE off the ring does not allocate.
-    let entries = KVec::with_capacity(sq_depth, GFP_KERNEL_ACCOUNT)?;
+    // Room for the requester's entries and their slot buffers for as many WQEs as are normally
+    // in flight: taking a WQE off the ring does not allocate.
     let spares = sq_depth.min(SPARE_SLOTS_MAX);
+    let entries = KVec::with_capacity(spares, GFP_KERNEL_ACCOUNT)?;
     let mut spare_slots = KVec::with_capacity(spares, GFP_KERNEL_ACCOUNT)?;
     for _ in 0..spares {
         spare_slots.push(KVec::from_elem(0u8, sq.elem_size(), GFP_KERNEL_ACCOUNT)?, GFP_KERNEL_ACCOUNT)?;

@@ -302,10 +302,13 @@ fn fetch(dev: &Device<Roxe>, qp: &RoxeQp, sq: &mut SqState) -> Option<Result<(),
             return Some(Err(done));
         }
     };
-    // Room first (reserved for the SQ's depth at creation, so this does not allocate), so that
-    // a WQE is never consumed and then lost; it stays in the ring for the next run.
+    // Room first (reserved at creation for as many entries as there are spare slots, so this
+    // normally does not allocate), so that a WQE is never consumed and then lost; it stays in
+    // the ring, and the kick work tries again.
     if sq.entries.reserve(1, GFP_ATOMIC).is_err() {
         let _ = sq.spare_slots.push_within_capacity(slot);
+        qp.kick_pending.store(true, Release);
+        dev.kick();
         return None;
     }
     ring.advance_consumer();
