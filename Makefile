@@ -15,7 +15,7 @@ export ROXE_CACHE
 Q := qemu
 
 .PHONY: all modules deps kernels kernel-debug kernel-stock image hosttest qemu-test test run baseline pyverbs reliability sweep \
-	bench soak fuzz clean distclean
+	bench soak fuzz verbs-fuzz clean distclean
 
 ifneq ($(KDIR),)
 # A kernel tree of the user's own (Rust-enabled, prepared with `make modules_prepare`), built with
@@ -67,6 +67,11 @@ reliability: deps
 # 90 s, after the teardown cases, as `teardown-soak`).
 soak: deps
 	$(Q)/test-all.sh --list qemu/tests/soak.list
+
+# A hostile user program (tools/verbs-fuzz) against roxe on the debug kernel for 10 minutes
+# (qemu/tests/verbs-fuzz.list).
+verbs-fuzz: deps
+	$(Q)/test-all.sh --list qemu/tests/verbs-fuzz.list
 
 # The cargo-fuzz targets for FUZZ_SECONDS (default 30 minutes; `make test` runs 60 s).
 FUZZ_SECONDS ?= 1800

@@ -4,6 +4,9 @@
 # bindgen, pahole) plus linux-source-7.3 from trixie-backports. Both kernels and roxe.ko are built
 # with it, so the stock kernel's Rust metadata and our modules come from one compiler.
 # Cached in $ROXE_CACHE/buildroot-<key>; the key covers the package list and a recipe version.
+# User-space test programs (tools/verbs-fuzz) also need the rdma-core headers: DEV_PKGS, kept out
+# of the key and installed into an existing build root when missing, so that adding them does not
+# rebuild the build root (and with it both kernels).
 . "$(dirname "$0")/lib.sh"
 
 PKGS=(
@@ -16,9 +19,32 @@ PKGS=(
 RECIPE=1
 key=$(echo "${PKGS[*]} recipe $RECIPE" | key_of)
 root="$ROXE_CACHE/buildroot-$key"
+# Not part of the key (see above): installed idempotently by ensure_dev_pkgs.
+DEV_PKGS=(libibverbs-dev librdmacm-dev)
+
+# Installs whichever of DEV_PKGS the build root lacks (nothing to do, and no network, when all
+# are there). Locked: two scripts may ask at once, and dpkg allows one installer.
+ensure_dev_pkgs() {
+	local r=$1 p missing=()
+	for p in "${DEV_PKGS[@]}"; do
+		chroot "$r" dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' ||
+			missing+=("$p")
+	done
+	[ ${#missing[@]} = 0 ] && return 0
+	exec {devlock}>"$ROXE_CACHE/.buildroot-dev-pkgs.lock"
+	flock "$devlock"
+	log "installing ${missing[*]} in the build root"
+	mount_buildroot "$r"
+	{ chroot "$r" apt-get update -qq -o Acquire::Retries=3 &&
+		chroot "$r" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+			"${missing[@]}" && chroot "$r" apt-get clean; } >>"$ROXE_CACHE/buildroot.log" 2>&1 ||
+		{ tail -20 "$ROXE_CACHE/buildroot.log"; die "cannot install ${missing[*]} in the build root"; }
+	exec {devlock}>&-
+}
 
 if [ -e "$root/.complete" ]; then
 	ln -sfn "$root" "$BUILDROOT_LINK"
+	ensure_dev_pkgs "$root"
 	exit 0
 fi
 
@@ -53,4 +79,5 @@ touch "$tmp/.complete"
 mv "$tmp" "$root"
 ln -sfn "$root" "$BUILDROOT_LINK"
 prune_old buildroot "$root"
+ensure_dev_pkgs "$root"
 log "build root ready: $root"

@@ -58,6 +58,8 @@ qemu/kernel-stock.sh >/dev/null
 qemu/guest-image.sh >/dev/null
 qemu/build-module.sh debug >/dev/null || die "module build failed (debug)"
 qemu/build-module.sh stock >/dev/null || die "module build failed (stock)"
+# The hostile-user program qemu/tests/verbs-fuzz.sh runs (the guest has no compiler).
+tools/verbs-fuzz/build.sh >/dev/null || die "verbs-fuzz build failed"
 
 # name | flavour | guest script | guest timeout (s) | run-vm options | expected verdict
 TESTS=()
