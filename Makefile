@@ -63,12 +63,13 @@ pyverbs: deps
 reliability: deps
 	$(Q)/test-all.sh --list qemu/tests/reliability.list
 
-# Mixed traffic for 30 minutes on the debug kernel (qemu/tests/soak.list; make test runs it for
-# 90 s, after the teardown cases, as `teardown-soak`).
+# Mixed traffic for 30 minutes, then the hostile-user fuzzer for 10, on the debug kernel
+# (qemu/tests/soak.list; make test runs them for 90 s and 60 s, in `teardown-soak` and
+# `probes-debug`).
 soak: deps
 	$(Q)/test-all.sh --list qemu/tests/soak.list
 
-# A hostile user program (tools/verbs-fuzz) against roxe on the debug kernel for 10 minutes
+# The hostile-user fuzzer (tools/verbs-fuzz) alone, 10 minutes on the debug kernel
 # (qemu/tests/verbs-fuzz.list).
 verbs-fuzz: deps
 	$(Q)/test-all.sh --list qemu/tests/verbs-fuzz.list
