@@ -47,7 +47,7 @@ pub(crate) fn complete_send(dev: &Device<Roxe>, qp: &RoxeQp, done: SendDone) {
     if status == WcStatus::Success {
         cqe.byte_len = byte_len;
     }
-    if qp.send_cq.post(&cqe.to_bytes(), false).is_err() {
+    if qp.send_cq.post(&cqe.to_bytes(), false, &qp.notifier).is_err() {
         cq_overflow(dev, qp);
     }
 }

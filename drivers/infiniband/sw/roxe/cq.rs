@@ -19,6 +19,7 @@ use crate::rdma::{
     device::Device,
     mmap::MmapInfo,
     object::UData,
+    qp::QpNotifier,
 };
 use kernel::sync::SpinLockIrq;
 use kernel::{
@@ -49,6 +50,20 @@ struct CqInner {
     queue: Queue,
     /// Armed notification (`IB_CQ_NEXT_COMP` or `IB_CQ_SOLICITED`), cleared when it fires.
     notify: u32,
+    /// Kernel consumers' CQs: per ring slot, the QP whose completion it holds, as referenced
+    /// when the completion was posted, for `ib_wc.qp`. A QP number looked up again at poll time
+    /// could name a newer QP (or none) once the QP is destroyed; the reference names the QP of
+    /// the work request, or, once that is destroyed, nothing. Empty for user CQs.
+    owners: KVVec<Option<Arc<QpNotifier>>>,
+}
+
+/// A slot table for a kernel consumer's ring of `slots` slots, allocated before any lock.
+fn owner_table(slots: u32) -> Result<KVVec<Option<Arc<QpNotifier>>>> {
+    let mut owners = KVVec::with_capacity(slots as usize, GFP_KERNEL)?;
+    for _ in 0..slots {
+        owners.push(None, GFP_KERNEL)?;
+    }
+    Ok(owners)
 }
 
 /// A completion queue.
@@ -66,15 +81,21 @@ impl RoxeCq {
     /// CQ is an overrun (IBA 11.4.2.1): the consumer gets `IB_EVENT_CQ_ERR` (once: the CQ is in
     /// error from then on), and the caller gets `EBUSY` and must put the QP whose completion
     /// it was into the error state (IBA 10.10.2.3), counting it (`cq_overflow`).
-    pub(crate) fn post(&self, cqe: &[u8; CQE_SIZE], solicited: bool) -> Result {
+    pub(crate) fn post(&self, cqe: &[u8; CQE_SIZE], solicited: bool, owner: &Arc<QpNotifier>) -> Result {
+        let mut replaced = None;
         let fire = {
             let mut inner = self.inner.lock();
+            let slot = inner.queue.producer_slot() as usize;
             if let Err(e) = inner.queue.push(cqe) {
                 drop(inner);
                 if self.overruns.fetch_add(1, Relaxed) == 0 {
                     self.notifier.error_event();
                 }
                 return Err(e);
+            }
+            if let Some(o) = inner.owners.get_mut(slot) {
+                // The slot's previous owner is dropped after the lock.
+                replaced = o.replace(owner.clone());
             }
             let armed = inner.notify;
             let fire = armed & NotifyFlags::NEXT_COMP != 0 || (armed & NotifyFlags::SOLICITED != 0 && solicited);
@@ -83,6 +104,7 @@ impl RoxeCq {
             }
             fire
         };
+        drop(replaced);
         if fire {
             self.notifier.completion();
         }
@@ -123,9 +145,10 @@ pub(crate) fn create(
         respond(u, info)?;
     }
     let capacity = queue.capacity();
+    let owners = if udata.is_some() { KVVec::new() } else { owner_table(queue.slots())? };
     let cq = Arc::pin_init(
         pin_init!(RoxeCq {
-            inner <- kernel::new_spinlock_irq!(CqInner { queue, notify: 0 }, "roxe_cq"),
+            inner <- kernel::new_spinlock_irq!(CqInner { queue, notify: 0, owners }, "roxe_cq"),
             notifier,
             overruns: Atomic::new(0),
         }),
@@ -152,7 +175,8 @@ pub(crate) fn resize(cq: &Cq<Roxe>, cqe: u32, udata: Option<&UData<'_>>) -> Resu
         None => None,
     };
     let capacity = new.capacity();
-    let old = {
+    let mut new_owners = if udata.is_some() { KVVec::new() } else { owner_table(new.slots())? };
+    let (old, old_owners) = {
         let mut inner = this.inner.lock();
         // Entries posted meanwhile move over too; fewer slots than queued entries is EINVAL,
         // as IBA 11.2.6.2 (resize CQ) requires.
@@ -160,10 +184,21 @@ pub(crate) fn resize(cq: &Cq<Roxe>, cqe: u32, udata: Option<&UData<'_>>) -> Resu
         if let Some(e) = entry {
             new.attach_mmap(e);
         }
-        core::mem::replace(&mut inner.queue, new)
+        // The owners move with their entries, to slots 0, 1, ... as `take_over` moved them.
+        if !inner.owners.is_empty() {
+            let CqInner { queue, owners, .. } = &mut *inner;
+            for (to, from) in queue.queued_slots().enumerate() {
+                if let (Some(dst), Some(src)) = (new_owners.get_mut(to), owners.get_mut(from as usize)) {
+                    *dst = src.take();
+                }
+            }
+        }
+        let old_owners = core::mem::replace(&mut inner.owners, new_owners);
+        (core::mem::replace(&mut inner.queue, new), old_owners)
     };
-    // The old ring (and its mmap offer) goes outside the lock.
+    // The old ring (and its mmap offer) and the owners it still had go outside the lock.
     drop(old);
+    drop(old_owners);
     Ok(capacity)
 }
 
@@ -181,10 +216,11 @@ fn rd32(b: &[u8], off: usize) -> u32 {
 /// `struct ib_uverbs_wc`, whose status and opcode values the kernel's `ib_wc` shares).
 pub(crate) fn poll(cq: &Cq<Roxe>) -> Option<Wc> {
     let mut e = [0u8; CQE_SIZE];
-    if !cq.cq_data().inner.lock().queue.pop_client(&mut e) {
-        return None;
-    }
-    let qpn = rd32(&e, 28);
+    let owner = {
+        let mut inner = cq.cq_data().inner.lock();
+        let slot = inner.queue.pop_client(&mut e)?;
+        inner.owners.get_mut(slot as usize).and_then(Option::take)
+    };
     let wr_id = e.get(..8).and_then(|s| s.try_into().ok()).map_or(0, u64::from_ne_bytes);
     let net = e.get(47).copied().unwrap_or(0);
     let mut wc_flags = rd32(&e, 36);
@@ -197,7 +233,7 @@ pub(crate) fn poll(cq: &Cq<Roxe>) -> Option<Wc> {
         opcode: rd32(&e, 12),
         byte_len: rd32(&e, 20),
         ex: rd32(&e, 24),
-        qp: cq.device::<Roxe>().data().qps.get(qpn).map(|q| q.notifier.clone()),
+        qp: owner,
         src_qp: rd32(&e, 32),
         wc_flags,
         pkey_index: e.get(40..42).and_then(|s| s.try_into().ok()).map_or(0, u16::from_ne_bytes),

@@ -568,7 +568,7 @@ pub(crate) fn flush_recv(dev: &Device<Roxe>, qp: &RoxeQp) {
         };
         let mut cqe = Cqe::flush(wr_id, qp.qpn);
         cqe.opcode = WcOpcode::Recv;
-        if qp.recv_cq.post(&cqe.to_bytes(), false).is_err() {
+        if qp.recv_cq.post(&cqe.to_bytes(), false, &qp.notifier).is_err() {
             // The QP is in error already; the overflow is counted.
             dev.data().counters.inc(crate::counters::Counter::CqOverflow);
         }

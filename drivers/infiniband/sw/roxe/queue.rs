@@ -177,10 +177,10 @@ impl Queue {
     }
 
     /// Kernel consumers' CQs (`ToClient`, no user space): takes the oldest element as the
-    /// consumer. Returns `false` if empty.
-    pub(crate) fn pop_client(&mut self, out: &mut [u8]) -> bool {
+    /// consumer. Returns the slot it was in, `None` if empty.
+    pub(crate) fn pop_client(&mut self, out: &mut [u8]) -> Option<u32> {
         if self.direction != Direction::ToClient || self.mmap.is_some() || self.is_empty() {
-            return false;
+            return None;
         }
         let consumer = self.peer_index();
         let n = out.len().min(self.geometry.elem_size());
@@ -188,7 +188,26 @@ impl Queue {
         if ok {
             self.buf.store_release(CONSUMER_INDEX_OFFSET, self.geometry.next(consumer));
         }
-        ok
+        ok.then_some(consumer)
+    }
+
+    /// `ToClient`: the slot the next [`Queue::push`] writes.
+    pub(crate) fn producer_slot(&self) -> u32 {
+        self.own_index
+    }
+
+    /// The slots of the queued elements, oldest first (the order [`Queue::take_over`] copies
+    /// them in, to slots 0, 1, ...).
+    pub(crate) fn queued_slots(&self) -> impl Iterator<Item = u32> + '_ {
+        let (producer, consumer) = self.indices();
+        let count = self.geometry.count(producer, consumer);
+        let mask = self.geometry.index_mask();
+        (0..count).map(move |i| consumer.wrapping_add(i) & mask)
+    }
+
+    /// Number of slots (one more than the capacity).
+    pub(crate) fn slots(&self) -> u32 {
+        self.geometry.slots()
     }
 
     /// Empties the ring (QP reset): both indices back to zero.

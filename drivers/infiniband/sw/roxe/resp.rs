@@ -447,7 +447,7 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src:
                 };
             }
         }
-        if qp.recv_cq.post(&bytes, fx.solicited).is_err() {
+        if qp.recv_cq.post(&bytes, fx.solicited, &qp.notifier).is_err() {
             // IBA 10.10.2.3: the receive completion is lost with its CQ; the QP goes to error.
             dev.data().counters.inc(Counter::CqOverflow);
             fx.error = true;
