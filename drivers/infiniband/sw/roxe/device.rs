@@ -200,6 +200,7 @@ impl crate::rdma::device::Driver for Roxe {
 
     fn process_work(dev: &Device<Self>) {
         crate::odp::run(dev);
+        crate::qp::run_pending_flushes(dev);
     }
 
     fn query_device(dev: &Device<Self>) -> Result<DeviceAttr> {

@@ -44,7 +44,7 @@ use kernel::sync::SpinLockIrq;
 use kernel::{
     prelude::*,
     sync::{
-        atomic::{Atomic, AtomicFlag, Relaxed, Release},
+        atomic::{Acquire, Atomic, AtomicFlag, Relaxed, Release},
         Arc,
     },
 };
@@ -170,6 +170,9 @@ pub(crate) struct RoxeQp {
     pub(crate) req_running: Atomic<u32>,
     /// A kernel consumer posted sends: the device's kick work runs the requester.
     pub(crate) kick_pending: AtomicFlag,
+    /// The flush of this QP in the error state was cut short by its budget: the device's
+    /// process work goes on with it ([`continue_flush`]).
+    pub(crate) flush_pending: AtomicFlag,
     /// An ACK the responder holds back so that it leaves with the requester's next packets to
     /// the same peer, in one batch (`resp::send_responses`); the device's short timer sends it
     /// if none come. Taken before the device's `held_acks` lock.
@@ -342,6 +345,7 @@ pub(crate) fn create(
         resp_state <- kernel::new_spinlock_irq!(resp_state, "roxe_qp_resp_state"),
         req_running: Atomic::new(0),
         kick_pending: AtomicFlag::new(false),
+        flush_pending: AtomicFlag::new(false),
         held_ack <- kernel::new_spinlock_irq!(None, "roxe_qp_held_ack"),
         hold_acks: AtomicFlag::new(false),
         unheld_ack_ns: Atomic::new(0),
@@ -574,9 +578,30 @@ pub(crate) fn flush_recv(dev: &Device<Roxe>, qp: &RoxeQp) {
         }
     }
     if queued > RECV_FLUSH_BUDGET {
-        qp.kick_pending.store(true, Release);
-        dev.kick();
+        continue_flush(dev, qp);
     }
+}
+
+/// Leaves the rest of a QP's flush (send or receive side) to the device's process work: a
+/// process that keeps posting to a QP in error can make the flush last as long as it likes,
+/// and in process context that work is preempted and scheduled like any other, where in
+/// softirq it would hold the CPU.
+pub(crate) fn continue_flush(dev: &Device<Roxe>, qp: &RoxeQp) {
+    qp.flush_pending.store(true, Release);
+    dev.queue_process_work();
+}
+
+/// The device's process work: goes on with the flushes [`continue_flush`] left, one budget
+/// each per pass (a QP whose ring is still not empty asks for another pass).
+pub(crate) fn run_pending_flushes(dev: &Device<Roxe>) {
+    dev.data().qps.for_each(|_, qp| {
+        if qp.flush_pending.xchg(false, Acquire) {
+            req::run(dev, qp);
+            if qp.state.lock().state == QpState::Err {
+                flush_recv(dev, qp);
+            }
+        }
+    });
 }
 
 /// Writes a kernel consumer's send WR into the SQ ring as the rxe-ABI WQE user space would

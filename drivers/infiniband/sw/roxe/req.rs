@@ -111,10 +111,10 @@ pub(crate) const COMPLETION_BATCH: usize = 32;
 /// Completions collected under the send lock, posted after it is released; never allocates.
 pub(crate) type Completions = Batch<SendDone, COMPLETION_BATCH>;
 
-/// Steps (packets built, completion batches posted) one call of [`run`] makes before it
-/// leaves the rest to the device's kick work: the SQ's producer index is user-writable, and a
-/// process that keeps posting (or a long message) must not hold the CPU (rdma_rxe:
-/// `RXE_MAX_ITERATIONS`).
+/// Steps (packets built, completions posted) one call of [`run`] makes before it leaves the
+/// rest to the device's kick work, or a flush to its process work: the SQ's producer index is
+/// user-writable, and a process that keeps posting (or a long message) must not hold the CPU
+/// (rdma_rxe: `RXE_MAX_ITERATIONS`).
 const RUN_BUDGET: u32 = 256;
 
 /// One packet, built, and where it goes.
@@ -591,17 +591,24 @@ pub(crate) fn run(dev: &Device<Roxe>, qp: &RoxeQp) {
     // both: in a ping-pong, the answer and the ACK of the request it answers).
     crate::resp::batch_held_ack(dev, qp, &mut batch);
     let mut budget = RUN_BUDGET;
+    let mut flushing = false;
     loop {
         if budget == 0 {
-            // The rest is for the kick work (softirq, after other work on this CPU had its turn).
             batch.flush(dev);
-            qp.kick_pending.store(true, Release);
             qp.req_running.store(0u32, Release);
-            dev.kick();
+            if flushing {
+                // A flush goes on in process context (`qp::continue_flush`).
+                crate::qp::continue_flush(dev, qp);
+            } else {
+                // Sending goes on in the kick work (softirq, after other work on this CPU).
+                qp.kick_pending.store(true, Release);
+                dev.kick();
+            }
             return;
         }
         budget -= 1;
         let (path, cfg) = req_config(dev, qp);
+        flushing = matches!(path.state, QpState::Err | QpState::Sqe);
         match step(dev, qp, &dev.data().netdev, &path, &cfg) {
             Step::Send(o, done) => {
                 // The responder may hold its ACKs for this requester's packets (`resp`).
@@ -627,6 +634,8 @@ pub(crate) fn run(dev: &Device<Roxe>, qp: &RoxeQp) {
                 continue;
             }
             Step::Complete(list, error) => {
+                // Each completion counts against the budget (a flush step posts a batch).
+                budget = budget.saturating_sub(list.len().saturating_sub(1) as u32);
                 batch.flush(dev);
                 for done in list.iter() {
                     comp::complete_send(dev, qp, done);
