@@ -83,6 +83,7 @@ void roxe_helper_hrtimer_arm_us(struct roxe_hrtimer *t, unsigned int us);
 bool roxe_helper_hrtimer_try_to_cancel(struct roxe_hrtimer *t);
 void roxe_helper_hrtimer_cancel(struct roxe_hrtimer *t);
 u64 roxe_helper_ktime_ns(void);
+void roxe_helper_init_work_bh(struct work_struct *work, void (*fn)(struct work_struct *));
 void roxe_helper_init_work(struct work_struct *work, void (*fn)(struct work_struct *));
 void roxe_helper_queue_work_bh(struct work_struct *work);
 void roxe_helper_local_bh_disable(void);

@@ -165,6 +165,16 @@ u64 roxe_helper_jiffies_ms(void)
 	return jiffies64_to_msecs(get_jiffies_64());
 }
 
+/*
+ * Works for the BH workqueue (softirq) and for a process-context workqueue are initialised at
+ * different INIT_WORK sites: lockdep keys a work's completion by its site, and one key used in
+ * both contexts reads as an inconsistent lock state.
+ */
+void roxe_helper_init_work_bh(struct work_struct *work, void (*fn)(struct work_struct *))
+{
+	INIT_WORK(work, fn);
+}
+
 void roxe_helper_init_work(struct work_struct *work, void (*fn)(struct work_struct *))
 {
 	INIT_WORK(work, fn);

@@ -492,7 +492,7 @@ impl<T: Link> Device<T> {
                 Opaque::cast_into(core::ptr::addr_of!((*dev).short_timer)),
                 Some(Adapter::<T>::short_timer),
             );
-            bindings::roxe_helper_init_work(Opaque::cast_into(core::ptr::addr_of!((*dev).kick)), Some(Adapter::<T>::kick));
+            bindings::roxe_helper_init_work_bh(Opaque::cast_into(core::ptr::addr_of!((*dev).kick)), Some(Adapter::<T>::kick));
             bindings::roxe_helper_init_work(
                 Opaque::cast_into(core::ptr::addr_of!((*dev).process_work)),
                 Some(Adapter::<T>::process_work),
