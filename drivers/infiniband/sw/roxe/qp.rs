@@ -547,13 +547,13 @@ pub(crate) fn last_wqe_reached(qp: &RoxeQp) {
     }
 }
 
-/// Receive WQEs [`flush_recv`] completes per call; the kick work does the rest.
+/// Receive WQEs [`flush_recv`] completes per call; the device's process work does the rest.
 const RECV_FLUSH_BUDGET: u32 = 256;
 
 /// Completes the posted receive WQEs of the QP's own RQ with a flush error (IBA 10.3.1), at
 /// most [`RECV_FLUSH_BUDGET`] per call: the producer index is user-writable and is read once,
 /// so a process that keeps posting cannot keep this loop going; what is left is flushed by
-/// the device's kick work. WQEs of an SRQ stay: other QPs may use them.
+/// the device's process work ([`continue_flush`]). WQEs of an SRQ stay: other QPs may use them.
 pub(crate) fn flush_recv(dev: &Device<Roxe>, qp: &RoxeQp) {
     let queued = match &*qp.rq.lock() {
         Some(q) => q.count(),

@@ -105,8 +105,10 @@ fn rd_u64(b: &[u8], off: usize) -> u64 {
 /// A completion the requester posts: `(wr_id, opcode, flags, status, byte_len)`.
 pub(crate) type SendDone = (u64, SendOpcode, u32, WcStatus, u32);
 
-/// How many completions one step collects under the send lock before they are posted.
-pub(crate) const COMPLETION_BATCH: usize = 32;
+/// How many completions one step collects under the send lock before they are posted. Small:
+/// every requester step returns a [`Step`] that can hold a batch, and the completer builds one
+/// per response packet, so the batch's size is paid per packet.
+pub(crate) const COMPLETION_BATCH: usize = 8;
 
 /// Completions collected under the send lock, posted after it is released; never allocates.
 pub(crate) type Completions = Batch<SendDone, COMPLETION_BATCH>;
