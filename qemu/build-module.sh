@@ -18,7 +18,7 @@ mkdir -p "$out"
 rsync -a --delete --exclude '*.o' --exclude '*.ko' --exclude '*.cmd' --exclude '*.mod*' \
 	--exclude 'generated' --exclude '.*.d' --exclude 'modules.order' --exclude 'Module.symvers' \
 	--include 'Kbuild' --include 'Makefile' \
-	--include 'rust/***' --include 'drivers/***' --include 'qemu/' --include 'qemu/selftest/***' \
+	--include 'rust/***' --include 'drivers/***' --include 'qemu/' --include 'qemu/selftest/***' --include 'qemu/kverbs/***' \
 	--include 'tools/' --include 'tools/proto/***' --exclude '*' \
 	"$ROXE_TOP/" "$out/"
 in_buildroot make -C "$kdir" M="$out" "${mkargs[@]}" -j"$(nproc)" modules
