@@ -444,7 +444,8 @@ fn one(done: Option<SendDone>, error: bool) -> Step {
 /// now if nothing posted before it is outstanding; otherwise it waits in the list, with its
 /// status, for the completer to complete it after the WQEs before it (IBA 10.8.3.1), and a
 /// failure stops the requester there: the QP goes to the error state only when its completion
-/// is out, so the WQEs before it report their own status rather than a flush.
+/// is out, so the WQEs before it report their own status rather than a flush. Only RC holds:
+/// UC and UD WQEs complete once sent, so nothing before `cur` is outstanding there.
 fn finish(sq: &mut SqState, cur: usize, status: WcStatus) -> Step {
     let verdict = finished(cur > 0, status);
     if verdict == Finished::CompleteNow {
