@@ -6,6 +6,9 @@
 # (qemu/tests/py/sq_order.py). netem delays each VM's frames by DELAY, so the WRITE waits a
 # round trip of twice that for its ACK while the bind, which needs no answer, runs at once.
 # Arguments: DRV0 DRV1 [DELAY] (the driver of each VM; the requester is VM 1's; default 50ms).
+# rdma_rxe as the requester (roxe,rxe) keeps the order of the successful case but not the
+# failed bind's: rxe_requester moves the QP to error at the bind and its completer flushes all
+# three, the WRITE and the bind with IBV_WC_WR_FLUSH_ERR (measured on Debian's 7.3.4).
 . /roxe/qemu/guest/lib.sh
 DRV=${1:-roxe}; [ "$ROXE_VM" = 1 ] && DRV=${2:-${1:-roxe}}
 DELAY=${3:-50ms}
