@@ -131,6 +131,33 @@ fn complete_oldest(sq: &mut SqState, status: WcStatus, out: &mut Completions) {
     }
 }
 
+/// What [`complete_finished`] left at the head of the list.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Held {
+    /// No WQE finished by the requester is at the head: the oldest awaits its response.
+    None,
+    /// One of them failed and has completed: the QP goes to the error state.
+    Failed,
+    /// `out` is full and more are at the head.
+    Full,
+}
+
+/// Completes the WQEs at the head of the list that the requester finished itself and held until
+/// every WQE before them had completed (`req::finish`, IBA 10.8.3.1): local operations, in
+/// posting order, with the status they ended with. A failed one ends the walk.
+fn complete_finished(sq: &mut SqState, out: &mut Completions) -> Held {
+    while let Some(status) = sq.entries.first().and_then(|e| e.finished) {
+        if out.is_full() {
+            return Held::Full;
+        }
+        complete_oldest(sq, status, out);
+        if status != WcStatus::Success {
+            return Held::Failed;
+        }
+    }
+    Held::None
+}
+
 /// Handles a response (ACK, NAK, read response, atomic acknowledge) for `qp`.
 pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>) {
     if qp.qp_type != QpType::Rc {
@@ -157,6 +184,18 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>) {
             if completions.is_full() {
                 more = true;
                 break;
+            }
+            // The response is for the oldest WQE still waiting for one.
+            match complete_finished(&mut sq, &mut completions) {
+                Held::None => {}
+                Held::Failed => {
+                    error = true;
+                    break;
+                }
+                Held::Full => {
+                    more = true;
+                    break;
+                }
             }
             let oldest = oldest(&sq, &cfg);
             let psn_limit = sq.psn_limit;
@@ -226,6 +265,14 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>) {
                     error = true;
                     break;
                 }
+            }
+        }
+        // The WQEs the requester finished behind the ones this packet completed complete now.
+        if !error && !more {
+            match complete_finished(&mut sq, &mut completions) {
+                Held::None => {}
+                Held::Failed => error = true,
+                Held::Full => more = true,
             }
         }
         // The ACK timer runs while something sent is unacknowledged, from the last progress.

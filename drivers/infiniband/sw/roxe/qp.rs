@@ -20,7 +20,7 @@ use crate::{
             ModifyRequest, PostVerdict, QpState, QpType,
         },
         comp::{ack_timeout_ms, CompState, RetryCounters},
-        cqe::{Cqe, WcOpcode},
+        cqe::{Cqe, WcOpcode, WcStatus},
         psn::Psn,
         req::WqeProgress,
         wqe::{recv_layout, send_flags, send_layout, SendWqe, SqLimits, SGE_SIZE},
@@ -87,6 +87,10 @@ pub(crate) struct SendEntry {
     pub(crate) credit: bool,
     /// READ: bytes of response data placed so far.
     pub(crate) read_done: u32,
+    /// The requester finished the WQE with this status (a local operation it executed, or a
+    /// failure) while WQEs posted before it were outstanding: the completer completes it once
+    /// they have completed (IBA 10.8.3.1, `proto::req::finished`).
+    pub(crate) finished: Option<WcStatus>,
 }
 
 /// The requester's and completer's state: WQEs in flight, oldest first.

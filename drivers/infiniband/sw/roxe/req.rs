@@ -29,8 +29,8 @@ use crate::{
         psn::Psn,
         qp_state::{QpState, QpType},
         req::{
-            may_continue, may_start, next_packet, InFlight, LocalOp, PacketDesc, PacketPlan, ReqConfig, StartVerdict, UdWr,
-            WqeProgress,
+            finished, may_continue, may_start, next_packet, Finished, InFlight, LocalOp, PacketDesc, PacketPlan,
+            ReqConfig, StartVerdict, UdWr, WqeProgress,
         },
         wqe::{send_flags, send_layout, Payload, SendOpcode, SendWqe},
     },
@@ -144,6 +144,8 @@ enum Step {
     Send(Outgoing, Option<SendDone>),
     /// Post these completions, then plan again. `error`: the QP goes to the error state.
     Complete(Completions, bool),
+    /// The requester moved past a WQE without a packet or a completion: plan again.
+    Again,
     /// Nothing to do now.
     Idle,
 }
@@ -315,7 +317,8 @@ fn fetch(dev: &Device<Roxe>, qp: &RoxeQp, sq: &mut SqState) -> Option<Result<(),
     }
     ring.advance_consumer();
     drop(ring);
-    let entry = SendEntry { wqe, slot, ud_av, progress: None, started: false, credit: false, read_done: 0 };
+    let entry =
+        SendEntry { wqe, slot, ud_av, progress: None, started: false, credit: false, read_done: 0, finished: None };
     if let Err(e) = sq.entries.push_within_capacity(entry) {
         // Not reached: room was made above.
         sq.retire(e.0);
@@ -436,9 +439,34 @@ fn one(done: Option<SendDone>, error: bool) -> Step {
     Step::Complete(list, error)
 }
 
+/// The requester is done with entry `cur` (the WQE being sent), which ends with `status`
+/// without a response to wait for: a local operation it executed, or a failure. It completes
+/// now if nothing posted before it is outstanding; otherwise it waits in the list, with its
+/// status, for the completer to complete it after the WQEs before it (IBA 10.8.3.1), and a
+/// failure stops the requester there: the QP goes to the error state only when its completion
+/// is out, so the WQEs before it report their own status rather than a flush. Only RC holds:
+/// UC and UD WQEs complete once sent, so nothing before `cur` is outstanding there.
+fn finish(sq: &mut SqState, cur: usize, status: WcStatus) -> Step {
+    let verdict = finished(cur > 0, status);
+    if verdict == Finished::CompleteNow {
+        return one(take_entry(sq, cur, status), status != WcStatus::Success);
+    }
+    if let Some(e) = sq.entries.get_mut(cur) {
+        e.finished = Some(status);
+    }
+    if verdict == Finished::HoldAndGoOn {
+        sq.cur += 1;
+        Step::Again
+    } else {
+        Step::Idle
+    }
+}
+
 /// Executes a local operation (no packet) and returns its completion status. Local operations
-/// run in order with the WQEs before them (IBA 10.8.3.1); `may_start` made a LOCAL_INV wait for
-/// every earlier WQE.
+/// take effect when the requester reaches them, in posting order (a bind when it executes, IBA
+/// 10.6.7.2), while earlier WRITEs and SENDs may still await their ACKs; their completions wait
+/// for those (`finish`). `may_start` made a LOCAL_INV wait for every earlier WQE, so that
+/// nothing still in flight uses the key it invalidates.
 fn local(dev: &Device<Roxe>, qp: &RoxeQp, wqe: &SendWqe, op: &LocalOp) -> WcStatus {
     let ok = match op {
         LocalOp::BindMw(_) => match crate::mw::bind(dev.data(), qp.pd_id, qp.qpn, wqe) {
@@ -486,6 +514,18 @@ fn step(dev: &Device<Roxe>, qp: &RoxeQp, netdev: &NetDevice, path: &PathInfo, cf
     };
     let next_psn = sq.next_psn;
     let Some(entry) = sq.entries.get_mut(cur) else { return Step::Idle };
+    if let Some(status) = entry.finished {
+        // Finished before, held for the completer: a retry went back past it. It is never run
+        // again (rdma_rxe's `req_retry` skips WQEs marked done too); a failed one still stops
+        // the requester.
+        return match finished(true, status) {
+            Finished::HoldAndGoOn => {
+                sq.cur += 1;
+                Step::Again
+            }
+            _ => Step::Idle,
+        };
+    }
     let progress = match entry.progress {
         Some(p) if p.psns_used > 0 => {
             if !matches!(may_continue(&entry.wqe, &in_flight, cfg), StartVerdict::Go { .. }) {
@@ -504,7 +544,7 @@ fn step(dev: &Device<Roxe>, qp: &RoxeQp, netdev: &NetDevice, path: &PathInfo, cf
                 }
                 p
             }
-            StartVerdict::Refuse(status) => return one(take_entry(&mut sq, cur, status), true),
+            StartVerdict::Refuse(status) => return finish(&mut sq, cur, status),
             _ => return Step::Idle,
         },
     };
@@ -523,7 +563,7 @@ fn step(dev: &Device<Roxe>, qp: &RoxeQp, netdev: &NetDevice, path: &PathInfo, cf
                 Ok(packet) => packet,
                 // Nothing sent, nothing changed: the kick after the fault plans this packet again.
                 Err(BuildErr::Paused) => return Step::Idle,
-                Err(BuildErr::Status(status)) => return one(take_entry(&mut sq, cur, status), true),
+                Err(BuildErr::Status(status)) => return finish(&mut sq, cur, status),
             };
             let op = entry.wqe.opcode;
             if let Some(e) = sq.entries.get_mut(cur) {
@@ -553,10 +593,10 @@ fn step(dev: &Device<Roxe>, qp: &RoxeQp, netdev: &NetDevice, path: &PathInfo, cf
         }
         PacketPlan::Local(op) => {
             // A failed bind or invalidation completes in error and moves the QP to the error
-            // state (IBA 10.6.7.2.4, 10.8.3.1), like any other failed WQE.
+            // state (IBA 10.6.7.2.4, 10.8.3.1), like any other failed WQE, after the WQEs
+            // before it have completed.
             let status = local(dev, qp, &entry.wqe, &op);
-            let error = status != WcStatus::Success;
-            one(take_entry(&mut sq, cur, status), error)
+            finish(&mut sq, cur, status)
         }
         PacketPlan::DiscardDatagram { after } => {
             sq.next_psn = after.next_psn();
@@ -569,7 +609,7 @@ fn step(dev: &Device<Roxe>, qp: &RoxeQp, netdev: &NetDevice, path: &PathInfo, cf
             sq.cur += 1;
             Step::Idle
         }
-        PacketPlan::Error(status) => one(take_entry(&mut sq, cur, status), true),
+        PacketPlan::Error(status) => finish(&mut sq, cur, status),
     }
 }
 
@@ -647,6 +687,7 @@ pub(crate) fn run(dev: &Device<Roxe>, qp: &RoxeQp) {
                 }
                 continue;
             }
+            Step::Again => continue,
             Step::Idle => batch.flush(dev),
         }
         // Leave, unless someone asked for another round meanwhile.

@@ -874,6 +874,38 @@ pub const fn may_continue(wqe: &SendWqe, state: &InFlight, cfg: &ReqConfig) -> S
     StartVerdict::Go { takes_credit: false }
 }
 
+/// What the requester does with a WQE it has finished itself, with no response to wait for: a
+/// local operation it executed (BIND_MW, REG_MR, LOCAL_INV), or a WQE that failed before or
+/// while it was sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Finished {
+    /// Complete it now: every WQE posted before it has completed.
+    CompleteNow,
+    /// Keep it, with its status, until every WQE before it has completed; the completer then
+    /// completes it (IBA 10.8.3.1: a send queue's completions are returned in the order its
+    /// WQEs were posted, local operations included). The requester goes on with the next WQE:
+    /// the operation succeeded and has taken effect (a bind when it executes, IBA 10.6.7.2).
+    HoldAndGoOn,
+    /// Keep it as [`Finished::HoldAndGoOn`] does, but start nothing after it: it failed, and
+    /// once its error completion is out the QP goes to the error state and the later WQEs
+    /// flush (IBA 10.8.3.1, 10.3.1). The WQEs before it still complete with their own status.
+    HoldAndStop,
+}
+
+/// What to do with a WQE the requester finished with `status` ([`Finished`]);
+/// `earlier_wqes_pending` as in [`InFlight`]. rdma_rxe does the same for local operations:
+/// `rxe_do_local_ops` marks the WQE done and its completer retires it from the head of the
+/// send queue, in order.
+pub const fn finished(earlier_wqes_pending: bool, status: WcStatus) -> Finished {
+    if !earlier_wqes_pending {
+        Finished::CompleteNow
+    } else if matches!(status, WcStatus::Success) {
+        Finished::HoldAndGoOn
+    } else {
+        Finished::HoldAndStop
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::opcode::{check_op_sequence, SeqCheck};
@@ -1108,6 +1140,19 @@ mod tests {
         let ops: Vec<_> = p.iter().map(|d| d.opcode).collect();
         assert_eq!(ops, [Opcode::UC_RDMA_WRITE_FIRST, Opcode::UC_RDMA_WRITE_MIDDLE, Opcode::UC_RDMA_WRITE_LAST]);
         assert!(p.iter().all(|d| !d.ack_req));
+    }
+
+    #[test]
+    fn finished_wqes_complete_in_posting_order() {
+        // Nothing before it: out at once, whatever its status.
+        assert_eq!(finished(false, WcStatus::Success), Finished::CompleteNow);
+        assert_eq!(finished(false, WcStatus::MwBindErr), Finished::CompleteNow);
+        // Behind an unacknowledged WQE: held until it is the oldest; a failure also stops the
+        // requester, so that nothing posted after it starts before the QP goes to error.
+        assert_eq!(finished(true, WcStatus::Success), Finished::HoldAndGoOn);
+        assert_eq!(finished(true, WcStatus::MwBindErr), Finished::HoldAndStop);
+        assert_eq!(finished(true, WcStatus::LocQpOpErr), Finished::HoldAndStop);
+        assert_eq!(finished(true, WcStatus::LocProtErr), Finished::HoldAndStop);
     }
 
     #[test]
