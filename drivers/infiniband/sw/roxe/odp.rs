@@ -147,6 +147,8 @@ pub(crate) fn run(dev: &Device<Roxe>) {
             Job::Redeliver { qpn, bytes, src } => {
                 let Some(qp) = dev.data().qps.get(qpn) else { continue };
                 if let Ok(pkt) = Packet::new_checked(&bytes[..]) {
+                    // The responder's lock is a bottom-half lock (`RoxeQp::resp_state`).
+                    let _bh = crate::rdma::bh::disable();
                     crate::resp::receive(dev, &qp, &pkt, &src);
                 }
             }

@@ -40,7 +40,7 @@ use crate::rdma::{
     qp::{Qp, QpAttr, QpAttrMask, QpCap, QpCreated, QpEvent, QpInit, QpNotifier},
     skb::TxSkBuff,
 };
-use kernel::sync::SpinLockIrq;
+use kernel::sync::{SpinLock, SpinLockIrq};
 use kernel::{
     prelude::*,
     sync::{
@@ -154,6 +154,9 @@ pub(crate) struct RoxeQp {
     pub(crate) sq_limits: SqLimits,
     /// Scatter/gather entries per receive WQE.
     pub(crate) rq_max_sge: u32,
+    /// The RQ's slot size, fixed at creation (0 with an SRQ): the responder allocates a slot's
+    /// copy before it takes the RQ's lock.
+    pub(crate) rq_elem_size: usize,
     #[pin]
     pub(crate) state: SpinLockIrq<QpStateData>,
     #[pin]
@@ -167,9 +170,12 @@ pub(crate) struct RoxeQp {
     /// Requester and completer state.
     #[pin]
     pub(crate) sq_state: SpinLockIrq<SqState>,
-    /// Responder state.
+    /// Responder state. A bottom-half lock, not an IRQ-safe one: the responder copies payload
+    /// and builds packets under it, which must not keep hard interrupts off (the receive path
+    /// and the device tick run in softirq, the loopback drainer and the ODP redelivery with
+    /// bottom halves off, modify QP under `state`, whose lock turns interrupts off).
     #[pin]
-    pub(crate) resp_state: SpinLockIrq<RespState>,
+    pub(crate) resp_state: SpinLock<RespState>,
     /// The requester runs (see `req::run`): 0 idle, 1 running, more: run again.
     pub(crate) req_running: Atomic<u32>,
     /// A kernel consumer posted sends: the device's kick work runs the requester.
@@ -259,8 +265,8 @@ pub(crate) fn create(
         max_msg: param::PORT_MAX_MSG_SZ,
     };
 
-    let (mut rq, rq_max_sge) = if srq.is_some() {
-        (None, 0)
+    let (mut rq, rq_max_sge, rq_elem_size) = if srq.is_some() {
+        (None, 0, 0)
     } else {
         let q = Queue::new(
             init.cap.max_recv_wr.max(1),
@@ -269,7 +275,8 @@ pub(crate) fn create(
             Direction::FromClient,
         )?;
         init.cap.max_recv_wr = q.capacity();
-        (Some(q), init.cap.max_recv_sge)
+        let elem_size = q.elem_size();
+        (Some(q), init.cap.max_recv_sge, elem_size)
     };
 
     if let Some(u) = udata {
@@ -322,6 +329,7 @@ pub(crate) fn create(
         srq,
         sq_limits,
         rq_max_sge,
+        rq_elem_size,
         state <- kernel::new_spinlock_irq!(
             QpStateData { state: QpState::Reset, attr, av: None, sq_draining: false },
             "roxe_qp_state"
@@ -346,7 +354,7 @@ pub(crate) fn create(
             },
             "roxe_qp_sq_state"
         ),
-        resp_state <- kernel::new_spinlock_irq!(resp_state, "roxe_qp_resp_state"),
+        resp_state <- kernel::new_spinlock!(resp_state, "roxe_qp_resp_state"),
         req_running: Atomic::new(0),
         kick_pending: AtomicFlag::new(false),
         flush_pending: AtomicFlag::new(false),

@@ -33,7 +33,7 @@ use crate::{
         resp::{
             self as presp, ack_syndrome, check_length, check_op_allowed, check_opcode, check_psn, check_resource,
             check_rkey, commit, handle_duplicate, PageFaultAction, Placement, PsnVerdict, ReadReply,
-            RecvWqeFate, Request, RespConfig, RespError, ResponderResources, Response, READ_REPLY_BURST, READ_REPLY_INTERVAL_MS, UD_GRH_LEN,
+            ReadStream, RecvWqeFate, Request, RespConfig, RespError, ResponderResources, Response, READ_REPLY_BURST, UD_GRH_LEN,
         },
         wqe::{recv_layout, RecvWqe},
     },
@@ -67,23 +67,22 @@ pub(crate) struct RespState {
     proto: presp::RespState,
     cache: KBox<Resources>,
     recv: Option<RecvEntry>,
-    /// The rest of an RDMA READ reply longer than [`READ_REPLY_BURST`], which the device tick
-    /// sends on, a burst at a time.
-    pending_read: Option<ReadReply>,
-    /// When the next burst of `pending_read` goes out (ms since boot).
-    pending_at_ms: u64,
+    /// The RDMA READ reply being sent, a burst of at most [`READ_REPLY_BURST`] responses at a
+    /// time, paced ([`presp::ReadStream`]): the first burst of a new READ at once, the rest
+    /// and every replay from the device tick, at most one burst per interval.
+    read: ReadStream,
 }
 
 impl RespState {
     /// A responder expecting PSN 0 with no responder resources (QP creation: process context).
     pub(crate) fn new() -> Result<RespState> {
-        Ok(RespState { proto: presp::RespState::new(Psn::new(0)), cache: KBox::new(Resources::new(0), GFP_KERNEL)?, recv: None, pending_read: None, pending_at_ms: 0 })
+        Ok(RespState { proto: presp::RespState::new(Psn::new(0)), cache: KBox::new(Resources::new(0), GFP_KERNEL)?, recv: None, read: ReadStream::default() })
     }
 
     /// Modify QP set `rq_psn`.
     pub(crate) fn set_rq_psn(&mut self, psn: Psn) {
         self.proto.set_expected_psn(psn);
-        self.pending_read = None;
+        self.read.clear();
     }
 
     /// Modify QP set `max_dest_rd_atomic`: the cache starts over with that many slots.
@@ -97,7 +96,7 @@ impl RespState {
         self.proto = presp::RespState::new(Psn::new(0));
         self.cache.reset(u32::from(max_dest_rd_atomic));
         self.recv = None;
-        self.pending_read = None;
+        self.read.clear();
     }
 }
 
@@ -120,6 +119,27 @@ struct Effects {
     local: bool,
     /// An RDMA READ reply that the loopback drainer delivers (see [`LocalReply`]).
     local_reply: Option<LocalReply>,
+    /// A burst of the READ reply is due ([`send_read_burst`]), read through this MR when the
+    /// request's key was looked up already (a new READ).
+    read_burst: Option<Option<PoolRef<RoxeMr>>>,
+}
+
+impl Effects {
+    fn new(dev: &Device<Roxe>, local: bool) -> Self {
+        Effects {
+            netdev: dev.data().netdev.clone(),
+            ack: None,
+            packets: KVec::new(),
+            recv_cqe: None,
+            solicited: false,
+            error: false,
+            access_event: false,
+            bad_recv: None,
+            local,
+            local_reply: None,
+            read_burst: None,
+        }
+    }
 }
 
 /// Builds a response packet (ACK, NAK, read response, atomic acknowledge).
@@ -338,10 +358,11 @@ pub(crate) fn hold_timer_expired(dev: &Device<Roxe>) {
 }
 
 /// Takes the next receive WQE of the QP (its RQ or SRQ). `Err(wr_id)`: it does not parse.
+/// The slot's copy is allocated before the ring's lock, which turns interrupts off.
 fn take_recv(qp: &RoxeQp) -> Option<Result<RecvEntry, u64>> {
     let (slot, max_sge) = if let Some(srq) = &qp.srq {
+        let mut slot = KVec::from_elem(0u8, srq.elem_size, GFP_ATOMIC).ok()?;
         let mut inner = srq.inner.lock();
-        let mut slot = KVec::from_elem(0u8, inner.queue.elem_size(), GFP_ATOMIC).ok()?;
         if !inner.queue.peek(&mut slot) {
             return None;
         }
@@ -358,9 +379,9 @@ fn take_recv(qp: &RoxeQp) -> Option<Result<RecvEntry, u64>> {
         }
         (slot, max_sge)
     } else {
+        let mut slot = KVec::from_elem(0u8, qp.rq_elem_size, GFP_ATOMIC).ok()?;
         let mut rq = qp.rq.lock();
         let q = (&mut *rq).as_mut()?;
-        let mut slot = KVec::from_elem(0u8, q.elem_size(), GFP_ATOMIC).ok()?;
         if !q.peek(&mut slot) {
             return None;
         }
@@ -418,18 +439,7 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src:
         dev.data().counters.inc(Counter::RcvdDrops);
         return;
     }
-    let mut fx = Effects {
-        netdev: dev.data().netdev.clone(),
-        ack: None,
-        packets: KVec::new(),
-        recv_cqe: None,
-        solicited: false,
-        error: false,
-        access_event: false,
-        bad_recv: None,
-        local: src.local,
-        local_reply: None,
-    };
+    let mut fx = Effects::new(dev, src.local);
     {
         let mut rs = qp.resp_state.lock();
         handle(dev, qp, pkt, src, &path, &cfg, qkey, &mut rs, &mut fx);
@@ -462,6 +472,9 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src:
     }
     if let Some(av) = path.av {
         send_responses(dev, qp, &av, fx.ack, fx.packets);
+    }
+    if let Some(mr) = fx.read_burst {
+        send_read_burst(dev, qp, &path, cfg.mtu, mr);
     }
     if fx.access_event {
         // C9-222.1: an access error no receive completion reports.
@@ -499,7 +512,7 @@ fn handle(
     let req = Request::from_packet(pkt);
     match check_psn(&mut rs.proto, cfg, &req) {
         PsnVerdict::Expected | PsnVerdict::Resync => {
-            if rs.pending_read.is_some() {
+            if rs.read.active() {
                 // Responses go out in request order (IBA 9.5): an answer to this request would
                 // overtake the READ responses still to come and acknowledge them implicitly.
                 // Drop it; the requester sends it again once the READ has completed.
@@ -508,8 +521,16 @@ fn handle(
         }
         PsnVerdict::Duplicate => {
             dev.data().counters.inc(Counter::DuplicateRequest);
-            let r = handle_duplicate(&rs.proto, &rs.cache, cfg, &req);
-            respond(dev, qp, path, cfg, rs, fx, r, None);
+            match handle_duplicate(&rs.proto, &rs.cache, cfg, &req) {
+                // A replay moves the paced reply stream; it builds nothing here, so a replayed
+                // request costs the same whatever the length of the READ it names.
+                Response::Read(reply) => {
+                    if rs.read.replay(reply, now_ms()) {
+                        fx.read_burst = Some(None);
+                    }
+                }
+                r => respond(dev, path, cfg, rs, fx, r, None),
+            }
             return;
         }
         PsnVerdict::SequenceNak { expected } => {
@@ -718,23 +739,14 @@ fn execute(
             fx.solicited = pkt.solicited_event();
         }
     }
-    respond(dev, qp, path, cfg, rs, fx, done.response, read_mr);
+    respond(dev, path, cfg, rs, fx, done.response, read_mr);
     Ok(())
 }
 
-/// Queues the packets of `r`. READ responses read through `mr` when the caller looked the key
-/// up already (a new READ); a replay checks its key again.
-#[allow(clippy::too_many_arguments)]
-fn respond(
-    dev: &Device<Roxe>,
-    qp: &RoxeQp,
-    path: &PathInfo,
-    cfg: &RespConfig,
-    rs: &mut RespState,
-    fx: &mut Effects,
-    r: Response,
-    mr: Option<PoolRef<RoxeMr>>,
-) {
+/// Queues the responses of `r`. A READ's reply is only started here: its first burst goes out
+/// after the responder's lock ([`send_read_burst`]), or from the loopback drainer
+/// ([`LocalReply`]); it reads through `mr`, the MR the request's key named.
+fn respond(dev: &Device<Roxe>, path: &PathInfo, cfg: &RespConfig, rs: &mut RespState, fx: &mut Effects, r: Response, mr: Option<PoolRef<RoxeMr>>) {
     let ack = rs.proto.aeth(ack_syndrome());
     match r {
         Response::None => {}
@@ -749,27 +761,18 @@ fn respond(
             let skb = response(&fx.netdev, path, Opcode::RC_RDMA_READ_RESPONSE_ONLY, psn, Some(ack), 0, |_| true, None);
             push(fx, skb);
         }
-        Response::Read(reply) => {
-            let mr = match (mr, reply.access()) {
-                (Some(mr), _) => Some(mr),
-                (None, None) => None,
-                (None, Some(access)) => {
-                    let found = remote_target(dev.data(), reply.rkey, qp.pd_id, qp.qpn);
-                    if check_rkey(found.as_ref().map(|(t, _)| t), &access).is_err() {
-                        return;
-                    }
-                    found.map(|(_, mr)| mr)
+        Response::Read(reply) => match local_reply(dev, path, cfg.mtu, ack, mr, &reply, fx) {
+            Ok(()) => {
+                // The drainer delivers the first burst; the tick sends the rest.
+                if let Some(rest) = reply.rest_after(cfg.mtu, READ_REPLY_BURST) {
+                    rs.read.start_later(rest, now_ms());
                 }
-            };
-            let pending = match local_reply(dev, path, cfg.mtu, ack, mr, &reply, fx) {
-                Ok(()) => reply.rest_after(cfg.mtu, READ_REPLY_BURST),
-                Err(mr) => read_responses(dev, path, cfg.mtu, ack, mr.as_ref().map(|m| &***m), &reply, fx),
-            };
-            // A new reply (or a replay the requester asked for) replaces what was left of an
-            // earlier one: the requester asks again for anything it still misses.
-            rs.pending_read = pending;
-            rs.pending_at_ms = now_ms() + READ_REPLY_INTERVAL_MS;
-        }
+            }
+            Err(mr) => {
+                rs.read.start(reply);
+                fx.read_burst = Some(mr);
+            }
+        },
     }
 }
 
@@ -849,76 +852,82 @@ pub(crate) fn deliver_local_reply(dev: &Device<Roxe>) -> u32 {
     delivered
 }
 
-/// Sends the next burst of a long RDMA READ reply (from the device tick, softirq). The key is
-/// checked again, as for a replay: the MR may have gone since the READ arrived.
+/// Sends the next burst of a READ reply when it is due (from the device tick, softirq): the
+/// rest of a long reply, or a replay a duplicate READ asked for.
 pub(crate) fn tick(dev: &Device<Roxe>, qp: &RoxeQp, now: u64) {
-    if qp.qp_type != QpType::Rc {
+    if qp.qp_type != QpType::Rc || !qp.resp_state.lock().read.due(now) {
         return;
     }
-    {
-        let rs = qp.resp_state.lock();
-        if rs.pending_read.is_none() || now < rs.pending_at_ms {
-            return;
-        }
-    }
     let path = req::path_info(qp);
+    if !matches!(path.state, QpState::Rts | QpState::Sqd | QpState::Sqe | QpState::Rtr) {
+        return;
+    }
     let mtu = IbMtu::from_raw(qp.state.lock().attr.path_mtu).unwrap_or(IbMtu::Mtu256);
-    let mut fx = Effects {
-        netdev: dev.data().netdev.clone(),
-        ack: None,
-        packets: KVec::new(),
-        recv_cqe: None,
-        solicited: false,
-        error: false,
-        access_event: false,
-        bad_recv: None,
-        local: false,
-        local_reply: None,
-    };
-    {
-        let mut rs = qp.resp_state.lock();
-        let Some(reply) = rs.pending_read.take() else { return };
-        if !matches!(path.state, QpState::Rts | QpState::Sqd | QpState::Sqe | QpState::Rtr) {
-            return;
-        }
-        let mr = match reply.access() {
-            None => None,
-            Some(access) => {
-                let found = remote_target(dev.data(), reply.rkey, qp.pd_id, qp.qpn);
-                if check_rkey(found.as_ref().map(|(t, _)| t), &access).is_err() {
-                    return;
-                }
-                found.map(|(_, mr)| mr)
-            }
-        };
-        let ack = rs.proto.aeth(ack_syndrome());
-        rs.pending_read = read_responses(dev, &path, mtu, ack, mr.as_ref().map(|m| &***m), &reply, &mut fx);
-        rs.pending_at_ms = now + READ_REPLY_INTERVAL_MS;
-    }
-    if let Some(av) = path.av {
-        send_responses(dev, qp, &av, fx.ack, fx.packets);
-    }
+    send_read_burst(dev, qp, &path, mtu, None);
 }
 
-/// Queues the first [`READ_REPLY_BURST`] RDMA READ RESPONSE packets of `reply`, and returns the
-/// rest of it, if any. An ODP page missing (invalidated since the READ was accepted, or a replay
-/// of a READ whose pages went) ends the reply where it is, with a fault of the rest queued: the
-/// requester times out and asks again for what it misses.
+/// Builds and sends the next burst of the QP's READ reply (at most [`READ_REPLY_BURST`]
+/// responses), if one is pending and no other context is at it. The responder's lock is held
+/// only to claim the burst and to record what follows it: the payload copies, the
+/// allocations and the sending happen outside it. The data is read through `mr` when the
+/// caller looked the key up for this reply (a new READ); otherwise the key is checked again,
+/// since the MR may have gone since the READ arrived (rxe: `rxe_recheck_mr`). Context:
+/// softirq, or bottom halves off.
+fn send_read_burst(dev: &Device<Roxe>, qp: &RoxeQp, path: &PathInfo, mtu: IbMtu, mr: Option<PoolRef<RoxeMr>>) {
+    let (burst, ack) = {
+        let mut rs = qp.resp_state.lock();
+        let Some(burst) = rs.read.take_burst() else { return };
+        (burst, rs.proto.aeth(ack_syndrome()))
+    };
+    let reply = burst.reply;
+    let mr = match (mr, reply.access()) {
+        (Some(mr), _) => Some(mr),
+        (None, None) => None,
+        (None, Some(access)) => {
+            let found = remote_target(dev.data(), reply.rkey, qp.pd_id, qp.qpn);
+            if check_rkey(found.as_ref().map(|(t, _)| t), &access).is_ok() {
+                found.map(|(_, mr)| mr)
+            } else {
+                // The key went: nothing to send; the requester's retries end in an error.
+                let mut rs = qp.resp_state.lock();
+                rs.read.finish_burst(burst.generation, None, now_ms());
+                rs.read.sent();
+                return;
+            }
+        }
+    };
+    let netdev = dev.data().netdev.clone();
+    let mut packets = KVec::new();
+    let rest = read_responses(dev, &netdev, path, mtu, ack, mr.as_ref().map(|m| &***m), &reply, &mut packets);
+    qp.resp_state.lock().read.finish_burst(burst.generation, rest, now_ms());
+    if let Some(av) = path.av {
+        send_responses(dev, qp, &av, None, packets);
+    }
+    // Once the burst is on its way, answers to later requests may follow it.
+    qp.resp_state.lock().read.sent();
+}
+
+/// Queues into `packets` the first [`READ_REPLY_BURST`] RDMA READ RESPONSE packets of `reply`,
+/// and returns the rest of it, if any. An ODP page missing (invalidated since the READ was
+/// accepted, or a replay of a READ whose pages went) ends the reply where it is, with a fault of
+/// the rest queued: the requester times out and asks again for what it misses.
+#[allow(clippy::too_many_arguments)]
 fn read_responses(
     dev: &Device<Roxe>,
+    netdev: &NetDevice,
     path: &PathInfo,
     mtu: IbMtu,
     ack: Aeth,
     mr: Option<&RoxeMr>,
     reply: &ReadReply,
-    fx: &mut Effects,
+    packets: &mut KVec<TxSkBuff>,
 ) -> Option<ReadReply> {
     for seg in reply.packets(mtu).take(READ_REPLY_BURST as usize) {
         let at = reply.va.wrapping_add(u64::from(seg.offset));
         let aeth = if seg.has_aeth { Some(ack) } else { None };
         let mut missing = false;
         let skb = response(
-            &fx.netdev,
+            netdev,
             path,
             seg.opcode,
             seg.psn,
@@ -937,11 +946,13 @@ fn read_responses(
         if let (true, Some(mr)) = (missing, mr) {
             let _ = odp::fault_mr(dev, mr, at, u64::from(reply.len.saturating_sub(seg.offset)));
         }
-        if skb.is_none() {
+        let Some(skb) = skb else {
             // Out of memory or the data vanished: the requester times out and asks again.
             return None;
+        };
+        if packets.push(skb, GFP_ATOMIC).is_err() {
+            return None;
         }
-        push(fx, skb);
     }
     reply.rest_after(mtu, READ_REPLY_BURST)
 }

@@ -51,6 +51,9 @@ pub(crate) struct SrqInner {
 pub(crate) struct RoxeSrq {
     pub(crate) srq_num: u32,
     pub(crate) pd_id: u64,
+    /// The ring's slot size, fixed at creation (a resize keeps it): the responder allocates a
+    /// slot's copy before it takes the lock.
+    pub(crate) elem_size: usize,
     #[pin]
     pub(crate) inner: SpinLockIrq<SrqInner>,
     pub(crate) notifier: Arc<SrqNotifier>,
@@ -92,9 +95,11 @@ pub(crate) fn create(
     }
     let (max_sge, limit) = (a.max_sge, a.srq_limit);
     let pd_id = init.pd.data().id;
+    let elem_size = queue.elem_size();
     slot.fill(try_pin_init!(RoxeSrq {
         srq_num,
         pd_id,
+        elem_size,
         inner <- kernel::new_spinlock_irq!(SrqInner { queue, max_sge, limit }, "roxe_srq"),
         notifier,
     }? Error))

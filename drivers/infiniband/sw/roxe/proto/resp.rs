@@ -872,6 +872,107 @@ pub const READ_REPLY_BURST: u32 = 256;
 /// flows (5 MiB/s at MTU 1024 for the parts past the first burst).
 pub const READ_REPLY_INTERVAL_MS: u64 = 50;
 
+/// The READ reply a responder QP is sending, and when it may send the next burst of it: the
+/// pacing of READ responses, so that what one received packet costs is bounded.
+///
+/// A new READ is answered at once, a burst of at most [`READ_REPLY_BURST`] responses (the data
+/// it asked for). A duplicate READ (IBA 9.7.5.1.3) restarts the reply from where it asks, but
+/// sends nothing by itself while the stream's last burst is less than
+/// [`READ_REPLY_INTERVAL_MS`] old: a replayed request moves the stream, it does not multiply
+/// it, so a peer replaying one small request at full speed gets at most one burst per interval.
+/// Bursts are built outside the responder's lock ([`ReadStream::take_burst`], then
+/// [`ReadStream::finish_burst`]); a reply replaced meanwhile (a replay, a reset) makes the
+/// built burst's rest stale, which the generation number detects.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadStream {
+    /// What is left to send.
+    pending: Option<ReadReply>,
+    /// When the next burst may go (ms since boot); 0: at once.
+    next_ms: u64,
+    /// A burst of `pending` is being built and sent; nobody else starts one.
+    busy: bool,
+    /// Bumped on every change of `pending` that is not the end of a burst.
+    generation: u32,
+}
+
+/// A burst to build: the reply to send from, and the stream's generation when it was taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadBurst {
+    /// The reply, from its next response on.
+    pub reply: ReadReply,
+    /// [`ReadStream`]'s generation, for [`ReadStream::finish_burst`].
+    pub generation: u32,
+}
+
+impl ReadStream {
+    /// Whether responses are still to go out (or going out): a later request's response would
+    /// overtake them (IBA 9.5: responses in request order).
+    pub const fn active(&self) -> bool {
+        self.pending.is_some() || self.busy
+    }
+
+    /// Forgets the reply (modify QP `rq_psn`, RESET).
+    pub fn clear(&mut self) {
+        self.pending = None;
+        self.generation = self.generation.wrapping_add(1);
+    }
+
+    /// A new READ's reply: due at once.
+    pub fn start(&mut self, reply: ReadReply) {
+        self.pending = Some(reply);
+        self.next_ms = 0;
+        self.generation = self.generation.wrapping_add(1);
+    }
+
+    /// A reply whose first burst went out another way (the loopback drainer delivers it): the
+    /// rest follows an interval after `now_ms`.
+    pub fn start_later(&mut self, rest: ReadReply, now_ms: u64) {
+        self.pending = Some(rest);
+        self.next_ms = now_ms.saturating_add(READ_REPLY_INTERVAL_MS);
+        self.generation = self.generation.wrapping_add(1);
+    }
+
+    /// A duplicate READ's replay replaces what is left of the reply. Returns whether a burst is
+    /// due now (the stream is idle and its last burst at least an interval old); otherwise the
+    /// device tick sends it when it is.
+    pub fn replay(&mut self, reply: ReadReply, now_ms: u64) -> bool {
+        self.pending = Some(reply);
+        self.generation = self.generation.wrapping_add(1);
+        !self.busy && now_ms >= self.next_ms
+    }
+
+    /// Whether a burst is due at `now_ms` (the device tick asks).
+    pub const fn due(&self, now_ms: u64) -> bool {
+        self.pending.is_some() && !self.busy && now_ms >= self.next_ms
+    }
+
+    /// Claims the next burst to build, if one is pending and nobody builds one.
+    pub fn take_burst(&mut self) -> Option<ReadBurst> {
+        if self.busy {
+            return None;
+        }
+        let reply = self.pending?;
+        self.busy = true;
+        Some(ReadBurst { reply, generation: self.generation })
+    }
+
+    /// The burst claimed as `generation` was built: `rest` is what follows it (`None`: the
+    /// reply is complete, or it failed and the requester asks again). The next burst may go an
+    /// interval after `now_ms`. A reply replaced since the claim keeps its place. The stream
+    /// stays busy until [`ReadStream::sent`], so that nothing overtakes the burst on its way out.
+    pub fn finish_burst(&mut self, generation: u32, rest: Option<ReadReply>, now_ms: u64) {
+        if self.generation == generation {
+            self.pending = rest;
+        }
+        self.next_ms = now_ms.saturating_add(READ_REPLY_INTERVAL_MS);
+    }
+
+    /// The burst has been handed to the network.
+    pub fn sent(&mut self) {
+        self.busy = false;
+    }
+}
+
 /// A stream of RDMA READ responses to send: new, or replayed for a duplicate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReadReply {
@@ -1423,6 +1524,69 @@ pub const fn error_action(cfg: &RespConfig, err: RespError) -> ErrorAction {
 mod tests {
     use super::*;
     use std::vec::Vec;
+
+    fn reply(psn: u32, len: u32) -> ReadReply {
+        ReadReply { first_psn: Psn::new(psn), va: 0x1000, rkey: 7, len, resumes: false }
+    }
+
+    #[test]
+    fn read_stream_new_read_is_due_at_once() {
+        let mut s = ReadStream::default();
+        assert!(!s.active());
+        s.start(reply(10, 1 << 20));
+        assert!(s.active() && s.due(0));
+        let b = s.take_burst().unwrap();
+        assert_eq!(b.reply, reply(10, 1 << 20));
+        // Nobody else builds while the burst is out, and later requests wait behind it.
+        assert!(s.take_burst().is_none() && !s.due(u64::MAX) && s.active());
+        let rest = b.reply.rest_after(IbMtu::Mtu1024, READ_REPLY_BURST);
+        s.finish_burst(b.generation, rest, 1000);
+        assert!(s.active() && s.take_burst().is_none());
+        s.sent();
+        assert!(!s.due(1000 + READ_REPLY_INTERVAL_MS - 1));
+        assert!(s.due(1000 + READ_REPLY_INTERVAL_MS));
+        assert_eq!(s.take_burst().unwrap().reply, rest.unwrap());
+    }
+
+    #[test]
+    fn read_stream_replays_are_paced_not_multiplied() {
+        let mut s = ReadStream::default();
+        s.start(reply(10, 1 << 20));
+        let b = s.take_burst().unwrap();
+        s.finish_burst(b.generation, b.reply.rest_after(IbMtu::Mtu1024, READ_REPLY_BURST), 1000);
+        s.sent();
+        // A flood of duplicates within the interval: none is due, each restarts the stream.
+        for t in 1000..1000 + READ_REPLY_INTERVAL_MS {
+            assert!(!s.replay(reply(10, 1 << 20), t));
+        }
+        assert_eq!(s.take_burst().map(|b| b.reply), Some(reply(10, 1 << 20)));
+        s.finish_burst(s.generation, None, 2000);
+        s.sent();
+        assert!(!s.active());
+        // Past the interval a replay of a finished reply is due at once.
+        assert!(s.replay(reply(10, 1 << 20), 2000 + READ_REPLY_INTERVAL_MS));
+    }
+
+    #[test]
+    fn read_stream_replay_during_a_burst_keeps_its_place() {
+        let mut s = ReadStream::default();
+        s.start(reply(10, 1 << 20));
+        let b = s.take_burst().unwrap();
+        // A replay arrives while the burst is being built: not due (busy), and the burst's
+        // rest does not overwrite it.
+        assert!(!s.replay(reply(300, 4096), 0));
+        s.finish_burst(b.generation, b.reply.rest_after(IbMtu::Mtu1024, READ_REPLY_BURST), 5);
+        s.sent();
+        assert_eq!(s.take_burst().map(|b| b.reply), Some(reply(300, 4096)));
+        // A clear (RESET) while a burst is out: nothing is left afterwards.
+        let mut s = ReadStream::default();
+        s.start(reply(10, 1 << 20));
+        let b = s.take_burst().unwrap();
+        s.clear();
+        s.finish_burst(b.generation, b.reply.rest_after(IbMtu::Mtu1024, READ_REPLY_BURST), 5);
+        s.sent();
+        assert!(!s.active());
+    }
 
     fn odp_cfg(qp_type: QpType) -> RespConfig {
         RespConfig { qp_type, access_flags: 0, mtu: IbMtu::Mtu1024, max_dest_rd_atomic: 1, min_rnr_timer: 0x2c }
