@@ -167,11 +167,14 @@ impl RoxeMr {
     }
 
     /// The pages `[first, first + count)` of an ODP MR that back `[va, va + len)` from the first
-    /// one not present on, for a fault;
-    /// `None` for other MRs or a range outside the MR.
-    pub(crate) fn odp_pages(&self, va: u64, len: u64) -> Option<(usize, usize)> {
+    /// one not present on, for a fault of at most `max_pages` pages; `None` for other MRs or a
+    /// range outside the MR. Only the first `max_pages` pages of the range are looked at: a
+    /// fault brings in no more, so what a miss costs does not grow with the request's length
+    /// (a WRITE or READ of gigabytes names its whole range in every packet that misses).
+    pub(crate) fn odp_pages(&self, va: u64, len: u64, max_pages: usize) -> Option<(usize, usize)> {
         let MrMem::Odp { geometry, odp } = &self.mem else { return None };
-        let mut chunks = geometry.chunks(va, len.max(1)).ok()?;
+        let len = len.max(1).min(geometry.page_size().saturating_mul(max_pages as u64));
+        let mut chunks = geometry.chunks(va, len).ok()?;
         let first = chunks.next()?.page_index;
         let last = chunks.last().map_or(first, |c| c.page_index);
         // From the first page not present: a fault brings in a bounded number of pages, so a

@@ -76,7 +76,7 @@ fn push(dev: &Device<Roxe>, job: Job) -> bool {
 /// Queues a fault of the ODP pages behind `[va, va + len)` of `mr` (nothing for other MRs).
 /// Any context. Returns whether a fault is queued.
 pub(crate) fn fault_mr(dev: &Device<Roxe>, mr: &RoxeMr, va: u64, len: u64) -> bool {
-    let Some((first, count)) = mr.odp_pages(va, len) else { return false };
+    let Some((first, count)) = mr.odp_pages(va, len, MAX_FAULT_PAGES) else { return false };
     let key = mr.key().raw();
     push(dev, Job::Fault { index: MemKey::from_raw(key).index(), key, first, count: count.min(MAX_FAULT_PAGES) })
 }
@@ -87,7 +87,7 @@ pub(crate) fn fault_mr(dev: &Device<Roxe>, mr: &RoxeMr, va: u64, len: u64) -> bo
 pub(crate) fn fault_sges(dev: &Device<Roxe>, pd_id: u64, list: &SgeList<'_>, offset: u64, len: usize, need: Access) -> bool {
     let mut all = true;
     let _ = list.walk(dev.data(), pd_id, offset, len, need, |mr, va, r| {
-        if mr.odp_pages(va, r.len() as u64).is_some() {
+        if mr.odp_pages(va, r.len() as u64, 1).is_some() {
             all &= fault_mr(dev, mr, va, r.len() as u64);
         }
         Ok(())

@@ -678,10 +678,15 @@ fn execute(
             match req.info.operation() {
                 Operation::RdmaWrite => remote_copy(dev, &mr, access.va, access.len, mr.write_at(access.va, payload))?,
                 Operation::RdmaReadRequest => {
-                    // ODP: the responses are built here and from the tick, in softirq, which
-                    // cannot fault; the whole range must be present before the READ is
-                    // accepted (it then counts as a message).
-                    remote_copy(dev, &mr, access.va, access.len, mr.check_present(access.va, access.len))?;
+                    // ODP: the responses are built in softirq, which cannot fault, so the
+                    // first burst's bytes must be present before the READ is accepted (it
+                    // then counts as a message). Only those: what one request packet costs
+                    // stays bounded whatever the READ's length. A page missing further on
+                    // ends the reply where it is, with its fault queued (`read_responses`),
+                    // and the requester asks again from there.
+                    let first_burst = u64::from(READ_REPLY_BURST) * u64::from(cfg.mtu.bytes());
+                    let len = access.len.min(first_burst);
+                    remote_copy(dev, &mr, access.va, access.len, mr.check_present(access.va, len))?;
                     read_mr = Some(mr);
                 }
                 Operation::CompareSwap | Operation::FetchAdd => {
