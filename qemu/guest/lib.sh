@@ -117,6 +117,43 @@ gid_index_v6() { gid_index_with "${1:-$RDMA_DEV}" fd77:; }
 # The RoCE v2 GID index of our IPv4 address (GID 1 on rxe, but never assume).
 gid_index_v4() { gid_index_with "${1:-$RDMA_DEV}" 0000:0000:0000:0000:0000:ffff:; }
 
+# veth_peer DRV NS ADDR NS_ADDR: loads DRV (roxe or rxe) and creates device ${DRV}0 on a veth
+# vpc0 holding ADDR, whose other end vpc1 is in network namespace NS holding NS_ADDR, so that
+# packets sent from NS arrive on the device's netdev from outside (a packet between two local
+# addresses would go over lo, which carries no RDMA device). vpc0 takes packets whose source is
+# one of its own addresses (accept_local: a transparent socket in NS may send as ADDR), and NS
+# reaches ADDR without ARP (such a packet's source is not NS's own address). Sets RDMA_DEV.
+veth_peer() {
+	local drv=$1 ns=$2 addr=$3 ns_addr=$4
+	load_rdma_core || return 1
+	case "$drv" in
+	roxe) insmod "/roxe/build/$ROXE_FLAVOUR/roxe.ko" || return 1 ;;
+	rxe) modprobe rdma_rxe || return 1 ;;
+	*) return 1 ;;
+	esac
+	ip netns add "$ns" || return 1
+	ip link add vpc0 type veth peer name vpc1 || return 1
+	ip link set vpc1 netns "$ns" || return 1
+	ip addr add "$addr/24" dev vpc0 || return 1
+	sysctl -qw net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.vpc0.rp_filter=0 \
+		net.ipv4.conf.vpc0.accept_local=1 || return 1
+	ip link set vpc0 up || return 1
+	ip -n "$ns" link set lo up || return 1
+	ip -n "$ns" addr add "$ns_addr/24" dev vpc1 || return 1
+	ip -n "$ns" link set vpc1 up || return 1
+	ip -n "$ns" neigh replace "$addr" lladdr "$(cat /sys/class/net/vpc0/address)" dev vpc1 nud permanent || return 1
+	RDMA_DEV=${drv}0
+	rdma link add "$RDMA_DEV" type "$drv" netdev vpc0 || return 1
+	wait_port_active "$RDMA_DEV" || return 1
+	ip addr show dev vpc0; ip -n "$ns" addr show dev vpc1; rdma link show
+}
+
+# veth_peer_unload DRV NS: undoes veth_peer.
+veth_peer_unload() {
+	rdma link delete "${1}0" && ip link del vpc0 && ip netns del "$2" || return 1
+	case "$1" in roxe) rmmod roxe ;; rxe) rmmod rdma_rxe ;; esac
+}
+
 # Retry a client command until the server side is listening (server start is not instant).
 retry_client() {
 	local t=$1; shift
@@ -154,5 +191,5 @@ finish_tests() { exit $ROXE_TESTS_FAILED; }
 
 # Helpers that `check` runs in a child shell need to be exported, with the variables they use.
 export -f say pass fail retry_client wait_port_active gid_index_with gid_index_v4 gid_index_v6 load_rdma_core unload_driver \
-	kmemleak_check
+	kmemleak_check veth_peer_unload
 export ROXE_VM ROXE_FLAVOUR PEER_IP SELF_IP NETDEV

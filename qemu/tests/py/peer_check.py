@@ -22,7 +22,7 @@ sockets created inside NETNS to TARGET_IP:4791, so they arrive on DEV's netdev f
 
 One PASS/FAIL line per case.
 """
-import os, socket, struct, sys, time, zlib
+import os, sys, time
 import pyverbs.enums as e
 from pyverbs.cq import CQ
 from pyverbs.mr import MR
@@ -31,9 +31,9 @@ from pyverbs.addr import AHAttr, GlobalRoute
 from pyverbs.wr import RecvWR, SGE, SendWR
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ringlib import REMOTE_ALL, Env, Report, drain, poll, qp_state, wcname
+from ringlib import (REMOTE_ALL, Counters, Env, Report, Sender, aeth, bth, drain, icrc_known_answers, poll,
+                     qp_state, reth, wcname)
 
-ROCE_PORT = 4791
 # BTH opcodes (IBA 9.2, drivers/infiniband/sw/roxe/proto/opcode.rs).
 RC_SEND_ONLY, RC_WRITE_ONLY, RC_ACK, UC_SEND_ONLY = 0x04, 0x0a, 0x11, 0x24
 # AETH syndromes: ACK with no credit information, NAK remote access error.
@@ -43,112 +43,9 @@ PAYLOAD = bytes((0xf0 ^ i) & 0xff for i in range(64))
 # R's min_rnr_timer for the RNR cases: 27 = 122.88 ms between the requester's RNR retries.
 RNR_TIMER = 27
 QUIET = 1.0   # how long "nothing happens" is watched
-IP_TRANSPARENT = getattr(socket, 'IP_TRANSPARENT', 19)
-IP_MTU_DISCOVER = getattr(socket, 'IP_MTU_DISCOVER', 10)
-IP_PMTUDISC_DO = getattr(socket, 'IP_PMTUDISC_DO', 2)
-
-
-# ---- RoCEv2 packets ---------------------------------------------------------------------------
-
-def bth(opcode, dest_qpn, psn, ack_req=True):
-    """Base transport header: no SE, no pad, version 0, P_Key 0xffff."""
-    return struct.pack('!BBHII', opcode, 0, 0xffff, dest_qpn & 0xffffff,
-                       (0x80000000 if ack_req else 0) | (psn & 0xffffff))
-
-
-def reth(va, rkey, length):
-    return struct.pack('!QII', va, rkey, length)
-
-
-def aeth(syndrome, msn):
-    return struct.pack('!I', (syndrome << 24) | (msn & 0xffffff))
-
-
-def icrc(ip, udp, transport):
-    """The RoCEv2 ICRC (proto/icrc.rs): zlib's CRC-32 over 8 bytes of 0xff (the masked LRH),
-    the IPv4 header with TOS, TTL and checksum set to ones, the UDP header with its checksum set
-    to ones, the BTH with its fifth byte set to ones, and the rest up to the ICRC."""
-    ip, udp, t = bytearray(ip), bytearray(udp), bytearray(transport)
-    ip[1] = 0xff
-    ip[8] = 0xff
-    ip[10:12] = b'\xff\xff'
-    udp[6:8] = b'\xff\xff'
-    t[4] = 0xff
-    return zlib.crc32(b'\xff' * 8 + bytes(ip) + bytes(udp) + bytes(t)) & 0xffffffff
-
-
-def icrc_known_answers():
-    """The known-answer vectors of proto/icrc.rs (a ConnectX-4 Lx CNP, scapy's UC SEND)."""
-    h = bytes.fromhex
-    cnp = h('45c2003c718c400040119161 0a001101 0a001201'.replace(' ', '')
-            + '000012b700280000' + '8100ffff4000011800000000' + '00' * 16)
-    got1 = icrc(cnp[:20], cnp[20:28], cnp[28:])
-    ip = h('45010040047840004011b4d5c0a80007c0a80007')
-    udp = h('c00012b7002caca2')
-    t = h('2460ffff000000d300cf1710') + b'F0\x81\x8b\xe2\x895\xd9\x0e\x9a\x95PT\x01\xbe\x88^P\x00\x00'
-    got2 = struct.pack('<I', icrc(ip, udp, t))
-    ok = got1 == 0x2a00fd82 and got2 == bytes.fromhex('78f353f3')
-    return ok, f'cnp {got1:#010x} (want 0x2a00fd82), uc-send {got2.hex()} (want 78f353f3)'
-
-
-def setns(fd):
-    if hasattr(os, 'setns'):
-        os.setns(fd, os.CLONE_NEWNET)
-        return
-    import ctypes
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.setns(fd, 0x40000000) != 0:
-        raise OSError(ctypes.get_errno(), 'setns')
-
-
-class Sender:
-    """A UDP socket in network namespace `netns`, bound to (src, sport), sending RoCEv2 payloads
-    to (dst, 4791). The kernel builds the IP and UDP headers: an unconnected socket with DF
-    (IP_PMTUDISC_DO) gets IP ID 0, which the ICRC below assumes (the control cases check it)."""
-
-    def __init__(self, netns, src, dst, sport, transparent):
-        self.src, self.dst, self.sport = src, dst, sport
-        own = os.open('/proc/self/ns/net', os.O_RDONLY)
-        target = os.open(f'/run/netns/{netns}', os.O_RDONLY)
-        try:
-            setns(target)
-            try:
-                s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-                if transparent:  # may send from an address that is not the namespace's
-                    s.setsockopt(socket.SOL_IP, IP_TRANSPARENT, 1)
-                s.setsockopt(socket.IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO)
-                s.bind((src, sport))
-            finally:
-                setns(own)
-        finally:
-            os.close(own)
-            os.close(target)
-        self.sock = s
-
-    def send(self, transport):
-        """Sends BTH..payload with its ICRC appended."""
-        udp_len = 8 + len(transport) + 4
-        ip = struct.pack('!BBHHHBBH4s4s', 0x45, 0, 20 + udp_len, 0, 0x4000, 64, 17, 0,
-                         socket.inet_aton(self.src), socket.inet_aton(self.dst))
-        udp = struct.pack('!HHHH', self.sport, ROCE_PORT, udp_len, 0)
-        pkt = transport + struct.pack('<I', icrc(ip, udp, transport))
-        n = self.sock.sendto(pkt, (self.dst, ROCE_PORT))
-        assert n == len(pkt), (n, len(pkt))
 
 
 # ---- verbs ------------------------------------------------------------------------------------
-
-class Counters:
-    def __init__(self, dev):
-        self.dir = f'/sys/class/infiniband/{dev}/ports/1/hw_counters'
-
-    def get(self, name):
-        try:
-            with open(f'{self.dir}/{name}') as f:
-                return int(f.read())
-        except OSError:
-            return None
-
 
 class Pair:
     """Requester Q and responder R, connected in loopback: Q's SQ starts at PSN `psn` (R's

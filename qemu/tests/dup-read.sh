@@ -1,0 +1,137 @@
+#!/bin/bash
+# Duplicate RDMA READ requests at full speed: what one duplicate costs the responder must stay
+# small. A request whose PSN is behind the responder's expected PSN is a duplicate (IBA
+# 9.7.5.1); a duplicate READ is answered by replaying its responses from the responder
+# resources (rdma_rxe `duplicate_request`). A peer (or anyone who can send as the peer) that
+# replays a READ request of 1 MiB (a 60-byte IP packet) must not make the device build and send
+# a burst of MTU-sized responses per request, with the QP's responder lock held and interrupts
+# off: the flood would turn into egress of thousands of times its size and starve everything
+# else on the CPU. Arguments: the driver (roxe, or rxe by hand to see rdma_rxe's behaviour),
+# the seconds of flood (30 in the long form; 10 is enough to see the cost).
+#
+# The device sits on a veth (vpc0, 10.99.1.1) whose other end (vpc1) is in namespace duprd with
+# the peer's address 10.99.1.2 (veth_peer in qemu/guest/lib.sh). qemu/tests/py/dup_read.py
+# connects an RC QP to that peer, sends it a 1 MiB READ from the namespace (checking every
+# response), floods it with the READ's duplicate and checks that the flood reached the
+# responder (duplicate_request rose by at least half the duplicates sent) and that the device
+# sent at most 16 packets towards the peer per duplicate counted. Beside the flood (which goes
+# on until it is over), ibv_rc_pingpong between two other QPs of the device (loopback through
+# its own GID), one end on the CPU that takes the flood, must keep within 3x of its usec/iter
+# without the flood, measured just before and just after in the same boot. The kernel must
+# report no soft lockup, RCU stall or hung task (the harness's dmesg check covers the boot too).
+. /roxe/qemu/guest/lib.sh
+DRV=${1:-roxe}
+FLOOD=${2:-30}
+NS=duprd ADDR=10.99.1.1 PEER=10.99.1.2
+PY=/roxe/qemu/tests/py/dup_read.py
+# The pingpong without the flood, just before and just after it: enough iterations for a few
+# seconds under TCG. The one beside the flood gets as many as take half the flood's time at the
+# pace before it, and the flood goes on until it is over.
+BASE_ITERS=1000
+# Logs written while the flood runs go to tmpfs and are copied to /out afterwards (/out is 9p,
+# whose writers would compete with the flood for the CPUs).
+W=/tmp/dupread
+# The flood's sender runs on the last CPU; the duplicates' receive processing runs there too (a
+# veth delivers a packet on the CPU that sent it).
+FLOOD_CPU=$(($(nproc) - 1))
+rm -rf $W; mkdir -p $W
+
+step "$DRV-dupread-setup" veth_peer "$DRV" $NS $ADDR $PEER || finish_tests
+RDMA_DEV=${DRV}0
+gid=$(gid_index_with "$RDMA_DEV" 0000:0000:0000:0000:0000:ffff:0a63:0101) || { fail "no RoCE v2 GID for $ADDR"; finish_tests; }
+
+# pingpong ITERS NAME TIMEOUT: a validating ibv_rc_pingpong pair (the client retried while the
+# server is not listening yet); prints the client's usec/iter, fails if either side failed. Both
+# sides wait for completion events and run at real-time priority, the server on CPU 0, the
+# client on the flood's CPU: each runs as soon as it has work, whatever else wants the CPU, so
+# that what slows the client down is time its CPU spends where it cannot be preempted (the
+# duplicates' receive processing), not the flood's sender, whose own CPU time is no cost of the
+# device's.
+pingpong() {
+	local n=$1 name=$2 t=$3 srv rc=0 i
+	timeout "$t" taskset -c 0 chrt -f 50 ibv_rc_pingpong -d "$RDMA_DEV" -g "$gid" -n "$n" -e -c \
+		>$W/pp-$name-server.log 2>&1 &
+	srv=$!
+	for i in $(seq 1 30); do
+		rc=0
+		timeout "$t" taskset -c $FLOOD_CPU chrt -f 50 ibv_rc_pingpong -d "$RDMA_DEV" -g "$gid" -n "$n" -e -c \
+			127.0.0.1 >$W/pp-$name-client.log 2>&1 || rc=1
+		[ $rc = 0 ] && break
+		grep -q "Couldn't connect" $W/pp-$name-client.log || break
+		sleep 1
+	done
+	wait $srv || rc=1
+	[ $rc = 0 ] || return 1
+	awk '/usec\/iter/ { print $(NF - 1) }' $W/pp-$name-client.log
+}
+
+alone() { # alone NAME: a pingpong without the flood; sets $alone_usec
+	say "pingpong without the flood ($BASE_ITERS iterations)"
+	if alone_usec=$(pingpong $BASE_ITERS "$1" 300) && [ -n "$alone_usec" ]; then
+		pass "$DRV-dupread-pingpong-$1 ($BASE_ITERS iters, $alone_usec usec/iter)"
+	else
+		fail "$DRV-dupread-pingpong-$1: $(tail -3 $W/pp-$1-client.log $W/pp-$1-server.log | tr '\n' ' ')"
+		alone_usec=""
+	fi
+}
+alone alone-before
+before=$alone_usec
+
+iters=$(awk -v f="$FLOOD" -v u="${before:-1000}" 'BEGIN { n = int(f * 1e6 / 2 / u); print (n < 200 ? 200 : n) }')
+say "flood of $FLOOD s or until the pingpong beside it ($iters iterations) is done"
+timeout -k 5 $((FLOOD * 4 + 400)) taskset -c $FLOOD_CPU python3 -X faulthandler "$PY" "$RDMA_DEV" "$gid" $NS $ADDR $PEER "$FLOOD" $W/flooding $W/stop >$W/dupread.log 2>&1 &
+py=$!
+for i in $(seq 1 600); do
+	[ -e $W/flooding ] && break
+	kill -0 $py 2>/dev/null || break
+	sleep 0.2
+done
+pp_ok=0 flood="" flood_start=0 pp_start=0 pp_end=0
+if [ -e $W/flooding ]; then
+	pp_start=$(date +%s.%N)
+	flood=$(pingpong "$iters" flood $((FLOOD * 4 + 50))) && [ -n "$flood" ] && pp_ok=1
+	pp_end=$(date +%s.%N)
+	read -r flood_start <$W/flooding
+	# The flood lasts at least $FLOOD s; it stops once the pingpong is over.
+	sleep "$(awk -v s="$flood_start" -v F="$FLOOD" -v now="$(date +%s.%N)" 'BEGIN { d = s + F - now; print (d > 0 ? d : 0) }')"
+fi
+touch $W/stop
+rc=0; wait $py || rc=$?
+cp $W/* /out/ 2>/dev/null
+grep -E '^(PASS|FAIL) dupread:' $W/dupread.log | while read -r st name rest; do
+	echo "$st $DRV-$name $rest" >>/out/results
+done
+grep -E '^(PASS|FAIL|SKIP) dupread:|^dupread:' $W/dupread.log
+[ $rc = 0 ] || fail "$DRV-dupread-cases (exit $rc)"
+
+alone alone-after
+after=$alone_usec
+if [ ! -e $W/flooding ]; then
+	fail "$DRV-dupread-pingpong-beside (no flood)"
+elif [ $pp_ok = 0 ]; then
+	fail "$DRV-dupread-pingpong-beside: the pingpong failed during the flood: $(tail -3 $W/pp-flood-client.log $W/pp-flood-server.log | tr '\n' ' ')"
+elif [ -z "$before" ] || [ -z "$after" ]; then
+	fail "$DRV-dupread-pingpong-beside ($flood usec/iter beside the flood; no measure without it)"
+else
+	# Against the mean of the runs just before and just after the flood: the host's own load
+	# (other VMs under TCG) moves a pingpong's pace by itself.
+	verdict=$(awk -v b1="$before" -v b2="$after" -v f="$flood" -v s="$flood_start" -v ps="$pp_start" -v pe="$pp_end" -v n="$iters" 'BEGIN {
+		b = (b1 + b2) / 2; r = f / b
+		printf "%s %s usec/iter beside the flood, %.2f alone (%s before, %s after): %.2fx, want <= 3; %d iters, started %.1f s and ended %.1f s into the flood\n",
+			r <= 3 ? "PASS" : "FAIL", f, b, b1, b2, r, n, ps - s, pe - s }')
+	if [ "${verdict%% *}" = PASS ]; then pass "$DRV-dupread-pingpong-beside (${verdict#* })"; else
+		fail "$DRV-dupread-pingpong-beside (${verdict#* })"; fi
+fi
+
+stalls=$(dmesg | grep -E 'soft lockup|rcu: INFO|detected stall|hung task|blocked for more than' | head -5)
+if [ -z "$stalls" ]; then
+	pass "$DRV-dupread-no-stall-reports"
+else
+	fail "$DRV-dupread-no-stall-reports: $(echo "$stalls" | head -1)"
+	echo "$stalls" | sed 's/^/    /'
+fi
+grep -H . /sys/class/infiniband/$RDMA_DEV/ports/1/hw_counters/* 2>/dev/null | sed 's|.*/||' | tr '\n' ' '; echo
+ip -s link show dev vpc0
+check "$DRV-dupread-unload" 60 veth_peer_unload "$DRV" $NS
+[ "$DRV" = roxe ] && kmemleak_check
+finish_tests
