@@ -895,7 +895,7 @@ fn send_read_burst(dev: &Device<Roxe>, qp: &RoxeQp, path: &PathInfo, mtu: IbMtu,
             } else {
                 // The key went: nothing to send; the requester's retries end in an error.
                 let mut rs = qp.resp_state.lock();
-                rs.read.finish_burst(burst.generation, None, now_ms());
+                rs.read.finish_burst(burst.generation, None, now_ms(), 0);
                 rs.read.sent();
                 return;
             }
@@ -903,8 +903,10 @@ fn send_read_burst(dev: &Device<Roxe>, qp: &RoxeQp, path: &PathInfo, mtu: IbMtu,
     };
     let netdev = dev.data().netdev.clone();
     let mut packets = KVec::new();
+    let started = now_ms();
     let rest = read_responses(dev, &netdev, path, mtu, ack, mr.as_ref().map(|m| &***m), &reply, &mut packets);
-    qp.resp_state.lock().read.finish_burst(burst.generation, rest, now_ms());
+    let now = now_ms();
+    qp.resp_state.lock().read.finish_burst(burst.generation, rest, now, now.saturating_sub(started));
     if let Some(av) = path.av {
         send_responses(dev, qp, &av, None, packets);
     }

@@ -877,9 +877,12 @@ pub const READ_REPLY_INTERVAL_MS: u64 = 50;
 ///
 /// A new READ is answered at once, a burst of at most [`READ_REPLY_BURST`] responses (the data
 /// it asked for). A duplicate READ (IBA 9.7.5.1.3) restarts the reply from where it asks, but
-/// sends nothing by itself while the stream's last burst is less than
-/// [`READ_REPLY_INTERVAL_MS`] old: a replayed request moves the stream, it does not multiply
-/// it, so a peer replaying one small request at full speed gets at most one burst per interval.
+/// sends nothing by itself until the stream's next burst is due: a replayed request moves the
+/// stream, it does not multiply it, so a peer replaying one small request at full speed gets
+/// at most one burst per interval. The interval is [`READ_REPLY_INTERVAL_MS`], or
+/// [`READ_REPLY_DUTY`] times what the last burst took to build if that is longer, so that a
+/// stream never keeps a slow CPU (a debug kernel, an emulated one) busy for more than a fraction
+/// of its time.
 /// Bursts are built outside the responder's lock ([`ReadStream::take_burst`], then
 /// [`ReadStream::finish_burst`]); a reply replaced meanwhile (a replay, a reset) makes the
 /// built burst's rest stale, which the generation number detects.
@@ -956,15 +959,17 @@ impl ReadStream {
         Some(ReadBurst { reply, generation: self.generation })
     }
 
-    /// The burst claimed as `generation` was built: `rest` is what follows it (`None`: the
-    /// reply is complete, or it failed and the requester asks again). The next burst may go an
-    /// interval after `now_ms`. A reply replaced since the claim keeps its place. The stream
-    /// stays busy until [`ReadStream::sent`], so that nothing overtakes the burst on its way out.
-    pub fn finish_burst(&mut self, generation: u32, rest: Option<ReadReply>, now_ms: u64) {
+    /// The burst claimed as `generation` was built, which took `took_ms`: `rest` is what
+    /// follows it (`None`: the reply is complete, or it failed and the requester asks again).
+    /// The next burst may go an interval after `now_ms`. A reply replaced since the claim keeps
+    /// its place. The stream stays busy until [`ReadStream::sent`], so that nothing overtakes
+    /// the burst on its way out.
+    pub fn finish_burst(&mut self, generation: u32, rest: Option<ReadReply>, now_ms: u64, took_ms: u64) {
         if self.generation == generation {
             self.pending = rest;
         }
-        self.next_ms = now_ms.saturating_add(READ_REPLY_INTERVAL_MS);
+        let interval = READ_REPLY_INTERVAL_MS.max(took_ms.saturating_mul(READ_REPLY_DUTY));
+        self.next_ms = now_ms.saturating_add(interval);
     }
 
     /// The burst has been handed to the network.
@@ -972,6 +977,10 @@ impl ReadStream {
         self.busy = false;
     }
 }
+
+/// The least time between two bursts of a READ reply, as a multiple of the time the first of
+/// them took to build: at most a fifth of a CPU goes to one reply stream.
+pub const READ_REPLY_DUTY: u64 = 4;
 
 /// A stream of RDMA READ responses to send: new, or replayed for a duplicate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1540,7 +1549,7 @@ mod tests {
         // Nobody else builds while the burst is out, and later requests wait behind it.
         assert!(s.take_burst().is_none() && !s.due(u64::MAX) && s.active());
         let rest = b.reply.rest_after(IbMtu::Mtu1024, READ_REPLY_BURST);
-        s.finish_burst(b.generation, rest, 1000);
+        s.finish_burst(b.generation, rest, 1000, 0);
         assert!(s.active() && s.take_burst().is_none());
         s.sent();
         assert!(!s.due(1000 + READ_REPLY_INTERVAL_MS - 1));
@@ -1553,18 +1562,31 @@ mod tests {
         let mut s = ReadStream::default();
         s.start(reply(10, 1 << 20));
         let b = s.take_burst().unwrap();
-        s.finish_burst(b.generation, b.reply.rest_after(IbMtu::Mtu1024, READ_REPLY_BURST), 1000);
+        s.finish_burst(b.generation, b.reply.rest_after(IbMtu::Mtu1024, READ_REPLY_BURST), 1000, 0);
         s.sent();
         // A flood of duplicates within the interval: none is due, each restarts the stream.
         for t in 1000..1000 + READ_REPLY_INTERVAL_MS {
             assert!(!s.replay(reply(10, 1 << 20), t));
         }
         assert_eq!(s.take_burst().map(|b| b.reply), Some(reply(10, 1 << 20)));
-        s.finish_burst(s.generation, None, 2000);
+        s.finish_burst(s.generation, None, 2000, 0);
         s.sent();
         assert!(!s.active());
         // Past the interval a replay of a finished reply is due at once.
         assert!(s.replay(reply(10, 1 << 20), 2000 + READ_REPLY_INTERVAL_MS));
+    }
+
+    #[test]
+    fn read_stream_slow_bursts_space_out() {
+        let mut s = ReadStream::default();
+        s.start(reply(10, 1 << 20));
+        let b = s.take_burst().unwrap();
+        // A burst that took 100 ms to build: the next one waits four times as long.
+        s.finish_burst(b.generation, b.reply.rest_after(IbMtu::Mtu1024, READ_REPLY_BURST), 1000, 100);
+        s.sent();
+        assert!(!s.due(1000 + READ_REPLY_INTERVAL_MS));
+        assert!(!s.replay(reply(10, 1 << 20), 1399));
+        assert!(s.due(1400));
     }
 
     #[test]
@@ -1575,7 +1597,7 @@ mod tests {
         // A replay arrives while the burst is being built: not due (busy), and the burst's
         // rest does not overwrite it.
         assert!(!s.replay(reply(300, 4096), 0));
-        s.finish_burst(b.generation, b.reply.rest_after(IbMtu::Mtu1024, READ_REPLY_BURST), 5);
+        s.finish_burst(b.generation, b.reply.rest_after(IbMtu::Mtu1024, READ_REPLY_BURST), 5, 0);
         s.sent();
         assert_eq!(s.take_burst().map(|b| b.reply), Some(reply(300, 4096)));
         // A clear (RESET) while a burst is out: nothing is left afterwards.
@@ -1583,7 +1605,7 @@ mod tests {
         s.start(reply(10, 1 << 20));
         let b = s.take_burst().unwrap();
         s.clear();
-        s.finish_burst(b.generation, b.reply.rest_after(IbMtu::Mtu1024, READ_REPLY_BURST), 5);
+        s.finish_burst(b.generation, b.reply.rest_after(IbMtu::Mtu1024, READ_REPLY_BURST), 5, 0);
         s.sent();
         assert!(!s.active());
     }
