@@ -124,7 +124,19 @@ def one_round(env, rnd, seconds, report, totals):
 def main():
     dev, gid_index, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
     report = Report('completions')
-    env = Env(dev, gid_index)
+    env = None
+    for attempt in range(20):
+        try:
+            env = Env(dev, gid_index)
+            break
+        except (PyverbsError, PyverbsRDMAError, OSError) as ex:
+            # Creating the PD and MRs may meet an injected allocation failure too (reg_mr
+            # allocates without sleeping under the key pool's lock): an errno, tried again.
+            print(f'setup attempt {attempt}: {ex}', flush=True)
+    if env is None:
+        report.check('setup', False, 'no PD and MRs in 20 attempts')
+        report.finish()
+        return
     totals = {}
     rounds = max(1, int(seconds // 10))
     posted = 0
