@@ -941,7 +941,7 @@ impl ReadStream {
     pub fn replay(&mut self, reply: ReadReply, now_ms: u64) -> bool {
         self.pending = Some(reply);
         self.generation = self.generation.wrapping_add(1);
-        !self.busy && now_ms >= self.next_ms
+        self.due(now_ms)
     }
 
     /// Whether a burst is due at `now_ms` (the device tick asks).
