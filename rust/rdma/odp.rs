@@ -7,7 +7,9 @@
 //!
 //! A software HCA copies to and from these pages in softirq context, where nothing may sleep, so
 //! it cannot use the umem's own page list (written by `hmm_range_fault` without a lock) nor its
-//! mutex. [`OdpMem`] therefore keeps its own page table under an IRQ-safe spinlock:
+//! mutex. [`OdpMem`] therefore keeps its own page table under a spinlock, always taken with
+//! bottom halves off and never with hard interrupts off: the copies it guards are a packet's
+//! payload, and hard interrupts stay on while payload moves.
 //!
 //! - [`OdpMem::fault`] (process context) faults a range with
 //!   `ib_umem_odp_map_dma_and_lock`, which returns with the umem mutex held and the pfn list
@@ -15,8 +17,11 @@
 //!   copies the range's pages into the table, under the spinlock.
 //! - The notifier's invalidate callback takes the umem mutex, bumps the notifier sequence, clears
 //!   the range's entries under the spinlock, then lets the core unmap the range. Only after the
-//!   callback returns may the pages be freed or moved.
-//! - [`OdpMem::access`] (any context) runs the copies under the spinlock. An entry present there
+//!   callback returns may the pages be freed or moved. The entries are cleared a batch at a
+//!   time ([`CLEAR_BATCH`]), the lock released in between: an invalidation of gigabytes does
+//!   not hold bottom halves off for all of it, and a copy between two batches still finds only
+//!   pages that are mapped (the core unmaps them after the callback).
+//! - [`OdpMem::access`] (process or softirq context) runs the copies under the spinlock. An entry present there
 //!   is a page that cannot go away before the lock is released, since the callback that would
 //!   let it go waits for the lock first. A missing entry is reported, never waited for.
 //!
@@ -26,16 +31,16 @@
 //! [`include/linux/mmu_notifier.h`](srctree/include/linux/mmu_notifier.h)
 
 use super::{
-    bindings,
+    bh, bindings,
     device::{Device, Driver},
     mmap::PAGE_SIZE,
 };
 use core::ptr::NonNull;
 use kernel::{
     ffi,
-    new_mutex, new_spinlock_irq,
+    new_mutex, new_spinlock,
     prelude::*,
-    sync::{Mutex, SpinLockIrq},
+    sync::{Mutex, SpinLock},
 };
 
 const PAGE_SHIFT: u32 = kernel::page::PAGE_SHIFT as u32;
@@ -46,6 +51,9 @@ const MISSING: usize = 0;
 /// of the range makes it [`MISSING`] again.
 const FAILED: usize = 1;
 // Any other value is the address of the `struct page` (aligned, so never 0 or 1).
+
+/// Entries cleared per hold of the table lock (see the module documentation).
+const CLEAR_BATCH: usize = 4096;
 
 /// Why an ODP page cannot be accessed now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,7 +91,7 @@ struct Inner {
     umem: Mutex<Option<UmemPtr>>,
     /// The page table; the umem's `private` points here once the table is ready.
     #[pin]
-    table: SpinLockIrq<TableState>,
+    table: SpinLock<TableState>,
     /// First address of the umem (page-aligned) and its number of pages.
     start: u64,
     npages: usize,
@@ -140,18 +148,15 @@ unsafe extern "C" fn invalidate(
     let (ustart, uend) = unsafe { (bindings::roxe_helper_umem_odp_start(odp), bindings::roxe_helper_umem_odp_end(odp)) };
     let (start, end) = (rstart.max(ustart), rend.min(uend));
     // SAFETY: `private` is written under the umem mutex, which we hold.
-    let table = unsafe { bindings::roxe_helper_umem_odp_private(odp) }.cast::<SpinLockIrq<TableState>>();
+    let table = unsafe { bindings::roxe_helper_umem_odp_private(odp) }.cast::<SpinLock<TableState>>();
     if !table.is_null() && start < end {
         let first = ((start - ustart) >> PAGE_SHIFT) as usize;
         let last = ((end - 1 - ustart) >> PAGE_SHIFT) as usize;
         // SAFETY: `private` points to the table of the `OdpMem` owning this umem (type
         // invariant), which outlives the notifier's registration (`release` unregisters it
         // before the table can be freed).
-        let mut t = unsafe { &*table }.lock();
         // Once cleared under the lock, no copy still uses these pages and none can start.
-        for e in t.pages.iter_mut().take(last + 1).skip(first) {
-            *e = MISSING;
-        }
+        clear(unsafe { &*table }, first, last + 1);
     }
     if start < end {
         // SAFETY: The umem mutex is held, as the call requires.
@@ -160,6 +165,21 @@ unsafe extern "C" fn invalidate(
     // SAFETY: Taken above.
     unsafe { bindings::roxe_helper_umem_odp_unlock(odp) };
     true
+}
+
+/// Makes entries `first..end` of the table [`MISSING`], [`CLEAR_BATCH`] at a time. Process
+/// context, interrupts enabled.
+fn clear(table: &SpinLock<TableState>, first: usize, end: usize) {
+    let mut i = first;
+    while i < end {
+        let stop = end.min(i.saturating_add(CLEAR_BATCH));
+        let _bh = bh::disable();
+        let mut t = table.lock();
+        for e in t.pages.iter_mut().take(stop).skip(i) {
+            *e = MISSING;
+        }
+        i = stop;
+    }
 }
 
 impl OdpMem {
@@ -185,7 +205,7 @@ impl OdpMem {
         let inner = KBox::pin_init(
             pin_init!(Inner {
                 umem <- new_mutex!(None, "roxe_odp_umem"),
-                table <- new_spinlock_irq!(TableState { pages, released: false }, "roxe_odp_table"),
+                table <- new_spinlock!(TableState { pages, released: false }, "roxe_odp_table"),
                 start,
                 npages,
             }),
@@ -251,6 +271,8 @@ impl OdpMem {
         if r < 0 {
             let e = Error::from_errno(r);
             if fault && e != EBUSY && e != EAGAIN {
+                // At most the pages of one fault: the caller bounds `count`.
+                let _bh = bh::disable();
                 let mut t = self.inner.table.lock();
                 for p in t.pages.iter_mut().skip(first).take(count) {
                     if *p == MISSING {
@@ -261,6 +283,7 @@ impl OdpMem {
             return Err(e);
         }
         {
+            let _bh = bh::disable();
             let mut t = self.inner.table.lock();
             if let Some(slots) = t.pages.get_mut(first..first + count) {
                 // SAFETY: The umem mutex is held (the pfn list is stable and valid for the range:
@@ -275,8 +298,10 @@ impl OdpMem {
     }
 
     /// Runs `f` with the pages as they are now: while it runs no page it can see is invalidated.
-    /// Any context; `f` must be short and take no lock (it runs under an IRQ-safe spinlock).
+    /// Process or softirq context, hard interrupts enabled; `f` runs with bottom halves off
+    /// under the table's spinlock, so it must be short (a packet's copy) and take no lock.
     pub fn access<R>(&self, f: impl FnOnce(&OdpPages<'_>) -> R) -> R {
+        let _bh = bh::disable();
         let t = self.inner.table.lock();
         f(&OdpPages { state: &t })
     }
@@ -288,12 +313,11 @@ impl OdpMem {
         let mut guard = self.inner.umem.lock();
         if let Some(UmemPtr(umem)) = guard.take() {
             {
-                let mut t = self.inner.table.lock();
-                t.released = true;
-                for p in t.pages.iter_mut() {
-                    *p = MISSING;
-                }
+                let _bh = bh::disable();
+                self.inner.table.lock().released = true;
             }
+            // Accesses see `released` from here on; the entries go a batch at a time.
+            clear(&self.inner.table, 0, self.inner.npages);
             // SAFETY: Owned (type invariant), released once: the notifier is removed, so the
             // callback no longer reads `private`.
             unsafe { bindings::ib_umem_odp_release(umem.as_ptr()) };

@@ -33,7 +33,7 @@ use crate::rdma::{
     skb::SkbQueue,
     srq::{Srq, SrqAttr, SrqInit, SrqNotifier},
 };
-use kernel::sync::SpinLockIrq;
+use kernel::sync::{SpinLock, SpinLockIrq};
 use kernel::{
     prelude::*,
     sync::{
@@ -103,9 +103,11 @@ pub(crate) struct RoxeDevice {
     #[pin]
     pub(crate) local_reply: SpinLockIrq<Option<crate::resp::LocalReply>>,
     /// Serialises the responder's atomic operations device-wide (IBA 9.4.5: atomics are atomic
-    /// with respect to other atomics on the same HCA).
+    /// with respect to other atomics on the same HCA). A bottom-half lock: the responder, which
+    /// alone takes it, runs with bottom halves off, and an ODP or fast-registration MR's copy
+    /// under it takes that MR's own bottom-half lock.
     #[pin]
-    pub(crate) atomic_lock: SpinLockIrq<()>,
+    pub(crate) atomic_lock: SpinLock<()>,
     /// How many QPs hold an ACK, and whether the short timer runs for them (`resp::hold_ack`).
     #[pin]
     pub(crate) held_acks: SpinLockIrq<crate::resp::HeldAcks>,
@@ -529,7 +531,7 @@ impl Link for Roxe {
                 loopback <- SkbQueue::new(),
                 loopback_draining: AtomicFlag::new(false),
                 local_reply <- kernel::new_spinlock_irq!(None, "roxe_local_reply"),
-                atomic_lock <- kernel::new_spinlock_irq!((), "roxe_atomic"),
+                atomic_lock <- kernel::new_spinlock!((), "roxe_atomic"),
                 held_acks <- kernel::new_spinlock_irq!(crate::resp::HeldAcks::new(), "roxe_held_acks"),
                 counters: Counters::new(),
                 mcast <- crate::mcast::McastTable::new(),

@@ -11,7 +11,7 @@
 
 use crate::{
     device::RoxeDevice,
-    mr::{FastReg, MrMem, RoxeMr},
+    mr::{FastMr, MrMem, RoxeMr},
     proto::mtt::MttGeometry,
     proto::{
         mtt::{permits, Access, MemKey},
@@ -24,7 +24,7 @@ use crate::rdma::{
     odp::{OdpMem, OdpMiss, OdpPages},
     pool::PoolRef,
 };
-use kernel::{prelude::*, sync::SpinLockIrq};
+use kernel::prelude::*;
 
 /// Why an access to registered memory was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,10 +74,10 @@ pub(crate) fn remote_target(dev: &RoxeDevice, rkey: u32, pd_id: u64, qpn: u32) -
         }
         MrMem::Dma => (true, KeyBounds::All),
         // A fast-registration MR maps memory only while registered (IBA 10.7.2: Valid state).
-        MrMem::Fast(state) => match &state.lock().valid {
+        MrMem::Fast(state) => state.with_live(|live| match &live.range {
             Some(g) => (true, KeyBounds::Range { start: g.iova(), length: g.length() }),
             None => (false, KeyBounds::Range { start: 0, length: 0 }),
-        },
+        }),
     };
     let target = KeyTarget {
         key: mr.key().raw(),
@@ -131,7 +131,7 @@ impl RoxeMr {
     /// Whether the MR maps memory now: always, except a fast-registration MR in the Free state.
     pub(crate) fn is_valid(&self) -> bool {
         match &self.mem {
-            MrMem::Fast(state) => state.lock().valid.is_some(),
+            MrMem::Fast(state) => state.with_live(|live| live.range.is_some()),
             _ => true,
         }
     }
@@ -141,29 +141,31 @@ impl RoxeMr {
         match &self.mem {
             MrMem::User { geometry, .. } | MrMem::Odp { geometry, .. } => geometry.check_range(va, len).map_err(|_| MemError::Range),
             MrMem::Dma => va.checked_add(len).map(|_| ()).ok_or(MemError::Range),
-            MrMem::Fast(state) => match &state.lock().valid {
+            MrMem::Fast(state) => state.with_live(|live| match &live.range {
                 Some(geometry) => geometry.check_range(va, len).map_err(|_| MemError::Range),
                 None => Err(MemError::BadKey),
-            },
+            }),
         }
     }
 
     /// Copies between a fast-registration MR's pages at IOVA `va` and a buffer of `len` bytes:
     /// `copy(kernel address, range of the buffer)` per piece that stays inside one page.
-    fn fast_copy(state: &SpinLockIrq<FastReg>, va: u64, len: usize, mut copy: impl FnMut(u64, core::ops::Range<usize>) -> Result<(), MemError>) -> Result<(), MemError> {
-        // The lock keeps a concurrent invalidation from unmapping the pages mid-copy; the
-        // copies are short (one packet), and no other lock is taken under it.
-        let st = state.lock();
-        let geometry = st.valid.as_ref().ok_or(MemError::BadKey)?;
-        let chunks = geometry.chunks(va, len as u64).map_err(|_| MemError::Range)?;
-        let mut done = 0usize;
-        for c in chunks {
-            let page = *st.pages.get(c.page_index).ok_or(MemError::Range)?;
-            let kva = page.checked_add(c.offset_in_page as u64).ok_or(MemError::Range)?;
-            copy(kva, done..done + c.len)?;
-            done += c.len;
-        }
-        Ok(())
+    fn fast_copy(state: &FastMr, va: u64, len: usize, mut copy: impl FnMut(u64, core::ops::Range<usize>) -> Result<(), MemError>) -> Result<(), MemError> {
+        // Under the live list's lock, which keeps a concurrent invalidation from returning (and
+        // the consumer from reusing the pages) mid-copy; a bottom-half lock, so the copy (one
+        // packet) keeps interrupts on, and no other lock is taken under it.
+        state.with_live(|live| {
+            let geometry = live.range.as_ref().ok_or(MemError::BadKey)?;
+            let chunks = geometry.chunks(va, len as u64).map_err(|_| MemError::Range)?;
+            let mut done = 0usize;
+            for c in chunks {
+                let page = *live.pages.get(c.page_index).ok_or(MemError::Range)?;
+                let kva = page.checked_add(c.offset_in_page as u64).ok_or(MemError::Range)?;
+                copy(kva, done..done + c.len)?;
+                done += c.len;
+            }
+            Ok(())
+        })
     }
 
     /// The pages `[first, first + count)` of an ODP MR that back `[va, va + len)` from the first

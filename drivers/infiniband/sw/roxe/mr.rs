@@ -21,6 +21,7 @@ use crate::{
     },
 };
 use crate::rdma::{
+    bh,
     device::Device,
     mr::{rereg, FastRegPages, Mr, MrCreated, PinnedPages, UserMrRequest},
     object::UData,
@@ -32,7 +33,7 @@ use kernel::{
     prelude::*,
     sync::{
         atomic::{Atomic, Relaxed},
-        SpinLockIrq,
+        SpinLock, SpinLockIrq,
     },
 };
 
@@ -46,22 +47,47 @@ pub(crate) enum MrMem {
     /// All of kernel memory, addressed by kernel virtual address (a kernel consumer's DMA MR).
     Dma,
     /// A fast-registration MR: pages of kernel memory, mapped while a REG_MR holds.
-    Fast(Pin<KBox<SpinLockIrq<FastReg>>>),
+    Fast(Pin<KBox<FastMr>>),
     /// An on-demand paging MR (`IB_ACCESS_ON_DEMAND`): user memory that is not pinned, its
     /// pages faulted in by `odp::run` when the data path finds them missing (see `odp.rs`).
     Odp { geometry: MttGeometry, odp: OdpMem },
 }
 
-/// The state of a fast-registration MR.
-pub(crate) struct FastReg {
+/// A fast-registration MR's two page lists: the one `ib_map_mr_sg` sets up for the next REG_MR,
+/// and the one the data path uses while the MR is valid. Two locks, because their contexts
+/// differ: consumers may map in any context, even with interrupts off, while the data path
+/// copies a packet's payload through the live list, which must not keep hard interrupts off.
+#[pin_data]
+pub(crate) struct FastMr {
+    /// What the next REG_MR maps. IRQ-safe; held to copy a page list, never a payload.
+    #[pin]
+    staged: SpinLockIrq<FastPages>,
+    /// What the MR maps now. A bottom-half lock (see [`FastMr::with_live`]); lock order: `live`,
+    /// then `staged`.
+    #[pin]
+    live: SpinLock<FastPages>,
+}
+
+/// A fast-registration MR's page list and the range it backs.
+pub(crate) struct FastPages {
     /// Kernel virtual addresses of the pages `map_mr_sg` gave (virtual DMA), room reserved at
     /// allocation for the MR's `max_num_sg`.
     pub(crate) pages: KVec<u64>,
-    /// The range the page list backs, as `map_mr_sg` set it up for the next REG_MR.
-    mapped: Option<MttGeometry>,
-    /// While valid (after a REG_MR, until invalidated): the range the MR maps. `None` is the
-    /// Free state, in which every access through its keys fails (IBA 10.6.3.6).
-    pub(crate) valid: Option<MttGeometry>,
+    /// Staged: the range the list backs, as `map_mr_sg` set it up. Live: while valid (after a
+    /// REG_MR, until invalidated), the range the MR maps; `None` is the Free state, in which
+    /// every access through its keys fails (IBA 10.6.3.6).
+    pub(crate) range: Option<MttGeometry>,
+}
+
+impl FastMr {
+    /// Runs `f` on the live page list with bottom halves off: the lock keeps an invalidation
+    /// from ending while a copy through the list still runs. Process or softirq context,
+    /// interrupts enabled (the data path: softirq, or `req::run`, which turns bottom halves
+    /// off).
+    pub(crate) fn with_live<R>(&self, f: impl FnOnce(&mut FastPages) -> R) -> R {
+        let _bh = bh::disable();
+        f(&mut self.live.lock())
+    }
 }
 
 /// A registered memory region.
@@ -202,11 +228,13 @@ pub(crate) fn alloc_fast(pd: &Pd<Roxe>, max_pages: u32) -> Result<MrCreated<MrHa
     if max_pages == 0 || max_pages > crate::param::MAX_FMR_PAGE_LIST_LEN {
         return Err(EINVAL);
     }
+    let n = max_pages as usize;
+    let (staged, live) = (KVec::with_capacity(n, GFP_KERNEL)?, KVec::with_capacity(n, GFP_KERNEL)?);
     let state = KBox::pin_init(
-        kernel::new_spinlock_irq!(
-            FastReg { pages: KVec::with_capacity(max_pages as usize, GFP_KERNEL)?, mapped: None, valid: None },
-            "roxe_fast_mr"
-        ),
+        pin_init!(FastMr {
+            staged <- kernel::new_spinlock_irq!(FastPages { pages: staged, range: None }, "roxe_fast_mr_staged"),
+            live <- kernel::new_spinlock!(FastPages { pages: live, range: None }, "roxe_fast_mr"),
+        }),
         GFP_KERNEL,
     )?;
     insert(pd, Access::from_bits(0), || Ok(MrMem::Fast(state)))
@@ -225,14 +253,14 @@ pub(crate) fn map_sg(mr: &Mr<Roxe>, list: &FastRegPages<'_>) -> Result {
     if geometry.npages() != list.pages.len() || first & page_mask != 0 {
         return Err(EINVAL);
     }
-    let mut st = state.lock();
+    let mut st = state.staged.lock();
     if list.pages.len() > st.pages.capacity() {
         return Err(EINVAL);
     }
     st.pages.clear();
     // Within the reserved capacity: never allocates.
     st.pages.extend_from_slice(list.pages, GFP_ATOMIC)?;
-    st.mapped = Some(geometry);
+    st.range = Some(geometry);
     Ok(())
 }
 
@@ -248,16 +276,23 @@ pub(crate) fn reg_fast(dev: &RoxeDevice, pd_id: u64, wr: &RegMrWr) -> Result<(),
     if MemKey::from_raw(wr.key).index() != wr.mr_index {
         return Err(MemError::BadKey);
     }
-    let mut st = state.lock();
-    let Some(geometry) = st.mapped else { return Err(MemError::Range) };
-    if st.valid.is_some() {
-        // Fast Register needs the MR Free (IBA 10.7.2.2): the consumer invalidates first.
-        return Err(MemError::Access);
-    }
-    m.key.store(wr.key, Relaxed);
-    m.access.store(Access::from_bits(wr.access).bits(), Relaxed);
-    st.valid = Some(geometry);
-    Ok(())
+    state.with_live(|live| {
+        {
+            let staged = state.staged.lock();
+            let Some(geometry) = staged.range else { return Err(MemError::Range) };
+            if live.range.is_some() {
+                // Fast Register needs the MR Free (IBA 10.7.2.2): the consumer invalidates first.
+                return Err(MemError::Access);
+            }
+            live.pages.clear();
+            // The same reserved capacity as the staged list: never allocates.
+            live.pages.extend_from_slice(&staged.pages, GFP_ATOMIC).map_err(|_| MemError::Range)?;
+            live.range = Some(geometry);
+        }
+        m.key.store(wr.key, Relaxed);
+        m.access.store(Access::from_bits(wr.access).bits(), Relaxed);
+        Ok(())
+    })
 }
 
 /// Invalidates fast-registration MR `key` (LOCAL_INV, or a SEND with Invalidate received by a
@@ -269,11 +304,7 @@ pub(crate) fn invalidate_fast(dev: &RoxeDevice, pd_id: u64, key: u32) -> Result<
     if m.key().raw() != key || m.pd_id() != pd_id {
         return Err(MemError::BadKey);
     }
-    let mut st = state.lock();
-    if st.valid.take().is_none() {
-        return Err(MemError::BadKey);
-    }
-    Ok(())
+    state.with_live(|live| live.range.take().map(|_| ()).ok_or(MemError::BadKey))
 }
 
 /// Changes an MR's PD and/or access rights in place, as rxe does; a new address range

@@ -167,9 +167,12 @@ pub(crate) struct RoxeQp {
     pub(crate) notifier: Arc<QpNotifier>,
     /// SQ depth: the most WQEs in flight.
     pub(crate) sq_depth: usize,
-    /// Requester and completer state.
+    /// Requester and completer state. A bottom-half lock, like `resp_state`: the requester
+    /// gathers payload into the packets it builds and the completer scatters READ responses
+    /// under it (both run in softirq or with bottom halves off, `req::run`; modify QP takes it
+    /// under `state`, whose lock turns interrupts off).
     #[pin]
-    pub(crate) sq_state: SpinLockIrq<SqState>,
+    pub(crate) sq_state: SpinLock<SqState>,
     /// Responder state. A bottom-half lock, not an IRQ-safe one: the responder copies payload
     /// and builds packets under it, which must not keep hard interrupts off (the receive path
     /// and the device tick run in softirq, the loopback drainer and the ODP redelivery with
@@ -338,7 +341,7 @@ pub(crate) fn create(
         rq <- kernel::new_spinlock_irq!(rq, "roxe_qp_rq"),
         notifier,
         sq_depth,
-        sq_state <- kernel::new_spinlock_irq!(
+        sq_state <- kernel::new_spinlock!(
             SqState {
                 entries,
                 spare_slots,
