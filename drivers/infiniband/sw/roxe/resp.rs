@@ -525,7 +525,7 @@ fn handle(
                 // A replay moves the paced reply stream; it builds nothing here, so a replayed
                 // request costs the same whatever the length of the READ it names.
                 Response::Read(reply) => {
-                    if rs.read.replay(reply, now_ms()) {
+                    if rs.read.replay(reply, reply.responses(cfg.mtu), now_ms()) {
                         fx.read_burst = Some(None);
                     }
                 }

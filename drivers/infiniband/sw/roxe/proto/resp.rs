@@ -876,13 +876,16 @@ pub const READ_REPLY_INTERVAL_MS: u64 = 50;
 /// pacing of READ responses, so that what one received packet costs is bounded.
 ///
 /// A new READ is answered at once, a burst of at most [`READ_REPLY_BURST`] responses (the data
-/// it asked for). A duplicate READ (IBA 9.7.5.1.3) restarts the reply from where it asks, but
-/// sends nothing by itself until the stream's next burst is due: a replayed request moves the
-/// stream, it does not multiply it, so a peer replaying one small request at full speed gets
-/// at most one burst per interval. The interval is [`READ_REPLY_INTERVAL_MS`], or
-/// [`READ_REPLY_DUTY`] times what the last burst took to build if that is longer, so that a
-/// stream never keeps a slow CPU (a debug kernel, an emulated one) busy for more than a fraction
-/// of its time.
+/// it asked for); what is left of a longer reply follows a burst per interval. A duplicate READ
+/// (IBA 9.7.5.1.3) restarts the reply from where it asks. Replays share a budget of
+/// [`READ_REPLAY_BUDGET`] responses per interval: within it a replay is answered at once, so a
+/// requester that lost responses and asks again for every READ it has outstanding gets them
+/// without delay; past it the replay waits for the next interval, and further duplicates
+/// neither displace it nor add to it. A peer replaying one small request at full speed thus
+/// gets at most the budget and one burst per interval, however many requests it sends. The
+/// interval is [`READ_REPLY_INTERVAL_MS`], or [`READ_REPLY_DUTY`] times what the last burst
+/// took to build if that is longer, so that a stream never keeps a slow CPU (a debug kernel, an
+/// emulated one) busy for more than a fraction of its time.
 /// Bursts are built outside the responder's lock ([`ReadStream::take_burst`], then
 /// [`ReadStream::finish_burst`]); a reply replaced meanwhile (a replay, a reset) makes the
 /// built burst's rest stale, which the generation number detects.
@@ -896,6 +899,16 @@ pub struct ReadStream {
     busy: bool,
     /// Bumped on every change of `pending` that is not the end of a burst.
     generation: u32,
+    /// `pending` is a replay held back for want of budget: later duplicates leave it be.
+    held_replay: bool,
+    /// Start of the current replay window (ms since boot).
+    window_ms: u64,
+    /// Length of the current window: the interval as of its start.
+    window_len_ms: u64,
+    /// Responses replays may still send at once in the current window.
+    replay_left: u32,
+    /// The interval the last burst asks for ([`READ_REPLY_INTERVAL_MS`] at least).
+    interval_ms: u64,
 }
 
 /// A burst to build: the reply to send from, and the stream's generation when it was taken.
@@ -917,12 +930,14 @@ impl ReadStream {
     /// Forgets the reply (modify QP `rq_psn`, RESET).
     pub fn clear(&mut self) {
         self.pending = None;
+        self.held_replay = false;
         self.generation = self.generation.wrapping_add(1);
     }
 
     /// A new READ's reply: due at once.
     pub fn start(&mut self, reply: ReadReply) {
         self.pending = Some(reply);
+        self.held_replay = false;
         self.next_ms = 0;
         self.generation = self.generation.wrapping_add(1);
     }
@@ -931,17 +946,38 @@ impl ReadStream {
     /// rest follows an interval after `now_ms`.
     pub fn start_later(&mut self, rest: ReadReply, now_ms: u64) {
         self.pending = Some(rest);
-        self.next_ms = now_ms.saturating_add(READ_REPLY_INTERVAL_MS);
+        self.held_replay = false;
+        self.next_ms = now_ms.saturating_add(self.interval_ms.max(READ_REPLY_INTERVAL_MS));
         self.generation = self.generation.wrapping_add(1);
     }
 
-    /// A duplicate READ's replay replaces what is left of the reply. Returns whether a burst is
-    /// due now (the stream is idle and its last burst at least an interval old); otherwise the
-    /// device tick sends it when it is.
-    pub fn replay(&mut self, reply: ReadReply, now_ms: u64) -> bool {
+    /// A duplicate READ's replay at `now_ms`, whose first burst is `responses` long: it
+    /// replaces what is left of the reply, unless a replay is held back already. Returns
+    /// whether its burst goes now (the stream is idle and the window's budget covers it);
+    /// otherwise the device tick sends it when it is due.
+    pub fn replay(&mut self, reply: ReadReply, responses: u32, now_ms: u64) -> bool {
+        if now_ms >= self.window_ms.saturating_add(self.window_len_ms) {
+            self.window_ms = now_ms;
+            self.window_len_ms = self.interval_ms.max(READ_REPLY_INTERVAL_MS);
+            self.replay_left = READ_REPLAY_BUDGET;
+        }
+        if self.held_replay && self.pending.is_some() {
+            // The earliest held replay keeps its place: the requester asks again for the rest.
+            return false;
+        }
         self.pending = Some(reply);
         self.generation = self.generation.wrapping_add(1);
-        self.due(now_ms)
+        let cost = responses.clamp(1, READ_REPLY_BURST);
+        if !self.busy && self.replay_left >= cost {
+            self.replay_left -= cost;
+            self.held_replay = false;
+            self.next_ms = 0;
+            true
+        } else {
+            self.held_replay = true;
+            self.next_ms = self.next_ms.max(self.window_ms.saturating_add(self.window_len_ms));
+            false
+        }
     }
 
     /// Whether a burst is due at `now_ms` (the device tick asks).
@@ -956,20 +992,24 @@ impl ReadStream {
         }
         let reply = self.pending?;
         self.busy = true;
+        self.held_replay = false;
         Some(ReadBurst { reply, generation: self.generation })
     }
 
     /// The burst claimed as `generation` was built, which took `took_ms`: `rest` is what
     /// follows it (`None`: the reply is complete, or it failed and the requester asks again).
-    /// The next burst may go an interval after `now_ms`. A reply replaced since the claim keeps
+    /// What is left may go an interval after `now_ms`. A reply replaced since the claim keeps
     /// its place. The stream stays busy until [`ReadStream::sent`], so that nothing overtakes
     /// the burst on its way out.
     pub fn finish_burst(&mut self, generation: u32, rest: Option<ReadReply>, now_ms: u64, took_ms: u64) {
+        self.interval_ms = READ_REPLY_INTERVAL_MS.max(took_ms.saturating_mul(READ_REPLY_DUTY));
         if self.generation == generation {
             self.pending = rest;
+            self.next_ms = now_ms.saturating_add(self.interval_ms);
+        } else {
+            // A replay replaced the reply meanwhile: held, it goes when its window allows.
+            self.next_ms = self.next_ms.max(now_ms.saturating_add(self.interval_ms));
         }
-        let interval = READ_REPLY_INTERVAL_MS.max(took_ms.saturating_mul(READ_REPLY_DUTY));
-        self.next_ms = now_ms.saturating_add(interval);
     }
 
     /// The burst has been handed to the network.
@@ -977,6 +1017,11 @@ impl ReadStream {
         self.busy = false;
     }
 }
+
+/// Responses that replays of duplicate READs may send at once per interval, on one QP: one
+/// burst, as much as roxe's requester has outstanding in two READs of its own request size
+/// ([`super::req::READ_REQUEST_PSNS`]).
+pub const READ_REPLAY_BUDGET: u32 = READ_REPLY_BURST;
 
 /// The least time between two bursts of a READ reply, as a multiple of the time the first of
 /// them took to build: at most a fifth of a CPU goes to one reply stream.
@@ -1009,6 +1054,16 @@ impl ReadReply {
             mtu: mtu.bytes(),
             continuing: self.resumes,
             done: self.resumes && self.len == 0,
+        }
+    }
+
+    /// How many responses the reply takes (one for an empty READ).
+    pub const fn responses(&self, mtu: IbMtu) -> u32 {
+        let mtu = mtu.bytes();
+        if self.len == 0 {
+            1
+        } else {
+            self.len.div_ceil(mtu)
         }
     }
 
@@ -1557,6 +1612,8 @@ mod tests {
         assert_eq!(s.take_burst().unwrap().reply, rest.unwrap());
     }
 
+    const MIB_RESPONSES: u32 = (1 << 20) / 1024;
+
     #[test]
     fn read_stream_replays_are_paced_not_multiplied() {
         let mut s = ReadStream::default();
@@ -1564,16 +1621,64 @@ mod tests {
         let b = s.take_burst().unwrap();
         s.finish_burst(b.generation, b.reply.rest_after(IbMtu::Mtu1024, READ_REPLY_BURST), 1000, 0);
         s.sent();
-        // A flood of duplicates within the interval: none is due, each restarts the stream.
-        for t in 1000..1000 + READ_REPLY_INTERVAL_MS {
-            assert!(!s.replay(reply(10, 1 << 20), t));
+        // The first replay of the window goes at once: the budget covers one burst.
+        assert!(s.replay(reply(10, 1 << 20), MIB_RESPONSES, 1000));
+        let b = s.take_burst().unwrap();
+        s.finish_burst(b.generation, b.reply.rest_after(IbMtu::Mtu1024, READ_REPLY_BURST), 1000, 0);
+        s.sent();
+        // A flood of duplicates within the window: none goes, and none displaces the first
+        // one held back.
+        assert!(!s.replay(reply(10, 1 << 20), MIB_RESPONSES, 1001));
+        for t in 1001..1000 + READ_REPLY_INTERVAL_MS {
+            assert!(!s.replay(reply(20, 4096), 4, t));
+            assert!(!s.due(t));
         }
+        let end = 1000 + READ_REPLY_INTERVAL_MS;
+        assert!(s.due(end));
         assert_eq!(s.take_burst().map(|b| b.reply), Some(reply(10, 1 << 20)));
-        s.finish_burst(s.generation, None, 2000, 0);
+        s.finish_burst(s.generation, None, end, 0);
         s.sent();
         assert!(!s.active());
-        // Past the interval a replay of a finished reply is due at once.
-        assert!(s.replay(reply(10, 1 << 20), 2000 + READ_REPLY_INTERVAL_MS));
+        // A new window: a replay of a finished reply goes at once again.
+        assert!(s.replay(reply(10, 1 << 20), MIB_RESPONSES, end));
+    }
+
+    #[test]
+    fn read_stream_replays_of_many_reads_go_at_once() {
+        // A requester that lost responses asks again for each READ it has outstanding: 16
+        // READs of 16 responses fit in one window's budget and are all answered at once.
+        let mut s = ReadStream::default();
+        for i in 0..16u32 {
+            let r = reply(100 + 16 * i, 16 * 1024);
+            assert!(s.replay(r, r.responses(IbMtu::Mtu1024), 5000), "replay {i}");
+            let b = s.take_burst().unwrap();
+            assert_eq!(b.reply, r);
+            s.finish_burst(b.generation, b.reply.rest_after(IbMtu::Mtu1024, READ_REPLY_BURST), 5000, 0);
+            s.sent();
+            assert!(!s.active());
+        }
+        // The budget is spent: the next one is held for the next window.
+        let r = reply(400, 16 * 1024);
+        assert!(!s.replay(r, 16, 5001));
+        assert!(s.active() && !s.due(5001) && s.due(5000 + READ_REPLY_INTERVAL_MS));
+        // A new READ's first burst does not hold back a replay after it.
+        let mut s = ReadStream::default();
+        s.start(reply(10, 4096));
+        let b = s.take_burst().unwrap();
+        s.finish_burst(b.generation, None, 7000, 0);
+        s.sent();
+        assert!(s.replay(reply(10, 4096), 4, 7001));
+    }
+
+    #[test]
+    fn read_reply_responses() {
+        assert_eq!(reply(0, 0).responses(IbMtu::Mtu1024), 1);
+        assert_eq!(reply(0, 1).responses(IbMtu::Mtu1024), 1);
+        assert_eq!(reply(0, 1024).responses(IbMtu::Mtu1024), 1);
+        assert_eq!(reply(0, 1025).responses(IbMtu::Mtu1024), 2);
+        assert_eq!(reply(0, u32::MAX).responses(IbMtu::Mtu256), u32::MAX.div_ceil(256));
+        let r = reply(0, 300_000);
+        assert_eq!(r.responses(IbMtu::Mtu4096) as usize, r.packets(IbMtu::Mtu4096).count());
     }
 
     #[test]
@@ -1581,12 +1686,18 @@ mod tests {
         let mut s = ReadStream::default();
         s.start(reply(10, 1 << 20));
         let b = s.take_burst().unwrap();
-        // A burst that took 100 ms to build: the next one waits four times as long.
+        // A burst that took 100 ms to build: the next one waits four times as long, and so
+        // does the replay window that starts after it.
         s.finish_burst(b.generation, b.reply.rest_after(IbMtu::Mtu1024, READ_REPLY_BURST), 1000, 100);
         s.sent();
         assert!(!s.due(1000 + READ_REPLY_INTERVAL_MS));
-        assert!(!s.replay(reply(10, 1 << 20), 1399));
         assert!(s.due(1400));
+        assert!(s.replay(reply(10, 1 << 20), MIB_RESPONSES, 1400));
+        let b = s.take_burst().unwrap();
+        s.finish_burst(b.generation, b.reply.rest_after(IbMtu::Mtu1024, READ_REPLY_BURST), 1400, 100);
+        s.sent();
+        assert!(!s.replay(reply(10, 1 << 20), MIB_RESPONSES, 1401));
+        assert!(!s.due(1799) && s.due(1800));
     }
 
     #[test]
@@ -1596,7 +1707,7 @@ mod tests {
         let b = s.take_burst().unwrap();
         // A replay arrives while the burst is being built: not due (busy), and the burst's
         // rest does not overwrite it.
-        assert!(!s.replay(reply(300, 4096), 0));
+        assert!(!s.replay(reply(300, 4096), 4, 0));
         s.finish_burst(b.generation, b.reply.rest_after(IbMtu::Mtu1024, READ_REPLY_BURST), 5, 0);
         s.sent();
         assert_eq!(s.take_burst().map(|b| b.reply), Some(reply(300, 4096)));
