@@ -63,9 +63,9 @@ pyverbs: deps
 reliability: deps
 	$(Q)/test-all.sh --list qemu/tests/reliability.list
 
-# Mixed traffic for 30 minutes, then the hostile-user fuzzer for 10, on the debug kernel
-# (qemu/tests/soak.list; make test runs them for 90 s and 60 s, in `teardown-soak` and
-# `probes-debug`).
+# Mixed traffic for 30 minutes, then the hostile-user fuzzer for 10, then the duplicate-READ and
+# ODP-miss floods for 30 s each, on the debug kernel (qemu/tests/soak.list; make test runs them
+# for 90 s, 60 s and 10 s, in `teardown-soak`, `probes-debug` and `isolation-stock`).
 soak: deps
 	$(Q)/test-all.sh --list qemu/tests/soak.list
 
