@@ -32,9 +32,10 @@ MODULE_PARM_DESC(max_creates, "Most QPs to create while waiting for a QP number 
 
 /*
  * Creators working at once: a QP's destruction waits for an RCU grace period, which under QEMU
- * takes milliseconds; concurrent waiters share grace periods.
+ * takes milliseconds (tens of them on a debug kernel); concurrent waiters share grace periods,
+ * so the hunt goes as fast as the CPUs create and destroy QPs only with many waiters.
  */
-#define CREATORS 32
+#define CREATORS 256
 
 #define WR_ID_LIVE 0x11110001ULL
 #define WR_ID_GONE 0x22220002ULL
