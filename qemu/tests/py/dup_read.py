@@ -34,13 +34,10 @@ One PASS/FAIL line per check.
 """
 import errno, os, socket, struct, sys, time
 import pyverbs.enums as e
-from pyverbs.addr import AHAttr, GID, GlobalRoute
-from pyverbs.cq import CQ
 from pyverbs.mr import MR
-from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ringlib import ROCE_PORT, Counters, Env, Report, Sender, bth, icrc_known_answers, in_netns, qp_state, reth
+from ringlib import ROCE_PORT, Counters, Env, ForgedPeer, Report, bth, icrc_known_answers, in_netns, qp_state, reth
 
 # BTH opcodes (IBA 9.2, drivers/infiniband/sw/roxe/proto/opcode.rs).
 RC_READ_REQUEST = 0x0c
@@ -54,12 +51,6 @@ PEER_QPN = 0x4242
 # paced stream, far below the 256-response burst.
 MAX_PER_DUP = 16
 SLOW = 30.0   # how long the responses of one READ may take (the debug kernel under TCG)
-
-
-def v4_gid(addr):
-    """The RoCE v2 GID of an IPv4 address (::ffff:a.b.c.d), as GID() parses it."""
-    b = socket.inet_aton(addr)
-    return '0000:0000:0000:0000:0000:ffff:' + f'{b[0]:02x}{b[1]:02x}:{b[2]:02x}{b[3]:02x}'
 
 
 def udp_received(snmp):
@@ -82,36 +73,11 @@ class Test:
     def __init__(self, dev, gid_index, netns, addr, peer):
         self.env = Env(dev, gid_index)
         self.ctr = Counters(dev)
-        self.cq = CQ(self.env.ctx, 16)
-        cap = QPCap(max_send_wr=4, max_recv_wr=4, max_send_sge=1, max_recv_sge=1)
-        self.qp = QP(self.env.pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=self.cq, rcq=self.cq, cap=cap))
+        self.peer = ForgedPeer(self.env, gid_index, netns, addr, peer, PEER_QPN, PSN0, e.IBV_ACCESS_REMOTE_READ)
+        self.qp, self.tx, self.rx = self.peer.qp, self.peer.tx, self.peer.rx
         self.mr = MR(self.env.pd, SIZE, e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_READ)
         self.data = os.urandom(SIZE)
         self.mr.write(self.data, SIZE)
-        attr = QPAttr(qp_state=e.IBV_QPS_INIT, port_num=1)
-        attr.qp_access_flags = e.IBV_ACCESS_REMOTE_READ
-        attr.path_mtu = e.IBV_MTU_1024
-        attr.dest_qp_num = PEER_QPN
-        attr.rq_psn = PSN0
-        attr.sq_psn = 0x100
-        attr.max_dest_rd_atomic = 1
-        attr.max_rd_atomic = 1
-        attr.min_rnr_timer = 1
-        attr.timeout = 14
-        attr.retry_cnt = 7
-        attr.rnr_retry = 7
-        attr.ah_attr = AHAttr(gr=GlobalRoute(dgid=GID(v4_gid(peer)), sgid_index=gid_index), is_global=1,
-                              port_num=1)
-        self.qp.to_rts(attr)
-        self.tx = Sender(netns, peer, addr, 0xc000 + (os.getpid() & 0xfff), transparent=False)
-
-        def listener():
-            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            # Room for a whole reply and then some (a flood fills it; the rest is dropped).
-            s.setsockopt(socket.SOL_SOCKET, getattr(socket, 'SO_RCVBUFFORCE', 33), 8 << 20)
-            s.bind((peer, ROCE_PORT))
-            return s
-        self.rx = in_netns(netns, listener)
         self.snmp = in_netns(netns, lambda: open('/proc/self/net/snmp'))
         self.request = bth(RC_READ_REQUEST, self.qp.qp_num, PSN0) + reth(self.mr.buf, self.mr.rkey, SIZE)
 
@@ -128,20 +94,6 @@ class Test:
     def deltas(self, before):
         after = self.snapshot()
         return {n: (None if before[n] is None or after[n] is None else after[n] - before[n]) for n in before}
-
-    def drain_rx(self):
-        """Reads and drops whatever the listener holds; returns how many packets."""
-        self.rx.setblocking(False)
-        n = 0
-        try:
-            while True:
-                self.rx.recv(4096)
-                n += 1
-        except BlockingIOError:
-            pass
-        finally:
-            self.rx.setblocking(True)
-        return n
 
     def read_reply(self, first_psn, va_offset, length, timeout):
         """Collects the READ responses to a READ of `length` bytes at PSN `first_psn`; returns
@@ -244,7 +196,7 @@ class Test:
         problems = []
         if qp_state(self.qp) != e.IBV_QPS_RTS:
             return False, f'R state {qp_state(self.qp)}'
-        self.drain_rx()
+        self.peer.drain()
         off, length = 8192, 4096
         req = bth(RC_READ_REQUEST, self.qp.qp_num, PSN0 + COUNT) + reth(self.mr.buf + off, self.mr.rkey, length)
         for attempt in range(5):

@@ -39,17 +39,15 @@ not by the request's range (rdma_rxe checks and maps only the bytes of the packe
   before it sends again; the READ then completes.
 One PASS/FAIL line per check.
 """
-import ctypes, mmap as pymmap, os, socket, statistics, struct, sys, time
+import ctypes, mmap as pymmap, os, statistics, sys, time
 import pyverbs.enums as e
-from pyverbs.addr import AHAttr, GID, GlobalRoute
-from pyverbs.cq import CQ
 from pyverbs.mr import MR
-from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+from pyverbs.qp import QPAttr
 from pyverbs.wr import SGE, SendWR
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ringlib import (ROCE_PORT, Counters, Env, Report, Sender, bth, connect, icrc_known_answers, in_netns,
-                     make_cq, make_qp, poll, qp_state, reth, wcname)
+from ringlib import (ROCE_PORT, Counters, Env, ForgedPeer, Report, bth, connect, icrc_known_answers, make_cq,
+                     make_qp, poll, qp_state, reth, wcname)
 
 # BTH opcodes (IBA 9.2, drivers/infiniband/sw/roxe/proto/opcode.rs).
 RC_WRITE_FIRST = 0x06
@@ -94,11 +92,6 @@ def anon(size):
     return p
 
 
-def v4_gid(addr):
-    b = socket.inet_aton(addr)
-    return '0000:0000:0000:0000:0000:ffff:' + f'{b[0]:02x}{b[1]:02x}:{b[2]:02x}{b[3]:02x}'
-
-
 def answer(pkt):
     """('rnr', timer), ('nak', syndrome), ('ack', None), ('read', None) or ('other', opcode)."""
     if len(pkt) < 16:
@@ -120,39 +113,16 @@ class Test:
     def __init__(self, dev, gid_index, netns, addr, peer):
         self.env = Env(dev, gid_index)
         self.ctr = Counters(dev)
-        self.cq = CQ(self.env.ctx, 16)
-        cap = QPCap(max_send_wr=4, max_recv_wr=4, max_send_sge=1, max_recv_sge=1)
-        self.qp = QP(self.env.pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=self.cq, rcq=self.cq, cap=cap))
+        self.peer = ForgedPeer(self.env, gid_index, netns, addr, peer, PEER_QPN, PSN0,
+                               e.IBV_ACCESS_REMOTE_READ | e.IBV_ACCESS_REMOTE_WRITE, mtu=e.IBV_MTU_256,
+                               min_rnr_timer=RNR_TIMER, max_dest_rd_atomic=4)
+        self.qp, self.tx, self.rx = self.peer.qp, self.peer.tx, self.peer.rx
+        self.psn = PSN0
         self.buf = anon(SIZE)
         self.mr = MR(self.env.pd, SIZE, ACCESS | ODP, address=self.buf)
         # Written after the registration, which took in only what was mapped then (nothing):
         # the first READ of these pages misses and faults them in.
         ctypes.memmove(self.buf, os.urandom(4 * PAGE), 4 * PAGE)
-        attr = QPAttr(qp_state=e.IBV_QPS_INIT, port_num=1)
-        attr.qp_access_flags = e.IBV_ACCESS_REMOTE_READ | e.IBV_ACCESS_REMOTE_WRITE
-        attr.path_mtu = e.IBV_MTU_256
-        attr.dest_qp_num = PEER_QPN
-        attr.rq_psn = PSN0
-        attr.sq_psn = 0x100
-        attr.max_dest_rd_atomic = 4
-        attr.max_rd_atomic = 1
-        attr.min_rnr_timer = RNR_TIMER
-        attr.timeout = 14
-        attr.retry_cnt = 7
-        attr.rnr_retry = 7
-        attr.ah_attr = AHAttr(gr=GlobalRoute(dgid=GID(v4_gid(peer)), sgid_index=gid_index), is_global=1,
-                              port_num=1)
-        self.attr = attr
-        self.qp.to_rts(attr)
-        self.psn = PSN0
-        self.tx = Sender(netns, peer, addr, 0xc000 + (os.getpid() & 0xfff), transparent=False)
-
-        def listener():
-            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            s.setsockopt(socket.SOL_SOCKET, getattr(socket, 'SO_RCVBUFFORCE', 33), 8 << 20)
-            s.bind((peer, ROCE_PORT))
-            return s
-        self.rx = in_netns(netns, listener)
         self.chunk = 1  # the next fresh chunk (chunk 0 holds the present pages)
 
     def fresh(self):
@@ -173,30 +143,10 @@ class Test:
         return (bth(RC_WRITE_FIRST, self.qp.qp_num, self.psn, ack_req=False) + reth(va, self.mr.rkey, length)
                 + bytes(MTU))
 
-    def drain(self):
-        self.rx.setblocking(False)
-        n = 0
-        try:
-            while True:
-                self.rx.recv(4096)
-                n += 1
-        except BlockingIOError:
-            pass
-        finally:
-            self.rx.setblocking(True)
-        return n
-
-    def next_answer(self, timeout):
-        self.rx.settimeout(timeout)
-        try:
-            return self.rx.recv(4096)
-        except socket.timeout:
-            return None
-
     def first_read(self):
         """Sends a 4 KiB READ of the first pages until its responses come; returns the RNR
         timers seen on the way."""
-        self.drain()
+        self.peer.drain()
         req = self.request('read', self.buf, 4 * PAGE)
         want = ctypes.string_at(self.buf, 4 * PAGE)
         timers, count = [], 4 * PAGE // MTU
@@ -205,7 +155,7 @@ class Test:
             got = []
             end = time.time() + 5
             while len(got) < count and time.time() < end:
-                pkt = self.next_answer(max(0.01, end - time.time()))
+                pkt = self.peer.next_answer(max(0.01, end - time.time()))
                 if pkt is None:
                     break
                 kind, val = answer(pkt)
@@ -231,10 +181,10 @@ class Test:
         va = self.fresh()
         length = min(length, self.buf + SIZE - va)
         pkt = self.tx.packet(self.request(op, va, length))
-        self.drain()
+        self.peer.drain()
         t0 = time.perf_counter()
         self.tx.sock.sendto(pkt, (self.tx.dst, ROCE_PORT))
-        reply = self.next_answer(5)
+        reply = self.peer.next_answer(5)
         took = time.perf_counter() - t0
         if reply is None:
             return 'no answer in 5 s'
@@ -276,12 +226,12 @@ class Test:
                 # A fresh responder: nothing left of the previous reply.
                 self.rearm()
                 time.sleep(0.05)
-                self.drain()
+                self.peer.drain()
                 req = bth(RC_READ_REQUEST, self.qp.qp_num, self.psn) + reth(buf, mr.rkey, length)
                 pkt = self.tx.packet(req)
                 t0 = time.perf_counter()
                 self.tx.sock.sendto(pkt, (self.tx.dst, ROCE_PORT))
-                reply = self.next_answer(10)
+                reply = self.peer.next_answer(10)
                 took = time.perf_counter() - t0
                 if reply is None:
                     return False, f'{which} sample {i}: no answer in 10 s'
@@ -291,7 +241,7 @@ class Test:
                 times[which].append(took)
         self.rearm()
         time.sleep(0.05)
-        self.drain()
+        self.peer.drain()
         b, w = statistics.median(times['burst']), statistics.median(times['whole'])
         ratio = w / b
         return ratio <= MAX_RATIO, (f'median {b * 1e6:.0f} us to the first response for {BURST_BYTES >> 10} KiB, '
@@ -301,14 +251,13 @@ class Test:
     def rearm(self):
         """Back to RTS through RESET, expecting PSN0 again: a request taken during the flood (its
         pages came in meanwhile) moved the expected PSN, after which resends are duplicates."""
-        self.qp.modify(QPAttr(qp_state=e.IBV_QPS_RESET), e.IBV_QP_STATE)
-        self.qp.to_rts(self.attr)
+        self.peer.rearm()
         self.psn = PSN0
 
     def flood(self, seconds):
         """Resends READ and WRITE FIRST requests for the rest of the MR at full speed, a few of
         each per fresh chunk, in windows of 0.2 s after which the pages are dropped again."""
-        self.drain()
+        self.peer.drain()
         send, dst = self.tx.sock.sendto, (self.tx.dst, ROCE_PORT)
         sent = windows = rearmed = 0
         kinds = {}

@@ -6,8 +6,9 @@
   found by diffing /proc/self/maps around the object's creation, read and written with ctypes;
 - raw send WQEs written straight into the SQ, and a doorbell that adds no WQE;
 - completion polling with a deadline, and PASS/FAIL reporting;
-- hand-built RoCEv2 packets (BTH, RETH, AETH, ICRC) sent from another network namespace, and
-  the device's hardware counters.
+- hand-built RoCEv2 packets (BTH, RETH, AETH, ICRC) sent from another network namespace, an
+  RC QP connected to a peer there whose packets this process builds (`ForgedPeer`), and the
+  device's hardware counters.
 """
 import ctypes, errno, os, socket, struct, sys, time, zlib
 import pyverbs.device as d
@@ -403,6 +404,76 @@ class Sender:
         pkt = self.packet(transport)
         n = self.sock.sendto(pkt, (self.dst, ROCE_PORT))
         assert n == len(pkt), (n, len(pkt))
+
+
+def v4_gid(addr):
+    """The RoCE v2 GID of an IPv4 address (::ffff:a.b.c.d), as GID() parses it."""
+    b = socket.inet_aton(addr)
+    return '0000:0000:0000:0000:0000:ffff:' + f'{b[0]:02x}{b[1]:02x}:{b[2]:02x}{b[3]:02x}'
+
+
+class ForgedPeer:
+    """An RC QP of the device (`qp`, in RTS) connected to QP `peer_qpn` at `peer`, an address in
+    network namespace `netns` where nothing answers: this process is that peer. `tx` sends its
+    packets from there (to `addr`, the device's address); the device's answers arrive at `rx`,
+    a socket bound to peer:4791 there, with room for a long reply (a flood fills it, the rest
+    is dropped). `rearm` brings the QP back to RTS through RESET with the same attributes."""
+
+    def __init__(self, env, gid_index, netns, addr, peer, peer_qpn, rq_psn, access, mtu=e.IBV_MTU_1024,
+                 min_rnr_timer=1, max_dest_rd_atomic=1):
+        self.cq = CQ(env.ctx, 16)
+        cap = QPCap(max_send_wr=4, max_recv_wr=4, max_send_sge=1, max_recv_sge=1)
+        self.qp = QP(env.pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=self.cq, rcq=self.cq, cap=cap))
+        attr = QPAttr(qp_state=e.IBV_QPS_INIT, port_num=1)
+        attr.qp_access_flags = access
+        attr.path_mtu = mtu
+        attr.dest_qp_num = peer_qpn
+        attr.rq_psn = rq_psn
+        attr.sq_psn = 0x100
+        attr.max_dest_rd_atomic = max_dest_rd_atomic
+        attr.max_rd_atomic = 1
+        attr.min_rnr_timer = min_rnr_timer
+        attr.timeout = 14
+        attr.retry_cnt = 7
+        attr.rnr_retry = 7
+        attr.ah_attr = AHAttr(gr=GlobalRoute(dgid=GID(v4_gid(peer)), sgid_index=gid_index), is_global=1,
+                              port_num=1)
+        self.attr = attr
+        self.qp.to_rts(attr)
+        self.tx = Sender(netns, peer, addr, 0xc000 + (os.getpid() & 0xfff), transparent=False)
+
+        def listener():
+            sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            sock.setsockopt(socket.SOL_SOCKET, getattr(socket, 'SO_RCVBUFFORCE', 33), 8 << 20)
+            sock.bind((peer, ROCE_PORT))
+            return sock
+        self.rx = in_netns(netns, listener)
+
+    def rearm(self):
+        self.qp.modify(QPAttr(qp_state=e.IBV_QPS_RESET), e.IBV_QP_STATE)
+        self.qp.to_rts(self.attr)
+
+    def drain(self):
+        """Reads and drops whatever `rx` holds; returns how many packets."""
+        self.rx.setblocking(False)
+        n = 0
+        try:
+            while True:
+                self.rx.recv(4096)
+                n += 1
+        except BlockingIOError:
+            pass
+        finally:
+            self.rx.setblocking(True)
+        return n
+
+    def next_answer(self, timeout):
+        """The next packet at `rx` within `timeout` seconds, or None."""
+        self.rx.settimeout(timeout)
+        try:
+            return self.rx.recv(4096)
+        except socket.timeout:
+            return None
 
 
 class Counters:
