@@ -9,6 +9,13 @@
  * again, and then the completion is polled. It must carry A's wr_id and flush status, and its qp
  * must not be B. A first completion polled while its QP lives must name that QP.
  *
+ * Fast registration, as NVMe over Fabrics and NFS over RDMA use it: two RC QPs in loopback
+ * through the device's RoCE v2 IPv4 GID; A registers two pages of kernel memory with
+ * ib_map_mr_sg and an IB_WR_REG_MR, B writes them by RDMA WRITE through the new R_Key and reads
+ * them back by RDMA READ, A invalidates the MR (IB_WR_LOCAL_INV), and a WRITE through the R_Key
+ * then fails with a remote access error, leaving the memory as it was. On the debug kernel this
+ * runs the fast-registration MR's page lists and their locks under lockdep.
+ *
  * The result is the module's load: insmod fails (EIO) when a check fails, and the kernel log
  * says which (lines "roxe_kverbs_check: PASS|FAIL <name> ...").
  *
@@ -19,6 +26,11 @@
 #include <linux/delay.h>
 #include <linux/sched.h>
 #include <linux/workqueue.h>
+#include <linux/random.h>
+#include <linux/scatterlist.h>
+#include <linux/slab.h>
+#include <net/ipv6.h>
+#include <rdma/ib_cache.h>
 #include <rdma/ib_verbs.h>
 
 static char *dev = "roxe0";
@@ -176,6 +188,234 @@ static struct ib_qp *qp_with_number(struct ib_pd *pd, struct ib_cq *cq, u32 qpn)
 	return hunt.found;
 }
 
+
+/* Polls one completion, for up to five seconds. */
+static int poll_one(struct ib_cq *cq, struct ib_wc *wc)
+{
+	int i, n;
+
+	for (i = 0; i < 2500; i++) {
+		n = ib_poll_cq(cq, 1, wc);
+		if (n)
+			return n;
+		usleep_range(1000, 3000);
+	}
+	return 0;
+}
+
+/* Brings RC QP qp to RTS, connected to QP dest through GID attribute gid (its own device). */
+static int connect_rc(struct ib_qp *qp, u32 dest, const struct ib_gid_attr *gid)
+{
+	struct ib_qp_attr a = {
+		.qp_state = IB_QPS_INIT,
+		.pkey_index = 0,
+		.port_num = 1,
+		.qp_access_flags = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ,
+	};
+	union ib_gid dgid = gid->gid;
+	int ret;
+
+	ret = ib_modify_qp(qp, &a, IB_QP_STATE | IB_QP_PKEY_INDEX | IB_QP_PORT | IB_QP_ACCESS_FLAGS);
+	if (ret)
+		return ret;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IB_QPS_RTR;
+	a.path_mtu = IB_MTU_1024;
+	a.dest_qp_num = dest;
+	a.rq_psn = 0x100;
+	a.max_dest_rd_atomic = 1;
+	a.min_rnr_timer = 12;
+	a.ah_attr.type = rdma_ah_find_type(qp->device, 1);
+	rdma_ah_set_port_num(&a.ah_attr, 1);
+	rdma_ah_set_grh(&a.ah_attr, &dgid, 0, gid->index, 64, 0);
+	ret = ib_modify_qp(qp, &a, IB_QP_STATE | IB_QP_AV | IB_QP_PATH_MTU | IB_QP_DEST_QPN | IB_QP_RQ_PSN |
+			   IB_QP_MAX_DEST_RD_ATOMIC | IB_QP_MIN_RNR_TIMER);
+	if (ret)
+		return ret;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IB_QPS_RTS;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.sq_psn = 0x100;
+	a.max_rd_atomic = 1;
+	return ib_modify_qp(qp, &a, IB_QP_STATE | IB_QP_TIMEOUT | IB_QP_RETRY_CNT | IB_QP_RNR_RETRY |
+			    IB_QP_SQ_PSN | IB_QP_MAX_QP_RD_ATOMIC);
+}
+
+/* The device's RoCE v2 GID of an IPv4 address (the caller puts it), or an error pointer. */
+static const struct ib_gid_attr *roce_v2_ipv4_gid(struct ib_device *ibdev)
+{
+	const struct ib_gid_attr *attr;
+	int i;
+
+	for (i = 0; i < ibdev->port_data[1].immutable.gid_tbl_len; i++) {
+		attr = rdma_get_gid_attr(ibdev, 1, i);
+		if (IS_ERR(attr))
+			continue;
+		if (attr->gid_type == IB_GID_TYPE_ROCE_UDP_ENCAP &&
+		    ipv6_addr_v4mapped((const struct in6_addr *)attr->gid.raw))
+			return attr;
+		rdma_put_gid_attr(attr);
+	}
+	return ERR_PTR(-ENOENT);
+}
+
+static struct ib_qp *create_rc_qp(struct ib_pd *pd, struct ib_cq *cq)
+{
+	struct ib_qp_init_attr init = {
+		.send_cq = cq,
+		.recv_cq = cq,
+		.qp_type = IB_QPT_RC,
+		.sq_sig_type = IB_SIGNAL_ALL_WR,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+
+	return ib_create_qp(pd, &init);
+}
+
+/* Posts wr on qp and polls its completion from cq: the status, or -1 if none came. */
+static int post_and_poll(struct ib_qp *qp, struct ib_cq *cq, const struct ib_send_wr *wr)
+{
+	const struct ib_send_wr *bad;
+	struct ib_wc wc;
+
+	if (ib_post_send(qp, wr, &bad))
+		return -1;
+	if (poll_one(cq, &wc) != 1)
+		return -1;
+	return wc.status;
+}
+
+#define FR_LEN (2 * PAGE_SIZE)
+
+static void check_fast_reg(struct ib_device *ibdev, struct ib_pd *pd)
+{
+	const struct ib_gid_attr *gid;
+	struct ib_cq *cq_a = NULL, *cq_b = NULL;
+	struct ib_qp *a = NULL, *b = NULL;
+	struct ib_mr *mr = NULL;
+	struct scatterlist sg[2];
+	u8 *target = NULL, *src = NULL, *back = NULL;
+	struct ib_sge sge;
+	struct ib_rdma_wr rdma;
+	struct ib_reg_wr reg;
+	struct ib_send_wr inv;
+	u32 rkey;
+	int n, st;
+
+	gid = roce_v2_ipv4_gid(ibdev);
+	if (IS_ERR(gid)) {
+		verdict(false, "fast-reg-setup", "no RoCE v2 IPv4 GID");
+		return;
+	}
+	target = kzalloc(FR_LEN, GFP_KERNEL);
+	src = kmalloc(FR_LEN, GFP_KERNEL);
+	back = kzalloc(FR_LEN, GFP_KERNEL);
+	cq_a = ib_alloc_cq(ibdev, NULL, 8, 0, IB_POLL_DIRECT);
+	cq_b = ib_alloc_cq(ibdev, NULL, 8, 0, IB_POLL_DIRECT);
+	if (!target || !src || !back || IS_ERR(cq_a) || IS_ERR(cq_b)) {
+		verdict(false, "fast-reg-setup", "no memory or CQ");
+		goto out;
+	}
+	get_random_bytes(src, FR_LEN);
+	a = create_rc_qp(pd, cq_a);
+	b = IS_ERR(a) ? ERR_PTR(-EINVAL) : create_rc_qp(pd, cq_b);
+	if (IS_ERR(a) || IS_ERR(b)) {
+		verdict(false, "fast-reg-setup", "create RC QPs: %ld %ld", PTR_ERR(a), PTR_ERR(b));
+		goto out;
+	}
+	n = connect_rc(a, b->qp_num, gid);
+	if (!n)
+		n = connect_rc(b, a->qp_num, gid);
+	if (n) {
+		verdict(false, "fast-reg-setup", "connect: %d", n);
+		goto out;
+	}
+	mr = ib_alloc_mr(pd, IB_MR_TYPE_MEM_REG, 2);
+	if (IS_ERR(mr)) {
+		verdict(false, "fast-reg-setup", "ib_alloc_mr: %ld", PTR_ERR(mr));
+		mr = NULL;
+		goto out;
+	}
+	/* Two page-aligned pieces of the buffer: kzalloc of two pages is page-aligned. */
+	sg_init_table(sg, 2);
+	sg_set_buf(&sg[0], target, PAGE_SIZE);
+	sg_set_buf(&sg[1], target + PAGE_SIZE, PAGE_SIZE);
+	if (ib_dma_map_sg(ibdev, sg, 2, DMA_BIDIRECTIONAL) != 2) {
+		verdict(false, "fast-reg-setup", "ib_dma_map_sg");
+		goto out;
+	}
+	n = ib_map_mr_sg(mr, sg, 2, NULL, PAGE_SIZE);
+	verdict(n == 2, "fast-reg-map", "ib_map_mr_sg mapped %d of 2", n);
+	if (n != 2)
+		goto out_unmap;
+	rkey = ib_inc_rkey(mr->rkey);
+	ib_update_fast_reg_key(mr, rkey & 0xff);
+	memset(&reg, 0, sizeof(reg));
+	reg.wr.opcode = IB_WR_REG_MR;
+	reg.wr.send_flags = IB_SEND_SIGNALED;
+	reg.mr = mr;
+	reg.key = mr->rkey;
+	reg.access = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ;
+	st = post_and_poll(a, cq_a, &reg.wr);
+	verdict(st == IB_WC_SUCCESS, "fast-reg-reg-mr", "status %d", st);
+	if (st != IB_WC_SUCCESS)
+		goto out_unmap;
+
+	/* B writes both pages through the new R_Key, then reads them back. */
+	sge.addr = ib_dma_map_single(ibdev, src, FR_LEN, DMA_TO_DEVICE);
+	sge.length = FR_LEN;
+	sge.lkey = pd->local_dma_lkey;
+	memset(&rdma, 0, sizeof(rdma));
+	rdma.wr.opcode = IB_WR_RDMA_WRITE;
+	rdma.wr.send_flags = IB_SEND_SIGNALED;
+	rdma.wr.sg_list = &sge;
+	rdma.wr.num_sge = 1;
+	rdma.remote_addr = mr->iova;
+	rdma.rkey = mr->rkey;
+	st = post_and_poll(b, cq_b, &rdma.wr);
+	verdict(st == IB_WC_SUCCESS && !memcmp(target, src, FR_LEN), "fast-reg-write",
+		"status %d, %s", st, memcmp(target, src, FR_LEN) ? "memory differs" : "memory matches");
+	sge.addr = ib_dma_map_single(ibdev, back, FR_LEN, DMA_FROM_DEVICE);
+	rdma.wr.opcode = IB_WR_RDMA_READ;
+	st = post_and_poll(b, cq_b, &rdma.wr);
+	verdict(st == IB_WC_SUCCESS && !memcmp(back, src, FR_LEN), "fast-reg-read",
+		"status %d, %s", st, memcmp(back, src, FR_LEN) ? "bytes differ" : "bytes match");
+
+	/* A invalidates it; a WRITE through the old R_Key then fails and changes nothing. */
+	memset(&inv, 0, sizeof(inv));
+	inv.opcode = IB_WR_LOCAL_INV;
+	inv.send_flags = IB_SEND_SIGNALED;
+	inv.ex.invalidate_rkey = mr->rkey;
+	st = post_and_poll(a, cq_a, &inv);
+	verdict(st == IB_WC_SUCCESS, "fast-reg-local-inv", "status %d", st);
+	memset(target, 0, FR_LEN);
+	sge.addr = ib_dma_map_single(ibdev, src, FR_LEN, DMA_TO_DEVICE);
+	rdma.wr.opcode = IB_WR_RDMA_WRITE;
+	st = post_and_poll(b, cq_b, &rdma.wr);
+	verdict(st == IB_WC_REM_ACCESS_ERR && !memchr_inv(target, 0, FR_LEN), "fast-reg-write-after-inv",
+		"status %d (want %d), memory %s", st, IB_WC_REM_ACCESS_ERR,
+		memchr_inv(target, 0, FR_LEN) ? "changed" : "unchanged");
+out_unmap:
+	ib_dma_unmap_sg(ibdev, sg, 2, DMA_BIDIRECTIONAL);
+out:
+	if (mr)
+		ib_dereg_mr(mr);
+	if (!IS_ERR_OR_NULL(b))
+		ib_destroy_qp(b);
+	if (!IS_ERR_OR_NULL(a))
+		ib_destroy_qp(a);
+	if (!IS_ERR_OR_NULL(cq_b))
+		ib_free_cq(cq_b);
+	if (!IS_ERR_OR_NULL(cq_a))
+		ib_free_cq(cq_a);
+	kfree(back);
+	kfree(src);
+	kfree(target);
+	rdma_put_gid_attr(gid);
+}
+
 static void run_checks(struct ib_device *ibdev)
 {
 	struct ib_qp *a = NULL, *b;
@@ -191,6 +431,7 @@ static void run_checks(struct ib_device *ibdev)
 		verdict(false, "alloc-pd", "%ld", PTR_ERR(pd));
 		return;
 	}
+	check_fast_reg(ibdev, pd);
 	cq = ib_alloc_cq(ibdev, NULL, 16, 0, IB_POLL_DIRECT);
 	if (IS_ERR(cq)) {
 		verdict(false, "alloc-cq", "%ld", PTR_ERR(cq));
@@ -290,5 +531,5 @@ static void __exit kverbs_check_exit(void)
 
 module_init(kverbs_check_init);
 module_exit(kverbs_check_exit);
-MODULE_DESCRIPTION("roxe test: kernel verbs consumer checks (ib_wc.qp)");
+MODULE_DESCRIPTION("roxe test: kernel verbs consumer checks (ib_wc.qp, fast registration)");
 MODULE_LICENSE("GPL");
