@@ -90,10 +90,10 @@ pub const READ_RESPONSE_WINDOW: u32 = 64;
 /// last one's responses have arrived, so that the responder answers it while the requester
 /// takes in the rest, instead of the wire's round trip passing idle between READs, and at most
 /// one and a half requests' responses are on the wire at once. Between two VMs, `ib_read_bw` of
-/// 64 KiB: one READ in flight at a time 9.3-13.4 MiB/s (session 10's slow host); two whole
+/// 64 KiB: one READ in flight at a time 9.3-13.4 MiB/s (on a slower host); two whole
 /// READs in flight (a window of 128) 20.8-36.8 MiB/s with 75 to 82 re-requests per 400 READs
 /// (bursts of two READs' responses overflowing the receiving host socket); this window (96)
-/// 41.1-42.3 MiB/s with 1 or 2; 80, 36.9-38.7 with none (session 12, one boot). Longer READs
+/// 41.1-42.3 MiB/s with 1 or 2; 80, 36.9-38.7 with none (in one boot). Longer READs
 /// keep to [`READ_RESPONSE_WINDOW`]: their later requests go out alone, a loss at the end of
 /// one is found only by the ACK timer, and 1 MiB READs in a window of 128 fell from 10-12 to
 /// 4.7 MiB/s.

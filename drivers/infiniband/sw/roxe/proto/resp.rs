@@ -860,8 +860,8 @@ impl<const N: usize> ResponderResources<N> {
 /// in one request (rxe asks for 4096 responses for 4 MiB at MTU 1024): sent at once, such a
 /// reply overflows the egress queue (a tail-dropped burst only makes the requester ask again for
 /// another) and keeps the CPU in one softirq for as long as it takes to build and checksum every
-/// packet. Twice roxe's own request size ([`super::req::READ_REQUEST_PSNS`]), so that roxe's
-/// requests are answered in one go.
+/// packet. Four times roxe's own request size ([`super::req::READ_REQUEST_PSNS`]), so that
+/// roxe's requests are answered in one go.
 pub const READ_REPLY_BURST: u32 = 256;
 
 /// How long the responder waits before sending the next burst of a long READ reply, in ms.
@@ -1019,8 +1019,8 @@ impl ReadStream {
 }
 
 /// Responses that replays of duplicate READs may send at once per interval, on one QP: one
-/// burst, as much as roxe's requester has outstanding in two READs of its own request size
-/// ([`super::req::READ_REQUEST_PSNS`]).
+/// burst, more than roxe's requester ever has outstanding
+/// ([`super::req::SINGLE_REQUEST_READ_WINDOW`]).
 pub const READ_REPLAY_BUDGET: u32 = READ_REPLY_BURST;
 
 /// The least time between two bursts of a READ reply, as a multiple of the time the first of
