@@ -851,11 +851,25 @@ static void act_bind_mw(void)
 	}
 }
 
+/*
+ * A size that the device accepts, kept at most `cap`; sizes past `limit` stay as they are (they
+ * are refused). At the device's limits a ring has 2^20 entries, tens to hundreds of MiB of
+ * kernel memory: a few of them alive at once fill a 2 GiB guest, and the OOM killer then takes
+ * the fuzzer. The limits themselves are probed by the refused sizes just past them, and the
+ * sizes at them by user-sizes.
+ */
+static uint32_t accepted_at_most(uint32_t v, uint32_t limit, uint32_t cap)
+{
+	return v <= limit && v > cap ? cap : v;
+}
+
 static int cq_depth(void)
 {
+	uint32_t max = (uint32_t)dattr.max_cqe;
+
 	switch (rn(10)) {
-	case 0: return (int)interesting32((uint32_t)dattr.max_cqe);
-	case 1: return dattr.max_cqe + (int)rn(3) - 1;
+	case 0: return (int)accepted_at_most(interesting32(max), max, 65536);
+	case 1: return (int)accepted_at_most(max + (uint32_t)rn(3) - 1, max, 65536);
 	case 2: return 0;
 	default: return 1 + (int)rn(pct(80) ? 64 : 4096);
 	}
@@ -975,7 +989,8 @@ static void act_create_srq(void)
 
 	if (i < 0 || p < 0)
 		return;
-	a.attr.max_wr = pct(10) ? dattr.max_srq_wr + (uint32_t)rn(3) : wr_count();
+	a.attr.max_wr = pct(10) ? accepted_at_most(dattr.max_srq_wr + (uint32_t)rn(3), dattr.max_srq_wr, 16384) :
+				  wr_count();
 	a.attr.max_sge = sge_count((uint32_t)dattr.max_srq_sge);
 	a.attr.srq_limit = pct(70) ? (uint32_t)rn(a.attr.max_wr + 2) : r32();
 	note("create_srq");
@@ -1012,7 +1027,7 @@ static void act_modify_srq(void)
 
 	if (i < 0 || srqs[i].unusable)
 		return;
-	a.max_wr = pct(15) ? dattr.max_srq_wr + (uint32_t)rn(3) : wr_count();
+	a.max_wr = pct(15) ? accepted_at_most(dattr.max_srq_wr + (uint32_t)rn(3), dattr.max_srq_wr, 16384) : wr_count();
 	a.srq_limit = pct(70) ? (uint32_t)rn(64) : r32();
 	mask = pct(90) ? 1 + (int)rn(3) : (int)r32();
 	note("modify_srq");
