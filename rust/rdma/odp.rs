@@ -152,10 +152,10 @@ unsafe extern "C" fn invalidate(
     if !table.is_null() && start < end {
         let first = ((start - ustart) >> PAGE_SHIFT) as usize;
         let last = ((end - 1 - ustart) >> PAGE_SHIFT) as usize;
+        // Once cleared under the lock, no copy still uses these pages and none can start.
         // SAFETY: `private` points to the table of the `OdpMem` owning this umem (type
         // invariant), which outlives the notifier's registration (`release` unregisters it
         // before the table can be freed).
-        // Once cleared under the lock, no copy still uses these pages and none can start.
         clear(unsafe { &*table }, first, last + 1);
     }
     if start < end {
