@@ -26,6 +26,7 @@ from ringlib import REMOTE_ALL, Env, Report, connect, make_cq, make_qp, wcname
 
 SIZE = 4096
 DEPTH = 64
+SETUP_ATTEMPTS = 20
 
 
 class Ledger:
@@ -50,14 +51,38 @@ class Ledger:
     seen = None
 
 
+def round_objects(env):
+    """The CQs, connected QPs and MRs of one round, set up again while an injected
+    allocation failure makes a step fail with an errno (each verb that creates an object has
+    several non-sleeping allocations, so at failslab's 10% one setup in two or three fails)."""
+    for attempt in range(SETUP_ATTEMPTS):
+        made = []
+        try:
+            scq, _ = make_cq(env, 4 * DEPTH)
+            made.append(scq)
+            rcq, _ = make_cq(env, 4 * DEPTH)
+            made.append(rcq)
+            a, _, _ = make_qp(env, env.pd, scq, send_wr=DEPTH, recv_wr=DEPTH, send_sge=1, recv_sge=1, rcq=rcq)
+            made.insert(0, a)
+            b, _, _ = make_qp(env, env.pd, scq, send_wr=DEPTH, recv_wr=DEPTH, send_sge=1, recv_sge=1, rcq=rcq)
+            made.insert(0, b)
+            connect(env, a, b)
+            mr_a = MR(env.pd, SIZE, REMOTE_ALL)
+            made.insert(0, mr_a)
+            mr_b = MR(env.pd, SIZE, REMOTE_ALL)
+            return scq, rcq, a, b, mr_a, mr_b
+        except (PyverbsError, PyverbsRDMAError, OSError) as ex:
+            print(f'round setup attempt {attempt}: {ex}', flush=True)
+            for o in made:
+                try:
+                    o.close()
+                except (PyverbsError, PyverbsRDMAError, OSError) as cex:
+                    print(f'round setup attempt {attempt}: close: {cex}', flush=True)
+    raise OSError(f'no round set up in {SETUP_ATTEMPTS} attempts')
+
+
 def one_round(env, rnd, seconds, report, totals):
-    scq, _ = make_cq(env, 4 * DEPTH)
-    rcq, _ = make_cq(env, 4 * DEPTH)
-    a, _, _ = make_qp(env, env.pd, scq, send_wr=DEPTH, recv_wr=DEPTH, send_sge=1, recv_sge=1, rcq=rcq)
-    b, _, _ = make_qp(env, env.pd, scq, send_wr=DEPTH, recv_wr=DEPTH, send_sge=1, recv_sge=1, rcq=rcq)
-    connect(env, a, b)
-    mr_a = MR(env.pd, SIZE, REMOTE_ALL)
-    mr_b = MR(env.pd, SIZE, REMOTE_ALL)
+    scq, rcq, a, b, mr_a, mr_b = round_objects(env)
     send, recv = Ledger('send'), Ledger('recv')
     send.seen, recv.seen = set(), set()
     next_id = (rnd << 32) + 1
@@ -125,7 +150,7 @@ def main():
     dev, gid_index, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
     report = Report('completions')
     env = None
-    for attempt in range(20):
+    for attempt in range(SETUP_ATTEMPTS):
         try:
             env = Env(dev, gid_index)
             break
@@ -134,7 +159,7 @@ def main():
             # allocates without sleeping under the key pool's lock): an errno, tried again.
             print(f'setup attempt {attempt}: {ex}', flush=True)
     if env is None:
-        report.check('setup', False, 'no PD and MRs in 20 attempts')
+        report.check('setup', False, f'no PD and MRs in {SETUP_ATTEMPTS} attempts')
         report.finish()
         return
     totals = {}
@@ -144,8 +169,8 @@ def main():
         try:
             posted += one_round(env, rnd, seconds / rounds, report, totals)
         except (PyverbsError, PyverbsRDMAError, OSError) as ex:
-            # Setting up a round may itself meet an allocation failure (an errno): that is no
-            # lost completion; the round is skipped.
+            # Every setup attempt of a round met an injected allocation failure (an errno):
+            # that is no lost completion; the round is skipped.
             print(f'round {rnd}: setup failed: {ex}', flush=True)
     print(f'posted {posted} send WRs; completions by status: {totals}', flush=True)
     report.check('some-traffic', posted > 0, f'{posted} send WRs')
