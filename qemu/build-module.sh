@@ -4,6 +4,8 @@
 # compiler must be the one that built the kernel's Rust metadata). Sources are mirrored into
 # build/<flavour>/ so the two flavours' objects and generated bindings never mix.
 #   qemu/build-module.sh debug|stock
+# With ROXE_CLIPPY=1 the sources are compiled through clippy-driver (the kernel's `make CLIPPY=1`,
+# with the kernel's own lint set) into build/<flavour>-clippy/, and any warning fails the build.
 . "$(dirname "$0")/lib.sh"
 flavour=${1:?usage: build-module.sh debug|stock}
 case "$flavour" in
@@ -14,6 +16,10 @@ esac
 [ -d "$kdir" ] || die "no $flavour kernel tree: run qemu/kernel-$flavour.sh"
 kdir=$(readlink -f "$kdir")
 out="$ROXE_TOP/build/$flavour"
+if [ "${ROXE_CLIPPY:-0}" = 1 ]; then
+	out="$out-clippy"
+	mkargs+=(CLIPPY=1 KRUSTFLAGS=-Dwarnings)
+fi
 mkdir -p "$out"
 rsync -a --delete --exclude '*.o' --exclude '*.ko' --exclude '*.cmd' --exclude '*.mod*' \
 	--exclude 'generated' --exclude '.*.d' --exclude 'modules.order' --exclude 'Module.symvers' \

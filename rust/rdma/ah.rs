@@ -127,6 +127,12 @@ pub enum AhContext {
 }
 
 impl<T: Driver> Adapter<T> {
+    /// `ib_device_ops.create_ah`.
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     pub(crate) unsafe extern "C" fn create_ah(
         ibah: *mut bindings::ib_ah,
         init: *mut bindings::rdma_ah_init_attr,
@@ -161,6 +167,12 @@ impl<T: Driver> Adapter<T> {
         })
     }
 
+    /// `ib_device_ops.destroy_ah`.
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     pub(crate) unsafe extern "C" fn destroy_ah(ibah: *mut bindings::ib_ah, _flags: u32) -> ffi::c_int {
         // SAFETY: The core destroys only AHs whose creation succeeded; they are not used after.
         let data = unsafe { Ah::<T>::take_data(ibah) };
@@ -170,6 +182,12 @@ impl<T: Driver> Adapter<T> {
         0
     }
 
+    /// `ib_device_ops.query_ah`.
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     pub(crate) unsafe extern "C" fn query_ah(ibah: *mut bindings::ib_ah, attr: *mut bindings::rdma_ah_attr) -> ffi::c_int {
         from_result(|| {
             // SAFETY: A live AH of ours; the core passes a valid attribute to fill.

@@ -6,6 +6,9 @@
 
 #![allow(
     clippy::all,
+    clippy::cast_lossless,
+    clippy::ptr_as_ptr,
+    clippy::ref_as_ptr,
     dead_code,
     missing_docs,
     non_camel_case_types,

@@ -132,6 +132,12 @@ impl CqNotifier {
 }
 
 impl<T: Driver> Adapter<T> {
+    /// `ib_device_ops.create_cq`.
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     pub(crate) unsafe extern "C" fn create_cq(
         ibcq: *mut bindings::ib_cq,
         attr: *const bindings::ib_cq_init_attr,
@@ -160,6 +166,12 @@ impl<T: Driver> Adapter<T> {
         })
     }
 
+    /// `ib_device_ops.destroy_cq`.
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     pub(crate) unsafe extern "C" fn destroy_cq(ibcq: *mut bindings::ib_cq, _udata: *mut bindings::ib_udata) -> ffi::c_int {
         // SAFETY: The core destroys only CQs whose creation succeeded.
         let cq = unsafe { Cq::<T>::from_raw(ibcq) };
@@ -173,6 +185,12 @@ impl<T: Driver> Adapter<T> {
         0
     }
 
+    /// `ib_device_ops.resize_cq`.
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     pub(crate) unsafe extern "C" fn resize_cq(
         ibcq: *mut bindings::ib_cq,
         cqe: ffi::c_uint,
@@ -188,6 +206,12 @@ impl<T: Driver> Adapter<T> {
         })
     }
 
+    /// `ib_device_ops.req_notify_cq`.
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     pub(crate) unsafe extern "C" fn req_notify_cq(
         ibcq: *mut bindings::ib_cq,
         flags: bindings::ib_cq_notify_flags,

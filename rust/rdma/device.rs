@@ -299,7 +299,11 @@ impl StatDesc {
     /// A counter called `name`.
     pub const fn new(name: &'static CStr) -> Self {
         // INVARIANT: A static string; no private pointer.
-        StatDesc(bindings::rdma_stat_desc { name: name.as_ptr().cast(), flags: 0, priv_: core::ptr::null() })
+        StatDesc(bindings::rdma_stat_desc {
+            name: kernel::str::as_char_ptr_in_const_context(name).cast(),
+            flags: 0,
+            priv_: core::ptr::null(),
+        })
     }
 }
 
@@ -537,7 +541,7 @@ impl<T: Link> Device<T> {
         }
         // SAFETY: The device is fully initialised; `name` is a valid string for the call. A NULL
         // DMA device makes the core use virtual DMA, which a software HCA needs.
-        let err = unsafe { bindings::ib_register_device(ibdev.as_ptr(), name.as_ptr().cast(), core::ptr::null_mut()) };
+        let err = unsafe { bindings::ib_register_device(ibdev.as_ptr(), name.as_char_ptr().cast(), core::ptr::null_mut()) };
         if err != 0 {
             // SAFETY: Registration failed, so the device is still ours to free.
             unsafe { bindings::ib_dealloc_device(ibdev.as_ptr()) };
@@ -659,6 +663,12 @@ impl<T: Driver> Adapter<T> {
         }
     }
 
+    /// `ib_device_ops.query_device`.
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     unsafe extern "C" fn query_device(
         ibdev: *mut bindings::ib_device,
         attr: *mut bindings::ib_device_attr,
@@ -674,6 +684,12 @@ impl<T: Driver> Adapter<T> {
         })
     }
 
+    /// `ib_device_ops.query_port`.
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     unsafe extern "C" fn query_port(
         ibdev: *mut bindings::ib_device,
         port: u32,
@@ -689,6 +705,12 @@ impl<T: Driver> Adapter<T> {
         })
     }
 
+    /// `ib_device_ops.get_port_immutable`.
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     unsafe extern "C" fn get_port_immutable(
         ibdev: *mut bindings::ib_device,
         port: u32,
@@ -704,6 +726,12 @@ impl<T: Driver> Adapter<T> {
         })
     }
 
+    /// `ib_device_ops.get_link_layer`.
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     unsafe extern "C" fn get_link_layer(
         _ibdev: *mut bindings::ib_device,
         _port: u32,
@@ -712,6 +740,12 @@ impl<T: Driver> Adapter<T> {
         bindings::rdma_link_layer_IB_LINK_LAYER_ETHERNET
     }
 
+    /// `ib_device_ops.query_pkey`.
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     unsafe extern "C" fn query_pkey(
         ibdev: *mut bindings::ib_device,
         port: u32,
@@ -728,6 +762,12 @@ impl<T: Driver> Adapter<T> {
         })
     }
 
+    /// `ib_device_ops.alloc_ucontext`.
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     unsafe extern "C" fn alloc_ucontext(
         uctx: *mut bindings::ib_ucontext,
         udata: *mut bindings::ib_udata,
@@ -743,6 +783,12 @@ impl<T: Driver> Adapter<T> {
         })
     }
 
+    /// `ib_device_ops.dealloc_ucontext`.
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     unsafe extern "C" fn dealloc_ucontext(uctx: *mut bindings::ib_ucontext) {
         // SAFETY: `alloc_ucontext` succeeded for this context (the core calls dealloc only then);
         // the core frees the memory after we return.
@@ -754,8 +800,19 @@ impl<T: Driver> Adapter<T> {
     /// objects through their destroy ops next, so nothing is left for the driver to do. Having
     /// the op is what lets the core unregister without waiting for every process to close the
     /// device (and lets the module unload without a reference per open context).
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     unsafe extern "C" fn disassociate_ucontext(_uctx: *mut bindings::ib_ucontext) {}
 
+    /// `ib_device_ops.alloc_hw_port_stats`.
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     unsafe extern "C" fn alloc_hw_port_stats(_ibdev: *mut bindings::ib_device, _port: u32) -> *mut bindings::rdma_hw_stats {
         let n = ffi::c_int::try_from(T::HW_STATS.len()).unwrap_or(0);
         // SAFETY: `StatDesc` is a transparent `rdma_stat_desc`; the array is `'static`, as the
@@ -765,6 +822,12 @@ impl<T: Driver> Adapter<T> {
         unsafe { bindings::rdma_alloc_hw_stats_struct(T::HW_STATS.as_ptr().cast(), n, 0) }
     }
 
+    /// `ib_device_ops.get_hw_stats`.
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     unsafe extern "C" fn get_hw_stats(
         ibdev: *mut bindings::ib_device,
         stats: *mut bindings::rdma_hw_stats,
@@ -786,6 +849,12 @@ impl<T: Driver> Adapter<T> {
         ffi::c_int::try_from(values.len()).unwrap_or(0)
     }
 
+    /// `ib_device_ops.alloc_pd`.
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     unsafe extern "C" fn alloc_pd(
         ibpd: *mut bindings::ib_pd,
         udata: *mut bindings::ib_udata,
@@ -801,6 +870,12 @@ impl<T: Driver> Adapter<T> {
         })
     }
 
+    /// `ib_device_ops.dealloc_pd`.
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     unsafe extern "C" fn dealloc_pd(ibpd: *mut bindings::ib_pd, _udata: *mut bindings::ib_udata) -> ffi::c_int {
         // SAFETY: `alloc_pd` succeeded for this PD (the core deallocates only those, once no
         // object uses it); the core frees the memory afterwards.
@@ -811,6 +886,12 @@ impl<T: Driver> Adapter<T> {
         0
     }
 
+    /// The device's tick timer.
+    ///
+    /// # Safety
+    ///
+    /// Only the `tick` timer of a `Device<T>` that `register` set up calls this, with `timer` that
+    /// field; `dealloc_driver` shuts the timer down before the device is freed.
     unsafe extern "C" fn tick(timer: *mut bindings::timer_list) {
         let offset = core::mem::offset_of!(Device<T>, tick);
         // SAFETY: The timer is the `tick` field of a registered `Device<T>` (see `register`),
@@ -821,6 +902,12 @@ impl<T: Driver> Adapter<T> {
         unsafe { bindings::roxe_helper_timer_arm_ms(timer, T::TICK_MS) };
     }
 
+    /// The device's short timer.
+    ///
+    /// # Safety
+    ///
+    /// Only the `short_timer` of a live `Device<T>` calls this, with `timer` that field;
+    /// `dealloc_driver` cancels it before the device is freed.
     unsafe extern "C" fn short_timer(timer: *mut bindings::roxe_hrtimer) {
         let offset = core::mem::offset_of!(Device<T>, short_timer);
         // SAFETY: The timer is the `short_timer` field of a `Device<T>`, alive: `dealloc_driver`
@@ -829,6 +916,12 @@ impl<T: Driver> Adapter<T> {
         T::short_timer(dev);
     }
 
+    /// The device's kick work.
+    ///
+    /// # Safety
+    ///
+    /// Only the `kick` work of a live `Device<T>` calls this, with `work` that field;
+    /// `dealloc_driver` disables it before the device is freed.
     unsafe extern "C" fn kick(work: *mut bindings::work_struct) {
         let offset = core::mem::offset_of!(Device<T>, kick);
         // SAFETY: The work is the `kick` field of a `Device<T>`, alive: `dealloc_driver` disables
@@ -837,6 +930,12 @@ impl<T: Driver> Adapter<T> {
         T::kicked(dev);
     }
 
+    /// The device's process work.
+    ///
+    /// # Safety
+    ///
+    /// Only the `process_work` work of a live `Device<T>` calls this, with `work` that field;
+    /// `dealloc_driver` disables it before the device is freed.
     unsafe extern "C" fn process_work(work: *mut bindings::work_struct) {
         let offset = core::mem::offset_of!(Device<T>, process_work);
         // SAFETY: The work is the `process_work` field of a `Device<T>`, alive: `dealloc_driver`
@@ -845,6 +944,12 @@ impl<T: Driver> Adapter<T> {
         T::process_work(dev);
     }
 
+    /// None
+    ///
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, once, as `ib_device_ops.dealloc_driver` of a device of `T`,
+    /// after unregistering it and before freeing it; nothing uses the device afterwards.
     unsafe extern "C" fn dealloc_driver(ibdev: *mut bindings::ib_device) {
         let dev = ibdev.cast::<Device<T>>();
         // SAFETY: The work was initialised at allocation; afterwards it can neither run nor be

@@ -159,6 +159,13 @@ unsafe fn sges<'a>(sg: *const bindings::ib_sge, n: ffi::c_int, out: &'a mut [Ker
 }
 
 impl<T: Driver> Adapter<T> {
+    /// `post_send` for a kernel consumer's QP.
+    ///
+    /// # Safety
+    ///
+    /// `ibqp` is a live kernel (not user) QP of a device of `T`, `wr` a valid chain of send WRs and
+    /// `bad_wr` a valid pointer, as `ib_device_ops.post_send` passes them (the caller is
+    /// `Adapter::post_send`).
     pub(crate) unsafe fn post_send_kernel(
         ibqp: *mut bindings::ib_qp,
         mut wr: *const bindings::ib_send_wr,
@@ -242,6 +249,12 @@ impl<T: Driver> Adapter<T> {
         0
     }
 
+    /// `ib_device_ops.post_recv`.
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     pub(crate) unsafe extern "C" fn post_recv(
         ibqp: *mut bindings::ib_qp,
         mut wr: *const bindings::ib_recv_wr,
@@ -271,6 +284,12 @@ impl<T: Driver> Adapter<T> {
         0
     }
 
+    /// `ib_device_ops.post_srq_recv`.
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     pub(crate) unsafe extern "C" fn post_srq_recv(
         ibsrq: *mut bindings::ib_srq,
         mut wr: *const bindings::ib_recv_wr,
@@ -300,6 +319,12 @@ impl<T: Driver> Adapter<T> {
         0
     }
 
+    /// `ib_device_ops.poll_cq`.
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     pub(crate) unsafe extern "C" fn poll_cq(ibcq: *mut bindings::ib_cq, num: ffi::c_int, wc: *mut bindings::ib_wc) -> ffi::c_int {
         // SAFETY: A live CQ of ours.
         let cq = unsafe { Cq::<T>::from_raw(ibcq) };
@@ -326,6 +351,12 @@ impl<T: Driver> Adapter<T> {
         done as ffi::c_int
     }
 
+    /// `ib_device_ops.get_dma_mr`.
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     pub(crate) unsafe extern "C" fn get_dma_mr(ibpd: *mut bindings::ib_pd, access: ffi::c_int) -> *mut bindings::ib_mr {
         // SAFETY: A live PD of ours.
         let pd = unsafe { Pd::<T>::from_raw(ibpd) };

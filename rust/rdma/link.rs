@@ -52,7 +52,7 @@ impl<T: Link> LinkOps<T> {
                     next: core::ptr::null_mut(),
                     prev: core::ptr::null_mut(),
                 },
-                type_: T::TYPE.as_ptr().cast(),
+                type_: kernel::str::as_char_ptr_in_const_context(T::TYPE).cast(),
                 newlink: Some(Self::newlink_callback),
                 dellink: Some(Self::dellink_callback),
             }),
@@ -64,13 +64,20 @@ impl<T: Link> LinkOps<T> {
         self.ops.get()
     }
 
+    /// `rdma_link_ops.newlink`.
+    ///
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the `rdma_link_ops` of a registered
+    /// `LinkRegistration<T>`: `name` is a NUL-terminated string and `ndev` a net device the core
+    /// holds a reference on, both valid for the call.
     unsafe extern "C" fn newlink_callback(
         name: *const ffi::c_char,
         ndev: *mut bindings::net_device,
     ) -> ffi::c_int {
         from_result(|| {
             // SAFETY: The core passes a NUL-terminated name valid for the call.
-            let name = unsafe { CStr::from_ptr(name.cast()) };
+            let name = unsafe { CStr::from_char_ptr(name) };
             // SAFETY: The core holds a reference on `ndev` for the duration of the call.
             let netdev = unsafe { NetDevice::from_raw(ndev) };
             T::newlink(name, netdev)?;
@@ -78,6 +85,12 @@ impl<T: Link> LinkOps<T> {
         })
     }
 
+    /// `rdma_link_ops.dellink`.
+    ///
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the `rdma_link_ops` of a registered
+    /// `LinkRegistration<T>`, with `ibdev` a live device of `T` that a link created.
     unsafe extern "C" fn dellink_callback(ibdev: *mut bindings::ib_device) -> ffi::c_int {
         from_result(|| {
             // SAFETY: The core calls `dellink` only for devices whose `link_ops` are ours, which

@@ -30,7 +30,7 @@ pub fn module_loaded(this: &ThisModule, name: &CStr) -> bool {
     }
     // SAFETY: `kset` is the module kset, which lives as long as the kernel; `name` is a valid
     // NUL-terminated string for the call.
-    let kobj = unsafe { bindings::kset_find_obj(kset, name.as_ptr().cast()) };
+    let kobj = unsafe { bindings::kset_find_obj(kset, name.as_char_ptr().cast()) };
     if kobj.is_null() {
         return false;
     }
@@ -90,6 +90,12 @@ impl ModuleBlocker {
         })
     }
 
+    /// The module notifier.
+    ///
+    /// # Safety
+    ///
+    /// Only the module notifier chain calls this, with `nb` the notifier block of a registered,
+    /// live `ModuleBlocker` and, for each event, `data` the `struct module` it is about.
     unsafe extern "C" fn notifier_call(
         nb: *mut bindings::notifier_block,
         state: ffi::c_ulong,

@@ -245,6 +245,12 @@ impl<T: Driver> Adapter<T> {
         ib
     }
 
+    /// `ib_device_ops.reg_user_mr`.
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     pub(crate) unsafe extern "C" fn reg_user_mr(
         ibpd: *mut bindings::ib_pd,
         start: u64,
@@ -266,6 +272,12 @@ impl<T: Driver> Adapter<T> {
         }
     }
 
+    /// `ib_device_ops.rereg_user_mr`.
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     pub(crate) unsafe extern "C" fn rereg_user_mr(
         ibmr: *mut bindings::ib_mr,
         flags: ffi::c_int,
@@ -291,6 +303,12 @@ impl<T: Driver> Adapter<T> {
         }
     }
 
+    /// `ib_device_ops.dereg_mr`.
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     pub(crate) unsafe extern "C" fn dereg_mr(ibmr: *mut bindings::ib_mr, _udata: *mut bindings::ib_udata) -> ffi::c_int {
         // SAFETY: The MR's device is ours and alive.
         let dev = unsafe { Device::<T>::from_raw((*ibmr).device) };
@@ -313,6 +331,11 @@ impl<T: Driver> Adapter<T> {
     }
 
     /// `ib_alloc_mr`: only `IB_MR_TYPE_MEM_REG` (fast registration) is offered.
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     pub(crate) unsafe extern "C" fn alloc_mr(ibpd: *mut bindings::ib_pd, mr_type: bindings::ib_mr_type, max_num_sg: u32) -> *mut bindings::ib_mr {
         if mr_type != bindings::ib_mr_type_IB_MR_TYPE_MEM_REG {
             return err_ptr(EINVAL);
@@ -337,6 +360,11 @@ impl<T: Driver> Adapter<T> {
     /// `ib_map_mr_sg`: the core's `ib_sg_to_pages` splits the scatterlist into pages of the
     /// consumer's page size, checks that they form one contiguous IOVA range and sets the MR's
     /// `iova` and `length`; the driver then takes the page list.
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     pub(crate) unsafe extern "C" fn map_mr_sg(
         ibmr: *mut bindings::ib_mr,
         sg: *mut bindings::scatterlist,
@@ -369,6 +397,11 @@ impl<T: Driver> Adapter<T> {
 
     /// `ib_sg_to_pages` callback: appends one page; refuses past the MR's `max_num_sg`, which
     /// makes `ib_sg_to_pages` stop and report how many scatterlist entries fit.
+    ///
+    /// # Safety
+    ///
+    /// Only `ib_sg_to_pages` calls this, from `map_mr_sg`, with that call's MR: the `ib` field of a
+    /// live `Mr<T>`.
     unsafe extern "C" fn set_page(ibmr: *mut bindings::ib_mr, addr: u64) -> ffi::c_int {
         // CAST: `ib` is the first field of the `#[repr(C)]` `Mr<T>`.
         // SAFETY: Called by `ib_sg_to_pages` from `map_mr_sg` with that call's MR.
@@ -385,6 +418,12 @@ impl<T: Driver> Adapter<T> {
         }
     }
 
+    /// `ib_device_ops.alloc_mw`.
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     pub(crate) unsafe extern "C" fn alloc_mw(ibmw: *mut bindings::ib_mw, udata: *mut bindings::ib_udata) -> ffi::c_int {
         kernel::error::from_result(|| {
             // SAFETY: A fresh MW of our device with `pd` and `type_` set; udata for the command.
@@ -400,6 +439,12 @@ impl<T: Driver> Adapter<T> {
         })
     }
 
+    /// `ib_device_ops.dealloc_mw`.
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     pub(crate) unsafe extern "C" fn dealloc_mw(ibmw: *mut bindings::ib_mw) -> ffi::c_int {
         // SAFETY: The core deallocates only MWs whose allocation succeeded.
         let data = unsafe { Mw::<T>::take_data(ibmw) };

@@ -214,6 +214,13 @@ impl<T: NetdevNotifier> NetdevNotifierRegistration<T> {
         })
     }
 
+    /// The netdevice notifier.
+    ///
+    /// # Safety
+    ///
+    /// Only the netdevice notifier chain calls this, for a registered
+    /// `NetdevNotifierRegistration<T>`, with `ptr` the event's `netdev_notifier_info`, valid for
+    /// the call.
     unsafe extern "C" fn notifier_call(
         _nb: *mut bindings::notifier_block,
         event: ffi::c_ulong,

@@ -122,6 +122,11 @@ const fn null_ops() -> bindings::mmu_interval_notifier_ops {
 }
 
 /// The invalidate callback: forget the pages of the range, then let the core unmap them.
+///
+/// # Safety
+///
+/// Only the mmu notifier core calls this, for the interval notifier of an ODP umem that
+/// `OdpMem::register` set up (registered, so the umem is alive), with `range` valid for the call.
 unsafe extern "C" fn invalidate(
     mni: *mut bindings::mmu_interval_notifier,
     range: *const bindings::mmu_notifier_range,
@@ -150,8 +155,8 @@ unsafe extern "C" fn invalidate(
     // SAFETY: `private` is written under the umem mutex, which we hold.
     let table = unsafe { bindings::roxe_helper_umem_odp_private(odp) }.cast::<SpinLock<TableState>>();
     if !table.is_null() && start < end {
-        let first = ((start - ustart) >> PAGE_SHIFT) as usize;
-        let last = ((end - 1 - ustart) >> PAGE_SHIFT) as usize;
+        let first = (start - ustart) >> PAGE_SHIFT;
+        let last = (end - 1 - ustart) >> PAGE_SHIFT;
         // Once cleared under the lock, no copy still uses these pages and none can start.
         // SAFETY: `private` points to the table of the `OdpMem` owning this umem (type
         // invariant), which outlives the notifier's registration (`release` unregisters it
@@ -218,7 +223,7 @@ impl OdpMem {
         let umem = NonNull::new(umem).ok_or(EINVAL)?;
         // SAFETY: A live umem.
         let (ustart, uend) = unsafe { (bindings::roxe_helper_umem_odp_start(umem.as_ptr()), bindings::roxe_helper_umem_odp_end(umem.as_ptr())) };
-        if ustart as u64 != start || ((uend - ustart) >> PAGE_SHIFT) as usize != npages {
+        if ustart as u64 != start || (uend - ustart) >> PAGE_SHIFT != npages {
             // Huge-page umems (another page size) are not offered.
             // SAFETY: Ours, released once.
             unsafe { bindings::ib_umem_odp_release(umem.as_ptr()) };

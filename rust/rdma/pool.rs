@@ -19,6 +19,7 @@ use super::bindings;
 use core::{ffi::c_void, marker::PhantomData};
 use core::ops::Deref;
 use kernel::{
+    ffi,
     prelude::*,
     sync::{rcu, Arc, ArcBorrow},
     types::{ForeignOwnable, Opaque},
@@ -127,7 +128,7 @@ impl<T: Send + Sync + 'static> Pool<T> {
         let item = Self::new_entry(init, alloc)?;
         let ptr = item.clone().into_foreign();
         // SAFETY: As in `reserve`; `ptr` is a valid entry.
-        let ret = unsafe { bindings::roxe_helper_xa_insert_irqsafe(self.xa(), index as _, ptr.cast(), alloc.gfp()) };
+        let ret = unsafe { bindings::roxe_helper_xa_insert_irqsafe(self.xa(), index as ffi::c_ulong, ptr.cast(), alloc.gfp()) };
         if ret < 0 {
             // SAFETY: Not inserted: we still own the reference.
             drop(unsafe { PoolRef::<T>::from_foreign(ptr) });
@@ -148,7 +149,7 @@ impl<T: Send + Sync + 'static> Pool<T> {
     pub fn get(&self, index: u32) -> Option<PoolRef<T>> {
         let _guard = rcu::read_lock();
         // SAFETY: `xa` is initialised; `xa_load` may run under RCU alone.
-        let ptr = unsafe { bindings::xa_load(self.xa(), index as _) };
+        let ptr = unsafe { bindings::xa_load(self.xa(), index as ffi::c_ulong) };
         if ptr.is_null() {
             return None;
         }
@@ -187,7 +188,7 @@ impl<T: Send + Sync + 'static> Pool<T> {
     /// lookup still borrows it. Process context (it sleeps).
     pub fn remove(&self, index: u32) -> Option<PoolRef<T>> {
         // SAFETY: `xa` is initialised.
-        let ptr = unsafe { bindings::roxe_helper_xa_erase_irqsafe(self.xa(), index as _) };
+        let ptr = unsafe { bindings::roxe_helper_xa_erase_irqsafe(self.xa(), index as ffi::c_ulong) };
         if ptr.is_null() {
             return None;
         }
@@ -201,7 +202,7 @@ impl<T: Send + Sync + 'static> Pool<T> {
     /// reference, so it must not sleep. Returns whether the index was present.
     pub fn remove_deferred(&self, index: u32) -> bool {
         // SAFETY: `xa` is initialised.
-        let ptr = unsafe { bindings::roxe_helper_xa_erase_irqsafe(self.xa(), index as _) };
+        let ptr = unsafe { bindings::roxe_helper_xa_erase_irqsafe(self.xa(), index as ffi::c_ulong) };
         if ptr.is_null() {
             return false;
         }
@@ -215,6 +216,12 @@ impl<T: Send + Sync + 'static> Pool<T> {
         true
     }
 
+    /// The RCU callback of `remove_deferred`.
+    ///
+    /// # Safety
+    ///
+    /// Only RCU calls this, once, with `head` the `rcu` field of an `Entry<T>` that
+    /// `remove_deferred` queued together with the reference it owned.
     unsafe extern "C" fn drop_after_grace_period(head: *mut bindings::callback_head) {
         let offset = core::mem::offset_of!(Entry<T>, rcu);
         // SAFETY: `head` is the `rcu` field of an `Entry<T>` that `remove_deferred` turned into a
@@ -246,7 +253,7 @@ impl<T: Send + Sync + 'static> Reservation<'_, T> {
         let ptr = item.clone().into_foreign();
         // SAFETY: `xa` is initialised; the index is reserved, so storing needs no allocation and
         // cannot fail; `ptr` is a valid entry the pool now owns.
-        unsafe { bindings::roxe_helper_xa_store_irqsafe(self.pool.xa(), self.index as _, ptr.cast()) };
+        unsafe { bindings::roxe_helper_xa_store_irqsafe(self.pool.xa(), self.index as ffi::c_ulong, ptr.cast()) };
         self.filled = true;
         Ok(item)
     }
@@ -256,7 +263,7 @@ impl<T: Send + Sync + 'static> Drop for Reservation<'_, T> {
     fn drop(&mut self) {
         if !self.filled {
             // SAFETY: `xa` is initialised; releasing a reserved, unfilled index frees it.
-            unsafe { bindings::roxe_helper_xa_release_irqsafe(self.pool.xa(), self.index as _) };
+            unsafe { bindings::roxe_helper_xa_release_irqsafe(self.pool.xa(), self.index as ffi::c_ulong) };
         }
     }
 }
@@ -282,5 +289,3 @@ impl<T: Send + Sync + 'static> PinnedDrop for Pool<T> {
         unsafe { bindings::xa_destroy(self.xa()) };
     }
 }
-
-use kernel::ffi;

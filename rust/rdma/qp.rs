@@ -313,6 +313,12 @@ unsafe fn cq_ref<'a, T: Driver>(cq: *mut bindings::ib_cq) -> Option<&'a Cq<T>> {
 }
 
 impl<T: Driver> Adapter<T> {
+    /// `ib_device_ops.create_qp`.
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     pub(crate) unsafe extern "C" fn create_qp(
         ibqp: *mut bindings::ib_qp,
         init: *mut bindings::ib_qp_init_attr,
@@ -354,6 +360,12 @@ impl<T: Driver> Adapter<T> {
         })
     }
 
+    /// `ib_device_ops.modify_qp`.
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     pub(crate) unsafe extern "C" fn modify_qp(
         ibqp: *mut bindings::ib_qp,
         attr: *mut bindings::ib_qp_attr,
@@ -370,6 +382,12 @@ impl<T: Driver> Adapter<T> {
         })
     }
 
+    /// `ib_device_ops.query_qp`.
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     pub(crate) unsafe extern "C" fn query_qp(
         ibqp: *mut bindings::ib_qp,
         attr: *mut bindings::ib_qp_attr,
@@ -401,6 +419,12 @@ impl<T: Driver> Adapter<T> {
         })
     }
 
+    /// `ib_device_ops.attach_mcast`.
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     pub(crate) unsafe extern "C" fn attach_mcast(ibqp: *mut bindings::ib_qp, gid: *mut bindings::ib_gid, _lid: u16) -> ffi::c_int {
         // SAFETY: A live QP of ours; `gid` points to the command's GID for the call.
         let (qp, mgid) = unsafe { (Qp::<T>::from_raw(ibqp), (*gid).raw) };
@@ -410,6 +434,12 @@ impl<T: Driver> Adapter<T> {
         }
     }
 
+    /// `ib_device_ops.detach_mcast`.
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     pub(crate) unsafe extern "C" fn detach_mcast(ibqp: *mut bindings::ib_qp, gid: *mut bindings::ib_gid, _lid: u16) -> ffi::c_int {
         // SAFETY: As in `attach_mcast`.
         let (qp, mgid) = unsafe { (Qp::<T>::from_raw(ibqp), (*gid).raw) };
@@ -419,6 +449,12 @@ impl<T: Driver> Adapter<T> {
         }
     }
 
+    /// `ib_device_ops.destroy_qp`.
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     pub(crate) unsafe extern "C" fn destroy_qp(ibqp: *mut bindings::ib_qp, _udata: *mut bindings::ib_udata) -> ffi::c_int {
         // SAFETY: The core destroys only QPs whose creation succeeded.
         let qp = unsafe { Qp::<T>::from_raw(ibqp) };
@@ -432,6 +468,12 @@ impl<T: Driver> Adapter<T> {
         0
     }
 
+    /// `ib_device_ops.post_send`.
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     pub(crate) unsafe extern "C" fn post_send(
         ibqp: *mut bindings::ib_qp,
         wr: *const bindings::ib_send_wr,

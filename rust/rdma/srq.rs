@@ -105,6 +105,12 @@ impl SrqNotifier {
 }
 
 impl<T: Driver> Adapter<T> {
+    /// `ib_device_ops.create_srq`.
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     pub(crate) unsafe extern "C" fn create_srq(
         ibsrq: *mut bindings::ib_srq,
         init: *mut bindings::ib_srq_init_attr,
@@ -136,6 +142,12 @@ impl<T: Driver> Adapter<T> {
         })
     }
 
+    /// `ib_device_ops.modify_srq`.
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     pub(crate) unsafe extern "C" fn modify_srq(
         ibsrq: *mut bindings::ib_srq,
         attr: *mut bindings::ib_srq_attr,
@@ -151,6 +163,12 @@ impl<T: Driver> Adapter<T> {
         })
     }
 
+    /// `ib_device_ops.query_srq`.
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     pub(crate) unsafe extern "C" fn query_srq(ibsrq: *mut bindings::ib_srq, attr: *mut bindings::ib_srq_attr) -> ffi::c_int {
         from_result(|| {
             // SAFETY: A live SRQ of ours; the core passes a structure to fill.
@@ -163,6 +181,12 @@ impl<T: Driver> Adapter<T> {
         })
     }
 
+    /// `ib_device_ops.destroy_srq`.
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     pub(crate) unsafe extern "C" fn destroy_srq(ibsrq: *mut bindings::ib_srq, _udata: *mut bindings::ib_udata) -> ffi::c_int {
         // SAFETY: The core destroys only SRQs whose creation succeeded (and no QP uses).
         let srq = unsafe { Srq::<T>::from_raw(ibsrq) };

@@ -68,6 +68,12 @@ impl<T: EncapRecv> UdpTunnelSocket<T> {
         Ok(Self { sock, _t: PhantomData })
     }
 
+    /// The socket's `encap_rcv`.
+    ///
+    /// # Safety
+    ///
+    /// Only the UDP layer calls this, as the `encap_rcv` of the socket `new` created, with `skb`
+    /// null or a socket buffer that becomes ours when we return 0.
     unsafe extern "C" fn encap_recv(
         _sk: *mut bindings::sock,
         skb: *mut bindings::sk_buff,

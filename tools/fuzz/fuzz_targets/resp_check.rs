@@ -164,7 +164,7 @@ impl Sim {
                     }
                     Response::Read(reply) => check_segments(&reply, self.cfg.mtu),
                     Response::Ack { psn } => assert!(psn.diff(old) < 0),
-                    Response::EmptyReadResponse { psn } => assert_eq!(psn, r.psn),
+                    Response::EmptyRead { psn } => assert_eq!(psn, r.psn),
                     Response::None => {}
                 }
                 assert_eq!(self.st.expected_psn(), old);

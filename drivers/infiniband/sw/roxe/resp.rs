@@ -381,7 +381,7 @@ fn take_recv(qp: &RoxeQp) -> Option<Result<RecvEntry, u64>> {
     } else {
         let mut slot = KVec::from_elem(0u8, qp.rq_elem_size, GFP_ATOMIC).ok()?;
         let mut rq = qp.rq.lock();
-        let q = (&mut *rq).as_mut()?;
+        let q = (*rq).as_mut()?;
         if !q.peek(&mut slot) {
             return None;
         }
@@ -762,7 +762,7 @@ fn respond(dev: &Device<Roxe>, path: &PathInfo, cfg: &RespConfig, rs: &mut RespS
                 response(&fx.netdev, path, Opcode::RC_ATOMIC_ACKNOWLEDGE, psn, Some(ack), 0, |_| true, Some(original));
             push(fx, skb);
         }
-        Response::EmptyReadResponse { psn } => {
+        Response::EmptyRead { psn } => {
             let skb = response(&fx.netdev, path, Opcode::RC_RDMA_READ_RESPONSE_ONLY, psn, Some(ack), 0, |_| true, None);
             push(fx, skb);
         }

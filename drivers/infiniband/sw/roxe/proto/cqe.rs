@@ -366,7 +366,7 @@ impl Cqe {
     }
 
     /// The 48 bytes of `struct ib_uverbs_wc`, ready to copy into a CQ ring slot.
-    pub fn to_bytes(&self) -> [u8; CQE_LEN] {
+    pub fn to_bytes(self) -> [u8; CQE_LEN] {
         use layout as L;
         let mut b = [0u8; CQE_LEN];
         put(&mut b, L::WR_ID, self.wr_id.to_ne_bytes());

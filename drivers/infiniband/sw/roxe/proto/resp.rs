@@ -27,6 +27,7 @@
 //! message (rxe does the same for class D1 errors): the byte offset into it lives here, in
 //! [`RespState::message`], and restarts at zero.
 
+use core::cmp::Ordering;
 use super::mtt::{permits, Access};
 use super::mtu::IbMtu;
 use super::opcode::{check_op_sequence, ExtHeader, Opcode, OpcodeInfo, Operation, Position, SeqCheck, Transport};
@@ -363,19 +364,20 @@ pub fn check_psn(state: &mut RespState, cfg: &RespConfig, req: &Request) -> PsnV
     }
     match cfg.qp_type {
         QpType::Rc => {
-            let ahead = req.psn.diff(state.expected_psn);
-            if ahead > 0 {
-                if !matches!(state.gap, Gap::None) {
-                    return PsnVerdict::Drop;
+            match req.psn.diff(state.expected_psn).cmp(&0) {
+                Ordering::Greater => {
+                    if !matches!(state.gap, Gap::None) {
+                        return PsnVerdict::Drop;
+                    }
+                    state.gap = Gap::SequenceNakSent;
+                    PsnVerdict::SequenceNak { expected: state.expected_psn }
                 }
-                state.gap = Gap::SequenceNakSent;
-                PsnVerdict::SequenceNak { expected: state.expected_psn }
-            } else if ahead < 0 {
-                PsnVerdict::Duplicate
-            } else {
-                // The gap, if any, is filled.
-                state.gap = Gap::None;
-                PsnVerdict::Expected
+                Ordering::Less => PsnVerdict::Duplicate,
+                Ordering::Equal => {
+                    // The gap, if any, is filled.
+                    state.gap = Gap::None;
+                    PsnVerdict::Expected
+                }
             }
         }
         QpType::Uc => {
@@ -1187,7 +1189,7 @@ pub enum Response {
     Read(ReadReply),
     /// A zero-length RDMA READ RESPONSE ONLY with [`ack_syndrome`], BTH PSN `psn`: how an
     /// ATOMIC WRITE or a FLUSH is acknowledged (annex A19; rxe `send_read_response_ack`).
-    EmptyReadResponse {
+    EmptyRead {
         /// The request's PSN.
         psn: Psn,
     },
@@ -1252,11 +1254,11 @@ pub fn handle_duplicate<const N: usize>(
             _ => Response::None,
         },
         Operation::AtomicWrite => match found {
-            Some(Resource::AtomicWrite { psn }) if psn == req.psn => Response::EmptyReadResponse { psn },
+            Some(Resource::AtomicWrite { psn }) if psn == req.psn => Response::EmptyRead { psn },
             _ => Response::None,
         },
         Operation::Flush => match found {
-            Some(Resource::Flush { psn }) if psn == req.psn => Response::EmptyReadResponse { psn },
+            Some(Resource::Flush { psn }) if psn == req.psn => Response::EmptyRead { psn },
             _ => Response::None,
         },
         Operation::RdmaReadResponse | Operation::Acknowledge | Operation::AtomicAcknowledge => Response::None,
@@ -1389,7 +1391,7 @@ pub fn commit<const N: usize>(
             Operation::CompareSwap | Operation::FetchAdd => {
                 Response::AtomicAck { psn: req.psn, original: atomic_original }
             }
-            Operation::AtomicWrite | Operation::Flush => Response::EmptyReadResponse { psn: req.psn },
+            Operation::AtomicWrite | Operation::Flush => Response::EmptyRead { psn: req.psn },
             _ if req.ack_req || info.ends_message() => Response::Ack { psn: req.psn },
             _ => Response::None,
         }
@@ -1472,6 +1474,7 @@ impl RespError {
 /// A completion status of a receive WQE ended by an error: the values of `enum ib_wc_status`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u32)]
+#[allow(clippy::enum_variant_names)] // The names of `enum ib_wc_status`.
 pub enum RecvStatus {
     /// `IB_WC_LOC_LEN_ERR`: the message was longer than the receive buffers.
     LocLenErr = 1,
@@ -2226,16 +2229,16 @@ mod tests {
         let aw = with_reth(req(Opcode::RC_ATOMIC_WRITE, 0, 8), 0x40, 1, 8);
         assert_eq!(
             run(&mut st, &mut cache, &c, &aw).unwrap().response,
-            Response::EmptyReadResponse { psn: Psn::new(0) }
+            Response::EmptyRead { psn: Psn::new(0) }
         );
         let mut flush = with_reth(req(Opcode::RC_FLUSH, 1, 0), 0, 1, 0);
         flush.feth = Some(Feth { selectivity_level: Feth::LEVEL_MR, placement_type: Feth::PLACEMENT_GLOBAL });
         assert_eq!(
             run(&mut st, &mut cache, &c, &flush).unwrap().response,
-            Response::EmptyReadResponse { psn: Psn::new(1) }
+            Response::EmptyRead { psn: Psn::new(1) }
         );
-        assert_eq!(handle_duplicate(&st, &cache, &c, &aw), Response::EmptyReadResponse { psn: Psn::new(0) });
-        assert_eq!(handle_duplicate(&st, &cache, &c, &flush), Response::EmptyReadResponse { psn: Psn::new(1) });
+        assert_eq!(handle_duplicate(&st, &cache, &c, &aw), Response::EmptyRead { psn: Psn::new(0) });
+        assert_eq!(handle_duplicate(&st, &cache, &c, &flush), Response::EmptyRead { psn: Psn::new(1) });
         // A duplicate SEND after them still gets the last PSN.
         assert_eq!(
             handle_duplicate(&st, &cache, &c, &req(Opcode::RC_SEND_ONLY, 0, 0)),
