@@ -14,7 +14,7 @@ ROXE_CACHE ?= /var/cache/roxe
 export ROXE_CACHE
 Q := qemu
 
-.PHONY: all modules deps kernels kernel-debug kernel-stock image hosttest qemu-test test run baseline pyverbs reliability sweep \
+.PHONY: all modules deps kernels kernel-debug kernel-stock image hosttest lint fmt qemu-test test run baseline pyverbs reliability sweep \
 	bench soak fuzz verbs-fuzz clean distclean
 
 ifneq ($(KDIR),)
@@ -48,6 +48,13 @@ image: deps
 
 hosttest:
 	tools/hosttest.sh
+
+# rustfmt --check and clippy (the kernel's lint set, warnings as errors); `make fmt` reformats.
+lint: deps kernel-stock
+	tools/lint.sh
+
+fmt: deps
+	tools/lint.sh fix
 
 qemu-test: kernels image
 	$(Q)/test-all.sh --qemu-only

@@ -60,6 +60,10 @@ qemu/build-module.sh debug >/dev/null || die "module build failed (debug)"
 qemu/build-module.sh stock >/dev/null || die "module build failed (stock)"
 # The hostile-user program qemu/tests/verbs-fuzz.sh runs (the guest has no compiler).
 tools/verbs-fuzz/build.sh >/dev/null || die "verbs-fuzz build failed"
+if [ $qemu_only = 0 ]; then
+	log "== lint (rustfmt, clippy)"
+	if tools/lint.sh; then count PASS lint; else count FAIL "lint (rustfmt or clippy; see above)"; fi
+fi
 
 # name | flavour | guest script | guest timeout (s) | run-vm options | expected verdict
 TESTS=()

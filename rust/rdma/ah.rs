@@ -78,7 +78,11 @@ impl AddressVector {
         }
         // SAFETY: `ib_gid` is a union of byte arrays and integers, all fully initialised.
         let (sgid, dgid) = unsafe { (sgid_attr.gid.raw, grh.dgid.raw) };
-        let network = if gid_is_v4_mapped(&sgid) { Network::Ipv4 } else { Network::Ipv6 };
+        let network = if gid_is_v4_mapped(&sgid) {
+            Network::Ipv4
+        } else {
+            Network::Ipv6
+        };
         // SAFETY: For RoCE attributes the `roce` member of the union is the active one; it is
         // plain bytes either way.
         let dmac = unsafe { attr.__bindgen_anon_1.roce.dmac };
@@ -173,7 +177,10 @@ impl<T: Driver> Adapter<T> {
     ///
     /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
     /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
-    pub(crate) unsafe extern "C" fn destroy_ah(ibah: *mut bindings::ib_ah, _flags: u32) -> ffi::c_int {
+    pub(crate) unsafe extern "C" fn destroy_ah(
+        ibah: *mut bindings::ib_ah,
+        _flags: u32,
+    ) -> ffi::c_int {
         // SAFETY: The core destroys only AHs whose creation succeeded; they are not used after.
         let data = unsafe { Ah::<T>::take_data(ibah) };
         // SAFETY: The AH's device is ours and alive.
@@ -188,7 +195,10 @@ impl<T: Driver> Adapter<T> {
     ///
     /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
     /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
-    pub(crate) unsafe extern "C" fn query_ah(ibah: *mut bindings::ib_ah, attr: *mut bindings::rdma_ah_attr) -> ffi::c_int {
+    pub(crate) unsafe extern "C" fn query_ah(
+        ibah: *mut bindings::ib_ah,
+        attr: *mut bindings::rdma_ah_attr,
+    ) -> ffi::c_int {
         from_result(|| {
             // SAFETY: A live AH of ours; the core passes a valid attribute to fill.
             let (ah, attr) = unsafe { (Ah::<T>::from_raw(ibah), &mut *attr) };

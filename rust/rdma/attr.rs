@@ -16,22 +16,29 @@ pub struct DeviceCaps(pub u64);
 
 impl DeviceCaps {
     /// Bad P_Key counter supported.
-    pub const BAD_PKEY_CNTR: Self = Self(bindings::ib_device_cap_flags_IB_DEVICE_BAD_PKEY_CNTR as u64);
+    pub const BAD_PKEY_CNTR: Self =
+        Self(bindings::ib_device_cap_flags_IB_DEVICE_BAD_PKEY_CNTR as u64);
     /// Bad Q_Key counter supported.
-    pub const BAD_QKEY_CNTR: Self = Self(bindings::ib_device_cap_flags_IB_DEVICE_BAD_QKEY_CNTR as u64);
+    pub const BAD_QKEY_CNTR: Self =
+        Self(bindings::ib_device_cap_flags_IB_DEVICE_BAD_QKEY_CNTR as u64);
     /// Automatic path migration.
-    pub const AUTO_PATH_MIG: Self = Self(bindings::ib_device_cap_flags_IB_DEVICE_AUTO_PATH_MIG as u64);
+    pub const AUTO_PATH_MIG: Self =
+        Self(bindings::ib_device_cap_flags_IB_DEVICE_AUTO_PATH_MIG as u64);
     /// Change of physical port of a QP.
-    pub const CHANGE_PHY_PORT: Self = Self(bindings::ib_device_cap_flags_IB_DEVICE_CHANGE_PHY_PORT as u64);
+    pub const CHANGE_PHY_PORT: Self =
+        Self(bindings::ib_device_cap_flags_IB_DEVICE_CHANGE_PHY_PORT as u64);
     /// UD address vector port enforcement.
     pub const UD_AV_PORT_ENFORCE: Self =
         Self(bindings::ib_device_cap_flags_IB_DEVICE_UD_AV_PORT_ENFORCE as u64);
     /// Port active event generated.
-    pub const PORT_ACTIVE_EVENT: Self = Self(bindings::ib_device_cap_flags_IB_DEVICE_PORT_ACTIVE_EVENT as u64);
+    pub const PORT_ACTIVE_EVENT: Self =
+        Self(bindings::ib_device_cap_flags_IB_DEVICE_PORT_ACTIVE_EVENT as u64);
     /// System image GUID supported.
-    pub const SYS_IMAGE_GUID: Self = Self(bindings::ib_device_cap_flags_IB_DEVICE_SYS_IMAGE_GUID as u64);
+    pub const SYS_IMAGE_GUID: Self =
+        Self(bindings::ib_device_cap_flags_IB_DEVICE_SYS_IMAGE_GUID as u64);
     /// RC RNR NAK generation.
-    pub const RC_RNR_NAK_GEN: Self = Self(bindings::ib_device_cap_flags_IB_DEVICE_RC_RNR_NAK_GEN as u64);
+    pub const RC_RNR_NAK_GEN: Self =
+        Self(bindings::ib_device_cap_flags_IB_DEVICE_RC_RNR_NAK_GEN as u64);
     /// SRQ resize.
     pub const SRQ_RESIZE: Self = Self(bindings::ib_device_cap_flags_IB_DEVICE_SRQ_RESIZE as u64);
     /// Memory management extensions (fast registration).
@@ -43,11 +50,14 @@ impl DeviceCaps {
     pub const MEM_WINDOW_TYPE_2B: Self =
         Self(bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW_TYPE_2B as u64);
     /// RDMA FLUSH to global visibility.
-    pub const FLUSH_GLOBAL: Self = Self(bindings::ib_device_cap_flags_IB_DEVICE_FLUSH_GLOBAL as u64);
+    pub const FLUSH_GLOBAL: Self =
+        Self(bindings::ib_device_cap_flags_IB_DEVICE_FLUSH_GLOBAL as u64);
     /// RDMA FLUSH to persistence.
-    pub const FLUSH_PERSISTENT: Self = Self(bindings::ib_device_cap_flags_IB_DEVICE_FLUSH_PERSISTENT as u64);
+    pub const FLUSH_PERSISTENT: Self =
+        Self(bindings::ib_device_cap_flags_IB_DEVICE_FLUSH_PERSISTENT as u64);
     /// RDMA ATOMIC WRITE.
-    pub const ATOMIC_WRITE: Self = Self(bindings::ib_device_cap_flags_IB_DEVICE_ATOMIC_WRITE as u64);
+    pub const ATOMIC_WRITE: Self =
+        Self(bindings::ib_device_cap_flags_IB_DEVICE_ATOMIC_WRITE as u64);
 
     /// The union of two flag sets.
     pub const fn with(self, other: Self) -> Self {
@@ -61,9 +71,11 @@ pub struct KernelCaps(pub u64);
 
 impl KernelCaps {
     /// `rdma link delete` may unregister the device.
-    pub const ALLOW_USER_UNREG: Self = Self(bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG as u64);
+    pub const ALLOW_USER_UNREG: Self =
+        Self(bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG as u64);
     /// On-demand paging MRs (`IB_ACCESS_ON_DEMAND`).
-    pub const ON_DEMAND_PAGING: Self = Self(bindings::ib_kernel_cap_flags_IBK_ON_DEMAND_PAGING as u64);
+    pub const ON_DEMAND_PAGING: Self =
+        Self(bindings::ib_kernel_cap_flags_IBK_ON_DEMAND_PAGING as u64);
 
     /// The union of two flag sets.
     pub const fn with(self, other: Self) -> Self {

@@ -25,7 +25,9 @@ pub struct BhGuard {
 pub fn disable() -> BhGuard {
     // SAFETY: Callable from process and softirq context; the guard's drop balances it.
     unsafe { bindings::roxe_helper_local_bh_disable() };
-    BhGuard { _not_send: core::marker::PhantomData }
+    BhGuard {
+        _not_send: core::marker::PhantomData,
+    }
 }
 
 impl Drop for BhGuard {

@@ -148,14 +148,21 @@ impl<T: Driver> Adapter<T> {
             let (dev, init) = unsafe {
                 (
                     Device::<T>::from_raw((*ibcq).device),
-                    CqInit { cqe: (*attr).cqe, comp_vector: (*attr).comp_vector, flags: (*attr).flags },
+                    CqInit {
+                        cqe: (*attr).cqe,
+                        comp_vector: (*attr).comp_vector,
+                        flags: (*attr).flags,
+                    },
                 )
             };
             // SAFETY: A bundle, when given, lives for the command; its udata with it.
             let udata = unsafe { UData::from_raw(bindings::roxe_helper_attrs_to_udata(attrs)) };
             // INVARIANT: The CQ stays live until `destroy_cq`, which revokes the notifier first.
             let raw = RawCq(NonNull::new(ibcq).ok_or(EINVAL)?);
-            let notifier = Arc::pin_init(pin_init!(CqNotifier { cq <- Revocable::new(raw) }), GFP_KERNEL)?;
+            let notifier = Arc::pin_init(
+                pin_init!(CqNotifier { cq <- Revocable::new(raw) }),
+                GFP_KERNEL,
+            )?;
             let (data, cqe) = T::create_cq(dev, &init, notifier.clone(), udata.as_ref())?;
             // SAFETY: Fresh CQ of `size_ib_cq` bytes; the core reads `cqe` as the real capacity.
             unsafe {
@@ -172,7 +179,10 @@ impl<T: Driver> Adapter<T> {
     ///
     /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
     /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
-    pub(crate) unsafe extern "C" fn destroy_cq(ibcq: *mut bindings::ib_cq, _udata: *mut bindings::ib_udata) -> ffi::c_int {
+    pub(crate) unsafe extern "C" fn destroy_cq(
+        ibcq: *mut bindings::ib_cq,
+        _udata: *mut bindings::ib_udata,
+    ) -> ffi::c_int {
         // SAFETY: The core destroys only CQs whose creation succeeded.
         let cq = unsafe { Cq::<T>::from_raw(ibcq) };
         if let Err(e) = T::destroy_cq(cq) {

@@ -10,14 +10,14 @@
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 
 use super::{
-    ah::{Ah, AddressVector, AhContext},
+    ah::{AddressVector, Ah, AhContext},
     attr::{DeviceAttr, PortAttr, PortImmutable},
     bindings,
     cq::{Cq, CqInit, CqNotifier, NotifyFlags},
     kverbs::{KernelRecvWr, KernelSendWr, Wc},
     link::Link,
     mmap,
-    mr::{FastRegPages, Mr, Mw, MrCreated, UserMrRequest},
+    mr::{FastRegPages, Mr, MrCreated, Mw, UserMrRequest},
     netdev::NetDevice,
     object::{Object, UData},
     pd::Pd,
@@ -171,7 +171,12 @@ pub trait Driver: Sized + Send + Sync + 'static {
     ) -> Result<QpCreated<Self::Qp>>;
 
     /// Modifies a QP (`modify_qp`): the attributes in `mask`, including state transitions.
-    fn modify_qp(qp: &Qp<Self>, attr: &QpAttr, mask: QpAttrMask, udata: Option<&UData<'_>>) -> Result;
+    fn modify_qp(
+        qp: &Qp<Self>,
+        attr: &QpAttr,
+        mask: QpAttrMask,
+        udata: Option<&UData<'_>>,
+    ) -> Result;
 
     /// Reports a QP's attributes (`query_qp`) and whether every send WR is signalled.
     fn query_qp(qp: &Qp<Self>) -> Result<(QpAttr, bool)>;
@@ -216,7 +221,13 @@ pub trait Driver: Sized + Send + Sync + 'static {
     fn destroy_srq(srq: &Srq<Self>) -> Result;
 
     /// Creates an address handle (`create_ah`/`create_user_ah`) in `pd`.
-    fn create_ah(dev: &Device<Self>, pd: &Pd<Self>, av: &AddressVector, ctx: AhContext, udata: Option<&UData<'_>>) -> Result<Self::Ah>;
+    fn create_ah(
+        dev: &Device<Self>,
+        pd: &Pd<Self>,
+        av: &AddressVector,
+        ctx: AhContext,
+        udata: Option<&UData<'_>>,
+    ) -> Result<Self::Ah>;
 
     /// Destroys an address handle (`destroy_ah`); may be called in atomic context.
     fn destroy_ah(dev: &Device<Self>, ah: Self::Ah);
@@ -225,7 +236,11 @@ pub trait Driver: Sized + Send + Sync + 'static {
     fn query_ah(ah: &Ah<Self>) -> Result<AddressVector>;
 
     /// Registers user memory (`reg_user_mr`).
-    fn reg_user_mr(pd: &Pd<Self>, req: &UserMrRequest, udata: Option<&UData<'_>>) -> Result<MrCreated<Self::Mr>>;
+    fn reg_user_mr(
+        pd: &Pd<Self>,
+        req: &UserMrRequest,
+        udata: Option<&UData<'_>>,
+    ) -> Result<MrCreated<Self::Mr>>;
 
     /// Allocates a fast-registration MR (`ib_alloc_mr` with `IB_MR_TYPE_MEM_REG`) able to map
     /// `max_pages` pages; it maps nothing until a REG_MR work request makes it valid.
@@ -241,7 +256,13 @@ pub trait Driver: Sized + Send + Sync + 'static {
 
     /// Changes an MR in place (`rereg_user_mr`): `flags` are `mr::rereg` bits; `new_pd` is given
     /// with `rereg::PD`.
-    fn rereg_user_mr(mr: &Mr<Self>, flags: u32, req: &UserMrRequest, new_pd: Option<&Pd<Self>>, udata: Option<&UData<'_>>) -> Result;
+    fn rereg_user_mr(
+        mr: &Mr<Self>,
+        flags: u32,
+        req: &UserMrRequest,
+        new_pd: Option<&Pd<Self>>,
+        udata: Option<&UData<'_>>,
+    ) -> Result;
 
     /// The first half of `dereg_mr`: whether the MR may go now. An error is returned to the
     /// caller and the MR stays registered (e.g. `EBUSY` while memory windows are bound to it);
@@ -449,20 +470,25 @@ impl<T: Link> Device<T> {
     /// The device of this driver bound to `netdev`, if any, with a reference held.
     pub fn get_by_netdev(netdev: &NetDevice) -> Option<DeviceRef<T>> {
         // SAFETY: `netdev` is alive; the call returns a held device or NULL.
-        let ibdev = unsafe { bindings::ib_device_get_by_netdev(netdev.as_raw(), T::DRIVER_ID.as_raw()) };
+        let ibdev =
+            unsafe { bindings::ib_device_get_by_netdev(netdev.as_raw(), T::DRIVER_ID.as_raw()) };
         let ibdev = NonNull::new(ibdev)?;
         // Another driver may use the same driver id (the in-tree one for the rxe ABI): only a
         // device pointing to our link ops was created by `register` as a `Device<T>`.
         // SAFETY: The device is alive (we hold a reference); `link_ops` is set before
         // registration and never changes.
-        let ours = core::ptr::eq(unsafe { (*ibdev.as_ptr()).link_ops }, T::link_ops().as_raw());
+        let link_ops = unsafe { (*ibdev.as_ptr()).link_ops };
+        let ours = core::ptr::eq(link_ops, T::link_ops().as_raw());
         if !ours {
             // SAFETY: We own the reference taken above.
             unsafe { bindings::ib_device_put(ibdev.as_ptr()) };
             return None;
         }
         // INVARIANT: A held reference on a device created by `register`.
-        Some(DeviceRef { dev: ibdev.cast(), _t: PhantomData })
+        Some(DeviceRef {
+            dev: ibdev.cast(),
+            _t: PhantomData,
+        })
     }
 
     /// Allocates, initialises and registers a device called `name` on `netdev`. The RDMA core
@@ -481,7 +507,10 @@ impl<T: Link> Device<T> {
         // SAFETY: `init_net` lives as long as the kernel. The size covers `Device<T>`, whose first
         // field is the `ib_device` (`_ib_alloc_device` requires this, like INIT_RDMA_OBJ_SIZE).
         let ibdev = unsafe {
-            bindings::_ib_alloc_device(size_of::<Self>(), core::ptr::addr_of_mut!(bindings::init_net))
+            bindings::_ib_alloc_device(
+                size_of::<Self>(),
+                core::ptr::addr_of_mut!(bindings::init_net),
+            )
         };
         let ibdev = NonNull::new(ibdev).ok_or(ENOMEM)?;
         let dev = ibdev.as_ptr().cast::<Self>();
@@ -491,12 +520,16 @@ impl<T: Link> Device<T> {
         // works are set up in place before anything can use them; the timer is cancelled in
         // `dealloc_driver`, and a device freed before registration never armed it.
         let init = unsafe {
-            core::ptr::addr_of_mut!((*dev).tick_armed).write(kernel::sync::atomic::AtomicFlag::new(false));
+            core::ptr::addr_of_mut!((*dev).tick_armed)
+                .write(kernel::sync::atomic::AtomicFlag::new(false));
             bindings::roxe_helper_hrtimer_setup(
                 Opaque::cast_into(core::ptr::addr_of!((*dev).short_timer)),
                 Some(Adapter::<T>::short_timer),
             );
-            bindings::roxe_helper_init_work_bh(Opaque::cast_into(core::ptr::addr_of!((*dev).kick)), Some(Adapter::<T>::kick));
+            bindings::roxe_helper_init_work_bh(
+                Opaque::cast_into(core::ptr::addr_of!((*dev).kick)),
+                Some(Adapter::<T>::kick),
+            );
             bindings::roxe_helper_init_work(
                 Opaque::cast_into(core::ptr::addr_of!((*dev).process_work)),
                 Some(Adapter::<T>::process_work),
@@ -522,7 +555,8 @@ impl<T: Link> Device<T> {
             (*ib).node_guid = u64::from_ne_bytes(node_guid);
             (*ib).link_ops = T::link_ops().as_raw();
             // The rxe provider rings the send doorbell and arms CQs with these legacy commands.
-            (*ib).uverbs_cmd_mask |= (1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND)
+            (*ib).uverbs_cmd_mask |= (1u64
+                << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND)
                 | (1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ);
             let desc = node_desc.to_bytes();
             let n = desc.len().min((*ib).node_desc.len() - 1);
@@ -541,7 +575,13 @@ impl<T: Link> Device<T> {
         }
         // SAFETY: The device is fully initialised; `name` is a valid string for the call. A NULL
         // DMA device makes the core use virtual DMA, which a software HCA needs.
-        let err = unsafe { bindings::ib_register_device(ibdev.as_ptr(), name.as_char_ptr().cast(), core::ptr::null_mut()) };
+        let err = unsafe {
+            bindings::ib_register_device(
+                ibdev.as_ptr(),
+                name.as_char_ptr().cast(),
+                core::ptr::null_mut(),
+            )
+        };
         if err != 0 {
             // SAFETY: Registration failed, so the device is still ours to free.
             unsafe { bindings::ib_dealloc_device(ibdev.as_ptr()) };
@@ -642,16 +682,44 @@ impl<T: Driver> Adapter<T> {
             reg_user_mr: Some(Self::reg_user_mr),
             rereg_user_mr: Some(Self::rereg_user_mr),
             dereg_mr: Some(Self::dereg_mr),
-            alloc_mr: if T::HAS_ALLOC_MR { Some(Self::alloc_mr) } else { None },
-            post_srq_recv: if T::HAS_POST_SRQ_RECV { Some(Self::post_srq_recv) } else { None },
-            attach_mcast: if T::HAS_ATTACH_MCAST { Some(Self::attach_mcast) } else { None },
-            detach_mcast: if T::HAS_DETACH_MCAST { Some(Self::detach_mcast) } else { None },
-            map_mr_sg: if T::HAS_MAP_MR_SG { Some(Self::map_mr_sg) } else { None },
+            alloc_mr: if T::HAS_ALLOC_MR {
+                Some(Self::alloc_mr)
+            } else {
+                None
+            },
+            post_srq_recv: if T::HAS_POST_SRQ_RECV {
+                Some(Self::post_srq_recv)
+            } else {
+                None
+            },
+            attach_mcast: if T::HAS_ATTACH_MCAST {
+                Some(Self::attach_mcast)
+            } else {
+                None
+            },
+            detach_mcast: if T::HAS_DETACH_MCAST {
+                Some(Self::detach_mcast)
+            } else {
+                None
+            },
+            map_mr_sg: if T::HAS_MAP_MR_SG {
+                Some(Self::map_mr_sg)
+            } else {
+                None
+            },
             alloc_mw: Some(Self::alloc_mw),
             dealloc_mw: Some(Self::dealloc_mw),
             disassociate_ucontext: Some(Self::disassociate_ucontext),
-            alloc_hw_port_stats: if T::HW_STATS.is_empty() { None } else { Some(Self::alloc_hw_port_stats) },
-            get_hw_stats: if T::HW_STATS.is_empty() { None } else { Some(Self::get_hw_stats) },
+            alloc_hw_port_stats: if T::HW_STATS.is_empty() {
+                None
+            } else {
+                Some(Self::alloc_hw_port_stats)
+            },
+            get_hw_stats: if T::HW_STATS.is_empty() {
+                None
+            } else {
+                Some(Self::get_hw_stats)
+            },
             size_ib_ucontext: UContext::<T>::SIZE,
             size_ib_pd: Pd::<T>::SIZE,
             size_ib_cq: Cq::<T>::SIZE,
@@ -775,7 +843,12 @@ impl<T: Driver> Adapter<T> {
         from_result(|| {
             // SAFETY: The core passes a live context whose `device` is ours, and the udata of
             // the command.
-            let (dev, udata) = unsafe { (Device::<T>::from_raw((*uctx).device), UData::from_raw(udata)) };
+            let (dev, udata) = unsafe {
+                (
+                    Device::<T>::from_raw((*uctx).device),
+                    UData::from_raw(udata),
+                )
+            };
             let data = T::alloc_ucontext(dev, udata.as_ref().ok_or(EINVAL)?)?;
             // SAFETY: The core allocated `size_ib_ucontext` bytes; the data is not initialised.
             unsafe { UContext::<T>::init_data(uctx, data) };
@@ -813,7 +886,10 @@ impl<T: Driver> Adapter<T> {
     ///
     /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
     /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
-    unsafe extern "C" fn alloc_hw_port_stats(_ibdev: *mut bindings::ib_device, _port: u32) -> *mut bindings::rdma_hw_stats {
+    unsafe extern "C" fn alloc_hw_port_stats(
+        _ibdev: *mut bindings::ib_device,
+        _port: u32,
+    ) -> *mut bindings::rdma_hw_stats {
         let n = ffi::c_int::try_from(T::HW_STATS.len()).unwrap_or(0);
         // SAFETY: `StatDesc` is a transparent `rdma_stat_desc`; the array is `'static`, as the
         // core keeps the pointer for the lifetime of the stats. A lifespan of 0 jiffies makes
@@ -842,7 +918,9 @@ impl<T: Driver> Adapter<T> {
         // SAFETY: `stats` came from `alloc_hw_port_stats` and so has `num_counters` values after
         // it; the core holds the stats' lock for the call.
         let values = unsafe {
-            let n = usize::try_from((*stats).num_counters).unwrap_or(0).min(T::HW_STATS.len());
+            let n = usize::try_from((*stats).num_counters)
+                .unwrap_or(0)
+                .min(T::HW_STATS.len());
             core::slice::from_raw_parts_mut((*stats).value.as_mut_ptr(), n)
         };
         T::get_hw_stats(dev, port, values);
@@ -862,7 +940,12 @@ impl<T: Driver> Adapter<T> {
         from_result(|| {
             // SAFETY: The core passes a fresh PD whose `device` is set and is ours, and the udata
             // of the command (NULL for kernel consumers).
-            let (dev, udata) = unsafe { (Device::<T>::from_raw((*ibpd).device), UData::from_raw(udata)) };
+            let (dev, udata) = unsafe {
+                (
+                    Device::<T>::from_raw((*ibpd).device),
+                    UData::from_raw(udata),
+                )
+            };
             let data = T::alloc_pd(dev, udata.as_ref())?;
             // SAFETY: The core allocated `size_ib_pd` bytes; the data is not initialised.
             unsafe { Pd::<T>::init_data(ibpd, data) };
@@ -876,7 +959,10 @@ impl<T: Driver> Adapter<T> {
     ///
     /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
     /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
-    unsafe extern "C" fn dealloc_pd(ibpd: *mut bindings::ib_pd, _udata: *mut bindings::ib_udata) -> ffi::c_int {
+    unsafe extern "C" fn dealloc_pd(
+        ibpd: *mut bindings::ib_pd,
+        _udata: *mut bindings::ib_udata,
+    ) -> ffi::c_int {
         // SAFETY: `alloc_pd` succeeded for this PD (the core deallocates only those, once no
         // object uses it); the core frees the memory afterwards.
         let data = unsafe { Pd::<T>::take_data(ibpd) };
@@ -954,7 +1040,9 @@ impl<T: Driver> Adapter<T> {
         let dev = ibdev.cast::<Device<T>>();
         // SAFETY: The work was initialised at allocation; afterwards it can neither run nor be
         // queued again. First, since it may kick.
-        unsafe { bindings::disable_work_sync(Opaque::cast_into(core::ptr::addr_of!((*dev).process_work))) };
+        unsafe {
+            bindings::disable_work_sync(Opaque::cast_into(core::ptr::addr_of!((*dev).process_work)))
+        };
         // SAFETY: The work was initialised at allocation; afterwards it can neither run nor be
         // queued again.
         unsafe { bindings::disable_work_sync(Opaque::cast_into(core::ptr::addr_of!((*dev).kick))) };
@@ -968,7 +1056,11 @@ impl<T: Driver> Adapter<T> {
         // SAFETY: The timer was set up at allocation. Nothing else can arm it now: no reference
         // to the device is left and the work and tick are stopped; the helper waits for a
         // running callback, disables the work it queues and cancels what that callback armed.
-        unsafe { bindings::roxe_helper_hrtimer_cancel(Opaque::cast_into(core::ptr::addr_of!((*dev).short_timer))) };
+        unsafe {
+            bindings::roxe_helper_hrtimer_cancel(Opaque::cast_into(core::ptr::addr_of!(
+                (*dev).short_timer
+            )))
+        };
         // SAFETY: `dealloc_driver` is set only once `data` is initialised (see `register`), and
         // the core calls it exactly once, as the last op, before freeing the device.
         unsafe { core::ptr::drop_in_place(core::ptr::addr_of_mut!((*dev).data)) };

@@ -131,13 +131,25 @@ pub const WC_WITH_NETWORK_HDR_TYPE: u32 = bindings::ib_wc_flags_IB_WC_WITH_NETWO
 pub fn read_kernel(va: u64, dst: &mut [u8]) {
     // SAFETY: By the contract of DMA MRs above: `va..va + len` is kernel memory the consumer
     // handed to the HCA and does not touch until completion; `dst` is a distinct buffer.
-    unsafe { bindings::roxe_helper_copy(dst.as_mut_ptr().cast(), va as usize as *const ffi::c_void, dst.len()) };
+    unsafe {
+        bindings::roxe_helper_copy(
+            dst.as_mut_ptr().cast(),
+            va as usize as *const ffi::c_void,
+            dst.len(),
+        )
+    };
 }
 
 /// Copies `src` into kernel memory at `va` (a DMA MR access; see [`read_kernel`]).
 pub fn write_kernel(va: u64, src: &[u8]) {
     // SAFETY: As in `read_kernel`: consumer-owned kernel memory given to the HCA for writing.
-    unsafe { bindings::roxe_helper_copy(va as usize as *mut ffi::c_void, src.as_ptr().cast(), src.len()) };
+    unsafe {
+        bindings::roxe_helper_copy(
+            va as usize as *mut ffi::c_void,
+            src.as_ptr().cast(),
+            src.len(),
+        )
+    };
 }
 
 /// Decodes the SGE array of a work request into `out`; `None` if there are too many.
@@ -145,7 +157,11 @@ pub fn write_kernel(va: u64, src: &[u8]) {
 /// # Safety
 ///
 /// `sg` points to `n` valid `ib_sge`s (or `n` is 0).
-unsafe fn sges<'a>(sg: *const bindings::ib_sge, n: ffi::c_int, out: &'a mut [KernelSge; MAX_SGE]) -> Option<&'a [KernelSge]> {
+unsafe fn sges<'a>(
+    sg: *const bindings::ib_sge,
+    n: ffi::c_int,
+    out: &'a mut [KernelSge; MAX_SGE],
+) -> Option<&'a [KernelSge]> {
     let n = usize::try_from(n).ok()?;
     if n > MAX_SGE {
         return None;
@@ -153,7 +169,11 @@ unsafe fn sges<'a>(sg: *const bindings::ib_sge, n: ffi::c_int, out: &'a mut [Ker
     for (i, slot) in out.iter_mut().take(n).enumerate() {
         // SAFETY: `i < n` and the array holds `n` entries.
         let s = unsafe { &*sg.add(i) };
-        *slot = KernelSge { addr: s.addr, length: s.length, lkey: s.lkey };
+        *slot = KernelSge {
+            addr: s.addr,
+            length: s.length,
+            lkey: s.lkey,
+        };
     }
     out.get(..n)
 }
@@ -193,7 +213,8 @@ impl<T: Driver> Adapter<T> {
                         remote_addr = r.remote_addr;
                         rkey = r.rkey;
                     }
-                    bindings::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP | bindings::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD => {
+                    bindings::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP
+                    | bindings::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD => {
                         let a = &*wr.cast::<bindings::ib_atomic_wr>();
                         remote_addr = a.remote_addr;
                         rkey = a.rkey;
@@ -205,7 +226,11 @@ impl<T: Driver> Adapter<T> {
                         if !r.mr.is_null() {
                             // CAST: `ib` is the first field of the `#[repr(C)]` `Mr<T>`; the
                             // consumer registers an MR of this device, from `alloc_mr`.
-                            reg = Some(KernelRegWr { mr: &*r.mr.cast::<Mr<T>>(), key: r.key, access: r.access as u32 });
+                            reg = Some(KernelRegWr {
+                                mr: &*r.mr.cast::<Mr<T>>(),
+                                key: r.key,
+                                access: r.access as u32,
+                            });
                         }
                     }
                     _ => {}
@@ -214,7 +239,11 @@ impl<T: Driver> Adapter<T> {
                 if qpt == bindings::ib_qp_type_IB_QPT_UD || qpt == bindings::ib_qp_type_IB_QPT_GSI {
                     let u = &*wr.cast::<bindings::ib_ud_wr>();
                     if !u.ah.is_null() {
-                        ud = Some(KernelUd { ah: Ah::<T>::from_raw(u.ah), remote_qpn: u.remote_qpn, remote_qkey: u.remote_qkey });
+                        ud = Some(KernelUd {
+                            ah: Ah::<T>::from_raw(u.ah),
+                            remote_qpn: u.remote_qpn,
+                            remote_qkey: u.remote_qkey,
+                        });
                     }
                 }
                 match sges {
@@ -269,8 +298,11 @@ impl<T: Driver> Adapter<T> {
             // SAFETY: `sg_list` holds `num_sge` entries.
             let res = match unsafe { sges(w.sg_list, w.num_sge, &mut sge_buf) } {
                 None => Err(EINVAL),
-                // SAFETY: `wr_id` is the member kernel consumers of this op set.
-                Some(s) => T::post_recv(qp, &KernelRecvWr { wr_id: unsafe { w.__bindgen_anon_1.wr_id }, sges: s }),
+                Some(s) => {
+                    // SAFETY: `wr_id` is the member kernel consumers of this op set.
+                    let wr_id = unsafe { w.__bindgen_anon_1.wr_id };
+                    T::post_recv(qp, &KernelRecvWr { wr_id, sges: s })
+                }
             };
             if let Err(e) = res {
                 if !bad_wr.is_null() {
@@ -304,8 +336,11 @@ impl<T: Driver> Adapter<T> {
             // SAFETY: `sg_list` holds `num_sge` entries.
             let res = match unsafe { sges(w.sg_list, w.num_sge, &mut sge_buf) } {
                 None => Err(EINVAL),
-                // SAFETY: `wr_id` is the member kernel consumers of this op set.
-                Some(s) => T::post_srq_recv(srq, &KernelRecvWr { wr_id: unsafe { w.__bindgen_anon_1.wr_id }, sges: s }),
+                Some(s) => {
+                    // SAFETY: `wr_id` is the member kernel consumers of this op set.
+                    let wr_id = unsafe { w.__bindgen_anon_1.wr_id };
+                    T::post_srq_recv(srq, &KernelRecvWr { wr_id, sges: s })
+                }
             };
             if let Err(e) = res {
                 if !bad_wr.is_null() {
@@ -325,7 +360,11 @@ impl<T: Driver> Adapter<T> {
     ///
     /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
     /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
-    pub(crate) unsafe extern "C" fn poll_cq(ibcq: *mut bindings::ib_cq, num: ffi::c_int, wc: *mut bindings::ib_wc) -> ffi::c_int {
+    pub(crate) unsafe extern "C" fn poll_cq(
+        ibcq: *mut bindings::ib_cq,
+        num: ffi::c_int,
+        wc: *mut bindings::ib_wc,
+    ) -> ffi::c_int {
         // SAFETY: A live CQ of ours.
         let cq = unsafe { Cq::<T>::from_raw(ibcq) };
         let n = usize::try_from(num).unwrap_or(0);
@@ -340,7 +379,10 @@ impl<T: Driver> Adapter<T> {
             out.opcode = c.opcode;
             out.byte_len = c.byte_len;
             out.ex.invalidate_rkey = c.ex;
-            out.qp = c.qp.as_ref().and_then(|q| q.raw_ptr()).unwrap_or(core::ptr::null_mut());
+            out.qp =
+                c.qp.as_ref()
+                    .and_then(|q| q.raw_ptr())
+                    .unwrap_or(core::ptr::null_mut());
             out.src_qp = c.src_qp;
             out.wc_flags = c.wc_flags as i32;
             out.pkey_index = c.pkey_index;
@@ -357,7 +399,10 @@ impl<T: Driver> Adapter<T> {
     ///
     /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
     /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
-    pub(crate) unsafe extern "C" fn get_dma_mr(ibpd: *mut bindings::ib_pd, access: ffi::c_int) -> *mut bindings::ib_mr {
+    pub(crate) unsafe extern "C" fn get_dma_mr(
+        ibpd: *mut bindings::ib_pd,
+        access: ffi::c_int,
+    ) -> *mut bindings::ib_mr {
         // SAFETY: A live PD of ours.
         let pd = unsafe { Pd::<T>::from_raw(ibpd) };
         match T::get_dma_mr(pd, access as u32) {

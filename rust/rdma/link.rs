@@ -4,7 +4,11 @@
 //!
 //! C header: [`include/rdma/rdma_netlink.h`](srctree/include/rdma/rdma_netlink.h)
 
-use super::{bindings, device::{Device, Driver}, netdev::NetDevice};
+use super::{
+    bindings,
+    device::{Device, Driver},
+    netdev::NetDevice,
+};
 use core::{ffi::CStr, marker::PhantomData};
 use kernel::{error::from_result, ffi, prelude::*, types::Opaque};
 

@@ -112,7 +112,13 @@ impl UserBuf {
         // SAFETY: The source range is in bounds; the destination is a distinct kernel slice.
         // Concurrent user writes can only change which bytes are copied, and any bytes are valid
         // `u8`s.
-        unsafe { core::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(offset), dst.as_mut_ptr(), dst.len()) };
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                self.ptr.as_ptr().add(offset),
+                dst.as_mut_ptr(),
+                dst.len(),
+            )
+        };
         Ok(())
     }
 
@@ -122,7 +128,9 @@ impl UserBuf {
             return Err(EINVAL);
         }
         // SAFETY: The destination range is in bounds and is not aliased by any Rust reference.
-        unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.as_ptr().add(offset), src.len()) };
+        unsafe {
+            core::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.as_ptr().add(offset), src.len())
+        };
         Ok(())
     }
 
@@ -184,12 +192,22 @@ impl MmapEntry {
     pub fn insert(udata: &UData<'_>, buf: Arc<UserBuf>) -> Result<MmapEntry> {
         let len = buf.len();
         let size = u32::try_from(len).map_err(|_| EINVAL)?;
-        let entry = KBox::new(Entry { raw: Opaque::zeroed(), buf }, GFP_KERNEL)?;
+        let entry = KBox::new(
+            Entry {
+                raw: Opaque::zeroed(),
+                buf,
+            },
+            GFP_KERNEL,
+        )?;
         let raw = KBox::into_raw(entry);
         // SAFETY: `raw` is a valid, zeroed entry the core may take over; the context is the one of
         // the command in progress, alive during it.
         let err = unsafe {
-            bindings::rdma_user_mmap_entry_insert(udata.ucontext_raw(), Opaque::cast_into(core::ptr::addr_of!((*raw).raw)), len)
+            bindings::rdma_user_mmap_entry_insert(
+                udata.ucontext_raw(),
+                Opaque::cast_into(core::ptr::addr_of!((*raw).raw)),
+                len,
+            )
         };
         if err != 0 {
             // SAFETY: Not inserted, so still ours.
@@ -227,7 +245,10 @@ impl Drop for MmapEntry {
 ///
 /// Called by the core with a live context of a device whose entries are all [`Entry`]s, and a
 /// VMA being set up for its command file.
-pub(crate) unsafe extern "C" fn mmap(uctx: *mut bindings::ib_ucontext, vma: *mut bindings::vm_area_struct) -> ffi::c_int {
+pub(crate) unsafe extern "C" fn mmap(
+    uctx: *mut bindings::ib_ucontext,
+    vma: *mut bindings::vm_area_struct,
+) -> ffi::c_int {
     // SAFETY: By the function's safety requirements.
     let entry = unsafe { bindings::rdma_user_mmap_entry_get(uctx, vma) };
     if entry.is_null() {

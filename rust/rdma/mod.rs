@@ -38,6 +38,6 @@ pub mod pd;
 pub mod pool;
 pub mod qp;
 pub mod random;
-pub mod srq;
 pub mod skb;
+pub mod srq;
 pub mod udp_tunnel;

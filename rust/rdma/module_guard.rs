@@ -122,7 +122,8 @@ impl ModuleBlocker {
             this.reason.to_str().unwrap_or("?")
         );
         // `notifier_from_errno(-EBUSY)`: stop the chain and make the load fail with EBUSY.
-        (bindings::NOTIFY_STOP_MASK as ffi::c_int) | ((bindings::NOTIFY_OK as ffi::c_int) + EBUSY.to_errno().abs())
+        (bindings::NOTIFY_STOP_MASK as ffi::c_int)
+            | ((bindings::NOTIFY_OK as ffi::c_int) + EBUSY.to_errno().abs())
     }
 }
 

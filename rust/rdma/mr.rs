@@ -46,11 +46,18 @@ unsafe impl Sync for PinnedPages {}
 impl PinnedPages {
     /// Pins `[addr, addr + len)` of the calling process. `writable` asks for write access (a
     /// local- or remote-writable MR); read-only pinning of read-only memory also works.
-    pub fn pin<T: Driver>(dev: &Device<T>, addr: u64, len: u64, access: u32) -> Result<PinnedPages> {
+    pub fn pin<T: Driver>(
+        dev: &Device<T>,
+        addr: u64,
+        len: u64,
+        access: u32,
+    ) -> Result<PinnedPages> {
         let len_usize = usize::try_from(len).map_err(|_| EINVAL)?;
         let addr_ulong = ffi::c_ulong::try_from(addr).map_err(|_| EINVAL)?;
         // SAFETY: The device is alive; the call pins pages of the current process or fails.
-        let umem = unsafe { bindings::roxe_helper_ib_umem_get_va(dev.as_raw(), addr_ulong, len_usize, access as i32) };
+        let umem = unsafe {
+            bindings::roxe_helper_ib_umem_get_va(dev.as_raw(), addr_ulong, len_usize, access as i32)
+        };
         let umem = kernel::error::from_err_ptr(umem)?;
         let umem = NonNull::new(umem).ok_or(EINVAL)?;
         // SAFETY: A live umem.
@@ -60,12 +67,22 @@ impl PinnedPages {
             unsafe { bindings::ib_umem_release(umem.as_ptr()) };
         })?;
         // SAFETY: A live umem; `pages` has room for `npages` pointers.
-        let filled = unsafe { bindings::roxe_helper_umem_fill_pages(umem.as_ptr(), pages.spare_capacity_mut().as_mut_ptr().cast(), npages) };
+        let filled = unsafe {
+            bindings::roxe_helper_umem_fill_pages(
+                umem.as_ptr(),
+                pages.spare_capacity_mut().as_mut_ptr().cast(),
+                npages,
+            )
+        };
         // SAFETY: The helper initialised the first `filled` (at most `npages`) slots.
         unsafe { pages.inc_len(filled.min(npages)) };
         // SAFETY: A live umem.
         let offset = unsafe { bindings::roxe_helper_ib_umem_offset(umem.as_ptr()) };
-        let this = PinnedPages { umem, pages, first_page_offset: offset as usize };
+        let this = PinnedPages {
+            umem,
+            pages,
+            first_page_offset: offset as usize,
+        };
         // A NULL page would mean the scatter list ended early: refuse rather than guess.
         if this.pages.len() != npages || this.pages.iter().any(|p| p.is_null()) {
             return Err(EFAULT);
@@ -85,7 +102,10 @@ impl PinnedPages {
 
     fn page(&self, index: usize, offset: usize, len: usize) -> Result<*mut bindings::page> {
         let page = *self.pages.get(index).ok_or(EINVAL)?;
-        if offset.checked_add(len).is_none_or(|end| end > super::mmap::PAGE_SIZE) {
+        if offset
+            .checked_add(len)
+            .is_none_or(|end| end > super::mmap::PAGE_SIZE)
+        {
             return Err(EINVAL);
         }
         Ok(page)
@@ -96,7 +116,9 @@ impl PinnedPages {
         let page = self.page(index, offset, dst.len())?;
         // SAFETY: A pinned page of a live umem; the range is inside the page; `dst` is a kernel
         // buffer distinct from it.
-        unsafe { bindings::roxe_helper_copy_from_page(page, offset, dst.as_mut_ptr().cast(), dst.len()) };
+        unsafe {
+            bindings::roxe_helper_copy_from_page(page, offset, dst.as_mut_ptr().cast(), dst.len())
+        };
         Ok(())
     }
 
@@ -207,7 +229,9 @@ impl PinnedPages {
     /// `flags` (`ib_umem_check_rereg`: e.g. read-only pinned pages cannot become writable).
     pub fn check_rereg(&self, flags: u32, access: u32) -> Result {
         // SAFETY: The umem is alive (type invariant).
-        kernel::error::to_result(unsafe { bindings::ib_umem_check_rereg(self.umem.as_ptr(), flags as i32, access as i32) })
+        kernel::error::to_result(unsafe {
+            bindings::ib_umem_check_rereg(self.umem.as_ptr(), flags as i32, access as i32)
+        })
     }
 }
 
@@ -215,7 +239,12 @@ impl PinnedPages {
 pub type Mw<T> = Object<bindings::ib_mw, <T as Driver>::Mw>;
 
 impl<T: Driver> Adapter<T> {
-    pub(crate) fn finish_mr(pd: *mut bindings::ib_pd, created: MrCreated<T::Mr>, iova: u64, length: u64) -> *mut bindings::ib_mr {
+    pub(crate) fn finish_mr(
+        pd: *mut bindings::ib_pd,
+        created: MrCreated<T::Mr>,
+        iova: u64,
+        length: u64,
+    ) -> *mut bindings::ib_mr {
         Self::finish_mr_with(pd, created, iova, length, KVec::new())
     }
 
@@ -226,7 +255,11 @@ impl<T: Driver> Adapter<T> {
         length: u64,
         page_scratch: KVec<u64>,
     ) -> *mut bindings::ib_mr {
-        let mr = Mr::<T> { ib: Opaque::zeroed(), data: created.data, page_scratch: UnsafeCell::new(page_scratch) };
+        let mr = Mr::<T> {
+            ib: Opaque::zeroed(),
+            data: created.data,
+            page_scratch: UnsafeCell::new(page_scratch),
+        };
         let mr = match KBox::new(mr, GFP_KERNEL) {
             Ok(mr) => KBox::into_raw(mr),
             Err(e) => return err_ptr(e.into()),
@@ -265,7 +298,12 @@ impl<T: Driver> Adapter<T> {
         }
         // SAFETY: A live PD of ours; the udata lives for the command.
         let (pd, udata) = unsafe { (Pd::<T>::from_raw(ibpd), UData::from_raw(udata)) };
-        let req = UserMrRequest { start, length, iova, access: access as u32 };
+        let req = UserMrRequest {
+            start,
+            length,
+            iova,
+            access: access as u32,
+        };
         match T::reg_user_mr(pd, &req, udata.as_ref()) {
             Ok(created) => Self::finish_mr(ibpd, created, iova, length),
             Err(e) => err_ptr(e),
@@ -293,9 +331,16 @@ impl<T: Driver> Adapter<T> {
         // ours; the udata lives for the command.
         let (mr, udata) = unsafe { (&*ibmr.cast::<Mr<T>>(), UData::from_raw(udata)) };
         let flags = flags as u32;
-        // SAFETY: As above.
-        let new_pd = (flags & rereg::PD != 0 && !ibpd.is_null()).then(|| unsafe { Pd::<T>::from_raw(ibpd) });
-        let req = UserMrRequest { start, length, iova, access: access as u32 };
+        let new_pd = (flags & rereg::PD != 0 && !ibpd.is_null()).then(|| {
+            // SAFETY: As above.
+            unsafe { Pd::<T>::from_raw(ibpd) }
+        });
+        let req = UserMrRequest {
+            start,
+            length,
+            iova,
+            access: access as u32,
+        };
         match T::rereg_user_mr(mr, flags, &req, new_pd, udata.as_ref()) {
             // NULL: changed in place; the core updates `pd` and, for a new range, `iova`/`length`.
             Ok(()) => core::ptr::null_mut(),
@@ -309,7 +354,10 @@ impl<T: Driver> Adapter<T> {
     ///
     /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
     /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
-    pub(crate) unsafe extern "C" fn dereg_mr(ibmr: *mut bindings::ib_mr, _udata: *mut bindings::ib_udata) -> ffi::c_int {
+    pub(crate) unsafe extern "C" fn dereg_mr(
+        ibmr: *mut bindings::ib_mr,
+        _udata: *mut bindings::ib_udata,
+    ) -> ffi::c_int {
         // SAFETY: The MR's device is ours and alive.
         let dev = unsafe { Device::<T>::from_raw((*ibmr).device) };
         {
@@ -325,7 +373,11 @@ impl<T: Driver> Adapter<T> {
         // SAFETY: One of our MRs (type invariant), handed back once by the core; the shared
         // borrow above has ended.
         let mr = unsafe { KBox::from_raw(ibmr.cast::<Mr<T>>()) };
-        let Mr { ib: _, data, page_scratch: _ } = KBox::into_inner(mr);
+        let Mr {
+            ib: _,
+            data,
+            page_scratch: _,
+        } = KBox::into_inner(mr);
         T::dereg_mr(dev, data);
         0
     }
@@ -336,7 +388,11 @@ impl<T: Driver> Adapter<T> {
     ///
     /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
     /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
-    pub(crate) unsafe extern "C" fn alloc_mr(ibpd: *mut bindings::ib_pd, mr_type: bindings::ib_mr_type, max_num_sg: u32) -> *mut bindings::ib_mr {
+    pub(crate) unsafe extern "C" fn alloc_mr(
+        ibpd: *mut bindings::ib_pd,
+        mr_type: bindings::ib_mr_type,
+        max_num_sg: u32,
+    ) -> *mut bindings::ib_mr {
         if mr_type != bindings::ib_mr_type_IB_MR_TYPE_MEM_REG {
             return err_ptr(EINVAL);
         }
@@ -379,16 +435,24 @@ impl<T: Driver> Adapter<T> {
         unsafe { (*mr.page_scratch.get()).clear() };
         // SAFETY: The scatterlist, its length and offset pointer come from the consumer as
         // `ib_map_mr_sg` received them; `set_page` matches the callback's contract.
-        let mapped = unsafe { bindings::ib_sg_to_pages(ibmr, sg, sg_nents, sg_offset, Some(Self::set_page)) };
+        let mapped = unsafe {
+            bindings::ib_sg_to_pages(ibmr, sg, sg_nents, sg_offset, Some(Self::set_page))
+        };
         if mapped <= 0 {
             return mapped;
         }
         // SAFETY: `ib_sg_to_pages` wrote `iova` and `length`; `page_size` was set by
         // `ib_map_mr_sg` before calling us.
-        let (iova, length, page_size) = unsafe { ((*ibmr).iova, (*ibmr).length, (*ibmr).page_size) };
+        let (iova, length, page_size) =
+            unsafe { ((*ibmr).iova, (*ibmr).length, (*ibmr).page_size) };
         // SAFETY: As above: no other user of the scratch list now.
         let pages = unsafe { &*mr.page_scratch.get() };
-        let list = FastRegPages { pages, iova, length, page_shift: page_size.trailing_zeros() };
+        let list = FastRegPages {
+            pages,
+            iova,
+            length,
+            page_shift: page_size.trailing_zeros(),
+        };
         match T::map_mr_sg(mr, &list) {
             Ok(()) => mapped,
             Err(e) => e.to_errno(),
@@ -424,10 +488,19 @@ impl<T: Driver> Adapter<T> {
     ///
     /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
     /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
-    pub(crate) unsafe extern "C" fn alloc_mw(ibmw: *mut bindings::ib_mw, udata: *mut bindings::ib_udata) -> ffi::c_int {
+    pub(crate) unsafe extern "C" fn alloc_mw(
+        ibmw: *mut bindings::ib_mw,
+        udata: *mut bindings::ib_udata,
+    ) -> ffi::c_int {
         kernel::error::from_result(|| {
             // SAFETY: A fresh MW of our device with `pd` and `type_` set; udata for the command.
-            let (pd, mw_type, udata) = unsafe { (Pd::<T>::from_raw((*ibmw).pd), (*ibmw).type_, UData::from_raw(udata)) };
+            let (pd, mw_type, udata) = unsafe {
+                (
+                    Pd::<T>::from_raw((*ibmw).pd),
+                    (*ibmw).type_,
+                    UData::from_raw(udata),
+                )
+            };
             let type2 = mw_type == bindings::ib_mw_type_IB_MW_TYPE_2;
             let (data, rkey) = T::alloc_mw(pd, type2, udata.as_ref())?;
             // SAFETY: Fresh MW of `size_ib_mw` bytes.

@@ -44,7 +44,16 @@ macro_rules! ib_object {
         }
     )*};
 }
-ib_object!(ib_ucontext, ib_pd, ib_cq, ib_qp, ib_srq, ib_ah, ib_mw, ib_mr);
+ib_object!(
+    ib_ucontext,
+    ib_pd,
+    ib_cq,
+    ib_qp,
+    ib_srq,
+    ib_ah,
+    ib_mw,
+    ib_mr
+);
 
 /// A verbs object allocated by the RDMA core: C object `C`, then the driver's data `D`.
 ///
@@ -136,7 +145,10 @@ impl<'a> UData<'a> {
     /// `raw` is NULL or a live `ib_udata` for `'a`.
     pub(crate) unsafe fn from_raw(raw: *mut bindings::ib_udata) -> Option<UData<'a>> {
         // INVARIANT: Non-NULL, live by the safety requirements.
-        NonNull::new(raw).map(|raw| UData { raw, _p: PhantomData })
+        NonNull::new(raw).map(|raw| UData {
+            raw,
+            _p: PhantomData,
+        })
     }
 
     pub(crate) fn as_raw(&self) -> *mut bindings::ib_udata {
@@ -169,7 +181,11 @@ impl<'a> UData<'a> {
 
     /// Copies the driver's request into `req`: at least `min_len` bytes must be present, and any
     /// bytes past `size_of::<R>()` must be zero.
-    pub fn copy_in<R: AsBytes + kernel::transmute::FromBytes>(&self, req: &mut R, min_len: usize) -> Result {
+    pub fn copy_in<R: AsBytes + kernel::transmute::FromBytes>(
+        &self,
+        req: &mut R,
+        min_len: usize,
+    ) -> Result {
         // SAFETY: Live udata; `req` is a valid, writable `R` of `size_of::<R>()` bytes, and any
         // byte pattern is a valid `R` (`FromBytes`).
         kernel::error::to_result(unsafe {
@@ -187,7 +203,12 @@ impl<'a> UData<'a> {
     pub fn copy_in_bytes(&self, req: &mut [u8], min_len: usize) -> Result {
         // SAFETY: Live udata; `req` is a valid, writable buffer of `req.len()` bytes.
         kernel::error::to_result(unsafe {
-            bindings::_ib_copy_validate_udata_in(self.as_raw(), req.as_mut_ptr().cast(), req.len(), min_len)
+            bindings::_ib_copy_validate_udata_in(
+                self.as_raw(),
+                req.as_mut_ptr().cast(),
+                req.len(),
+                min_len,
+            )
         })
     }
 
@@ -195,14 +216,20 @@ impl<'a> UData<'a> {
     /// gave, zero padded beyond).
     pub fn respond_bytes(&self, resp: &[u8]) -> Result {
         // SAFETY: Live udata; `resp` is `resp.len()` initialised bytes.
-        kernel::error::to_result(unsafe { bindings::_ib_respond_udata(self.as_raw(), resp.as_ptr().cast(), resp.len()) })
+        kernel::error::to_result(unsafe {
+            bindings::_ib_respond_udata(self.as_raw(), resp.as_ptr().cast(), resp.len())
+        })
     }
 
     /// Writes the driver's response (truncated to the room user space gave, zero padded beyond).
     pub fn respond<R: AsBytes>(&self, resp: &R) -> Result {
         // SAFETY: Live udata; `resp` is `size_of::<R>()` initialised bytes (`AsBytes`).
         kernel::error::to_result(unsafe {
-            bindings::_ib_respond_udata(self.as_raw(), core::ptr::from_ref(resp).cast(), size_of::<R>())
+            bindings::_ib_respond_udata(
+                self.as_raw(),
+                core::ptr::from_ref(resp).cast(),
+                size_of::<R>(),
+            )
         })
     }
 

@@ -37,8 +37,7 @@ use super::{
 };
 use core::ptr::NonNull;
 use kernel::{
-    ffi,
-    new_mutex, new_spinlock,
+    ffi, new_mutex, new_spinlock,
     prelude::*,
     sync::{Mutex, SpinLock},
 };
@@ -112,8 +111,10 @@ pub struct OdpMem {
 }
 
 /// The notifier callbacks of every [`OdpMem`].
-static NOTIFIER_OPS: bindings::mmu_interval_notifier_ops =
-    bindings::mmu_interval_notifier_ops { invalidate: Some(invalidate), ..null_ops() };
+static NOTIFIER_OPS: bindings::mmu_interval_notifier_ops = bindings::mmu_interval_notifier_ops {
+    invalidate: Some(invalidate),
+    ..null_ops()
+};
 
 /// The other members of the ops (none today) stay NULL.
 const fn null_ops() -> bindings::mmu_interval_notifier_ops {
@@ -150,10 +151,16 @@ unsafe extern "C" fn invalidate(
         bindings::roxe_helper_mmu_interval_set_seq(mni, cur_seq);
     }
     // SAFETY: A live umem.
-    let (ustart, uend) = unsafe { (bindings::roxe_helper_umem_odp_start(odp), bindings::roxe_helper_umem_odp_end(odp)) };
+    let (ustart, uend) = unsafe {
+        (
+            bindings::roxe_helper_umem_odp_start(odp),
+            bindings::roxe_helper_umem_odp_end(odp),
+        )
+    };
     let (start, end) = (rstart.max(ustart), rend.min(uend));
     // SAFETY: `private` is written under the umem mutex, which we hold.
-    let table = unsafe { bindings::roxe_helper_umem_odp_private(odp) }.cast::<SpinLock<TableState>>();
+    let private = unsafe { bindings::roxe_helper_umem_odp_private(odp) };
+    let table = private.cast::<SpinLock<TableState>>();
     if !table.is_null() && start < end {
         let first = (start - ustart) >> PAGE_SHIFT;
         let last = (end - 1 - ustart) >> PAGE_SHIFT;
@@ -191,7 +198,12 @@ impl OdpMem {
     /// Registers `[addr, addr + len)` of the calling process for on-demand paging with `access`
     /// (`IB_ACCESS_*`, including `IB_ACCESS_ON_DEMAND`), and takes in the pages already mapped
     /// (without faulting any). Process context.
-    pub fn register<T: Driver>(dev: &Device<T>, addr: u64, len: u64, access: u32) -> Result<OdpMem> {
+    pub fn register<T: Driver>(
+        dev: &Device<T>,
+        addr: u64,
+        len: u64,
+        access: u32,
+    ) -> Result<OdpMem> {
         let addr_ulong = ffi::c_ulong::try_from(addr).map_err(|_| EINVAL)?;
         let len_usize = usize::try_from(len).map_err(|_| EINVAL)?;
         if len_usize == 0 {
@@ -200,7 +212,10 @@ impl OdpMem {
         let end = addr.checked_add(len).ok_or(EINVAL)?;
         let page_mask = PAGE_SIZE as u64 - 1;
         let start = addr & !page_mask;
-        let npages = usize::try_from((end.checked_add(page_mask).ok_or(EINVAL)? & !page_mask) - start).map_err(|_| EINVAL)? >> PAGE_SHIFT;
+        let npages =
+            usize::try_from((end.checked_add(page_mask).ok_or(EINVAL)? & !page_mask) - start)
+                .map_err(|_| EINVAL)?
+                >> PAGE_SHIFT;
         // The table takes 8 bytes per page of the range, which the caller chooses: charged to
         // the caller's memory cgroup, and a range too large for it is ENOMEM, never a warning
         // of the allocator (`kvmalloc` refuses sizes past INT_MAX with one unless told not to).
@@ -218,11 +233,24 @@ impl OdpMem {
         )?;
         // SAFETY: The device is alive; the ops are a static; the call registers the notifier on
         // the current process's mm or fails.
-        let umem = unsafe { bindings::ib_umem_odp_get(dev.as_raw(), addr_ulong, len_usize, access as i32, &NOTIFIER_OPS) };
+        let umem = unsafe {
+            bindings::ib_umem_odp_get(
+                dev.as_raw(),
+                addr_ulong,
+                len_usize,
+                access as i32,
+                &NOTIFIER_OPS,
+            )
+        };
         let umem = kernel::error::from_err_ptr(umem)?;
         let umem = NonNull::new(umem).ok_or(EINVAL)?;
         // SAFETY: A live umem.
-        let (ustart, uend) = unsafe { (bindings::roxe_helper_umem_odp_start(umem.as_ptr()), bindings::roxe_helper_umem_odp_end(umem.as_ptr())) };
+        let (ustart, uend) = unsafe {
+            (
+                bindings::roxe_helper_umem_odp_start(umem.as_ptr()),
+                bindings::roxe_helper_umem_odp_end(umem.as_ptr()),
+            )
+        };
         if ustart as u64 != start || (uend - ustart) >> PAGE_SHIFT != npages {
             // Huge-page umems (another page size) are not offered.
             // SAFETY: Ours, released once.
@@ -235,7 +263,10 @@ impl OdpMem {
         // had no entry to clear, since the table is empty.
         unsafe {
             bindings::roxe_helper_umem_odp_lock(umem.as_ptr());
-            bindings::roxe_helper_umem_odp_set_private(umem.as_ptr(), core::ptr::from_ref(&inner.table).cast_mut().cast());
+            bindings::roxe_helper_umem_odp_set_private(
+                umem.as_ptr(),
+                core::ptr::from_ref(&inner.table).cast_mut().cast(),
+            );
             bindings::roxe_helper_umem_odp_unlock(umem.as_ptr());
         }
         *inner.umem.lock() = Some(UmemPtr(umem));
@@ -260,7 +291,9 @@ impl OdpMem {
 
     fn map(&self, first: usize, count: usize, fault: bool) -> Result {
         let guard = self.inner.umem.lock();
-        let Some(UmemPtr(umem)) = *guard else { return Err(ENOENT) };
+        let Some(UmemPtr(umem)) = *guard else {
+            return Err(ENOENT);
+        };
         if first >= self.inner.npages {
             return Err(EINVAL);
         }
@@ -272,7 +305,8 @@ impl OdpMem {
         let len = (count as u64) << PAGE_SHIFT;
         // SAFETY: A live umem (we hold the mutex that guards its release); the range lies inside
         // it. On success the call returns with the umem mutex held.
-        let r = unsafe { bindings::roxe_helper_umem_odp_map_and_lock(umem.as_ptr(), va, len, fault) };
+        let r =
+            unsafe { bindings::roxe_helper_umem_odp_map_and_lock(umem.as_ptr(), va, len, fault) };
         if r < 0 {
             let e = Error::from_errno(r);
             if fault && e != EBUSY && e != EAGAIN {
@@ -294,7 +328,14 @@ impl OdpMem {
                 // SAFETY: The umem mutex is held (the pfn list is stable and valid for the range:
                 // no invalidation ran since the fault); `slots` has `count` entries. It stores
                 // only the pages of valid entries (with write access for a writable umem).
-                unsafe { bindings::roxe_helper_umem_odp_pages(umem.as_ptr(), first, count, slots.as_mut_ptr().cast()) };
+                unsafe {
+                    bindings::roxe_helper_umem_odp_pages(
+                        umem.as_ptr(),
+                        first,
+                        count,
+                        slots.as_mut_ptr().cast(),
+                    )
+                };
             }
         }
         // SAFETY: Taken by the successful call above.
@@ -344,7 +385,12 @@ pub struct OdpPages<'a> {
 }
 
 impl OdpPages<'_> {
-    fn page(&self, index: usize, offset: usize, len: usize) -> Result<*mut bindings::page, OdpMiss> {
+    fn page(
+        &self,
+        index: usize,
+        offset: usize,
+        len: usize,
+    ) -> Result<*mut bindings::page, OdpMiss> {
         if self.state.released {
             return Err(OdpMiss::Released);
         }
@@ -368,7 +414,9 @@ impl OdpPages<'_> {
         let page = self.page(index, offset, dst.len())?;
         // SAFETY: A page of the umem, valid while the table lock is held (type invariant of
         // `OdpMem`); the range is inside the page; `dst` is a kernel buffer distinct from it.
-        unsafe { bindings::roxe_helper_copy_from_page(page, offset, dst.as_mut_ptr().cast(), dst.len()) };
+        unsafe {
+            bindings::roxe_helper_copy_from_page(page, offset, dst.as_mut_ptr().cast(), dst.len())
+        };
         Ok(())
     }
 

@@ -16,8 +16,8 @@
 //! C header: [`include/linux/xarray.h`](srctree/include/linux/xarray.h)
 
 use super::bindings;
-use core::{ffi::c_void, marker::PhantomData};
 use core::ops::Deref;
+use core::{ffi::c_void, marker::PhantomData};
 use kernel::{
     ffi,
     prelude::*,
@@ -115,20 +115,44 @@ impl<T: Send + Sync + 'static> Pool<T> {
         // SAFETY: `xa` is initialised (type invariant); a NULL entry reserves the index; `next`
         // is only touched under the XArray lock, which the call takes.
         let ret = unsafe {
-            bindings::roxe_helper_xa_alloc_cyclic_irqsafe(self.xa(), &mut id, core::ptr::null_mut(), min, max, self.next.get(), alloc.gfp())
+            bindings::roxe_helper_xa_alloc_cyclic_irqsafe(
+                self.xa(),
+                &mut id,
+                core::ptr::null_mut(),
+                min,
+                max,
+                self.next.get(),
+                alloc.gfp(),
+            )
         };
         if ret < 0 {
             return Err(Error::from_errno(ret));
         }
-        Ok(Reservation { pool: self, index: id, filled: false })
+        Ok(Reservation {
+            pool: self,
+            index: id,
+            filled: false,
+        })
     }
 
     /// Creates an object at exactly `index` (`EBUSY` if taken) and returns a reference.
-    pub fn insert(&self, index: u32, init: impl PinInit<T, Error>, alloc: Alloc) -> Result<PoolRef<T>> {
+    pub fn insert(
+        &self,
+        index: u32,
+        init: impl PinInit<T, Error>,
+        alloc: Alloc,
+    ) -> Result<PoolRef<T>> {
         let item = Self::new_entry(init, alloc)?;
         let ptr = item.clone().into_foreign();
         // SAFETY: As in `reserve`; `ptr` is a valid entry.
-        let ret = unsafe { bindings::roxe_helper_xa_insert_irqsafe(self.xa(), index as ffi::c_ulong, ptr.cast(), alloc.gfp()) };
+        let ret = unsafe {
+            bindings::roxe_helper_xa_insert_irqsafe(
+                self.xa(),
+                index as ffi::c_ulong,
+                ptr.cast(),
+                alloc.gfp(),
+            )
+        };
         if ret < 0 {
             // SAFETY: Not inserted: we still own the reference.
             drop(unsafe { PoolRef::<T>::from_foreign(ptr) });
@@ -142,7 +166,10 @@ impl<T: Send + Sync + 'static> Pool<T> {
             Alloc::Kernel => GFP_KERNEL,
             Alloc::Atomic => GFP_ATOMIC,
         };
-        Arc::pin_init(try_pin_init!(Entry::<T> { rcu: Opaque::uninit(), value <- init }), flags)
+        Arc::pin_init(
+            try_pin_init!(Entry::<T> { rcu: Opaque::uninit(), value <- init }),
+            flags,
+        )
     }
 
     /// Looks up `index` and returns a new reference. Any context.
@@ -188,7 +215,8 @@ impl<T: Send + Sync + 'static> Pool<T> {
     /// lookup still borrows it. Process context (it sleeps).
     pub fn remove(&self, index: u32) -> Option<PoolRef<T>> {
         // SAFETY: `xa` is initialised.
-        let ptr = unsafe { bindings::roxe_helper_xa_erase_irqsafe(self.xa(), index as ffi::c_ulong) };
+        let ptr =
+            unsafe { bindings::roxe_helper_xa_erase_irqsafe(self.xa(), index as ffi::c_ulong) };
         if ptr.is_null() {
             return None;
         }
@@ -202,7 +230,8 @@ impl<T: Send + Sync + 'static> Pool<T> {
     /// reference, so it must not sleep. Returns whether the index was present.
     pub fn remove_deferred(&self, index: u32) -> bool {
         // SAFETY: `xa` is initialised.
-        let ptr = unsafe { bindings::roxe_helper_xa_erase_irqsafe(self.xa(), index as ffi::c_ulong) };
+        let ptr =
+            unsafe { bindings::roxe_helper_xa_erase_irqsafe(self.xa(), index as ffi::c_ulong) };
         if ptr.is_null() {
             return false;
         }
@@ -212,7 +241,12 @@ impl<T: Send + Sync + 'static> Pool<T> {
         let entry = Arc::into_raw(item);
         // SAFETY: The entry stays allocated until the callback drops the reference it now owns;
         // its RCU head is used only here, once.
-        unsafe { bindings::call_rcu(Opaque::cast_into(core::ptr::addr_of!((*entry).rcu)), Some(Self::drop_after_grace_period)) };
+        unsafe {
+            bindings::call_rcu(
+                Opaque::cast_into(core::ptr::addr_of!((*entry).rcu)),
+                Some(Self::drop_after_grace_period),
+            )
+        };
         true
     }
 
@@ -253,7 +287,13 @@ impl<T: Send + Sync + 'static> Reservation<'_, T> {
         let ptr = item.clone().into_foreign();
         // SAFETY: `xa` is initialised; the index is reserved, so storing needs no allocation and
         // cannot fail; `ptr` is a valid entry the pool now owns.
-        unsafe { bindings::roxe_helper_xa_store_irqsafe(self.pool.xa(), self.index as ffi::c_ulong, ptr.cast()) };
+        unsafe {
+            bindings::roxe_helper_xa_store_irqsafe(
+                self.pool.xa(),
+                self.index as ffi::c_ulong,
+                ptr.cast(),
+            )
+        };
         self.filled = true;
         Ok(item)
     }
@@ -263,7 +303,9 @@ impl<T: Send + Sync + 'static> Drop for Reservation<'_, T> {
     fn drop(&mut self) {
         if !self.filled {
             // SAFETY: `xa` is initialised; releasing a reserved, unfilled index frees it.
-            unsafe { bindings::roxe_helper_xa_release_irqsafe(self.pool.xa(), self.index as ffi::c_ulong) };
+            unsafe {
+                bindings::roxe_helper_xa_release_irqsafe(self.pool.xa(), self.index as ffi::c_ulong)
+            };
         }
     }
 }
@@ -275,7 +317,8 @@ impl<T: Send + Sync + 'static> PinnedDrop for Pool<T> {
         let mut index: ffi::c_ulong = 0;
         loop {
             // SAFETY: `xa` is initialised; we have exclusive access.
-            let ptr: *mut c_void = unsafe { bindings::roxe_helper_xa_find_from(self.xa(), &mut index) };
+            let ptr: *mut c_void =
+                unsafe { bindings::roxe_helper_xa_find_from(self.xa(), &mut index) };
             if ptr.is_null() {
                 break;
             }

@@ -328,7 +328,13 @@ impl<T: Driver> Adapter<T> {
             // SAFETY: The core passes a fresh QP of our device (its `pd` and `device` set), a
             // valid init attribute whose CQs/SRQ are live objects of our device, and a udata that
             // lives for the command.
-            let (dev, init_ref, udata) = unsafe { (Device::<T>::from_raw((*ibqp).device), &mut *init, UData::from_raw(udata)) };
+            let (dev, init_ref, udata) = unsafe {
+                (
+                    Device::<T>::from_raw((*ibqp).device),
+                    &mut *init,
+                    UData::from_raw(udata),
+                )
+            };
             // SAFETY: As above: every object named is live for the call, of our driver.
             let mut qinit = unsafe {
                 QpInit::<T> {
@@ -348,13 +354,22 @@ impl<T: Driver> Adapter<T> {
             };
             // INVARIANT: The QP stays live until `destroy_qp`, which revokes the notifier first.
             let raw = RawQp(NonNull::new(ibqp).ok_or(EINVAL)?);
-            let notifier = Arc::pin_init(pin_init!(QpNotifier { qp <- Revocable::new(raw) }), GFP_KERNEL)?;
+            let notifier = Arc::pin_init(
+                pin_init!(QpNotifier { qp <- Revocable::new(raw) }),
+                GFP_KERNEL,
+            )?;
             let created = T::create_qp(dev, &mut qinit, notifier.clone(), udata.as_ref())?;
             qinit.cap.write_to(&mut init_ref.cap);
             // SAFETY: Fresh QP of `size_ib_qp` bytes; the core reads `qp_num` after we return.
             unsafe {
                 (*ibqp).qp_num = created.qp_num;
-                Qp::<T>::init_data(ibqp, QpSlot { data: created.data, notifier });
+                Qp::<T>::init_data(
+                    ibqp,
+                    QpSlot {
+                        data: created.data,
+                        notifier,
+                    },
+                );
             }
             Ok(0)
         })
@@ -376,7 +391,13 @@ impl<T: Driver> Adapter<T> {
             let mask = mask as u32;
             // SAFETY: A live QP of ours; valid attributes whose source GID attribute, if any,
             // the core holds for the call; the udata lives for the command.
-            let (qp, attr, udata) = unsafe { (Qp::<T>::from_raw(ibqp), QpAttr::from_raw(&*attr, mask)?, UData::from_raw(udata)) };
+            let (qp, attr, udata) = unsafe {
+                (
+                    Qp::<T>::from_raw(ibqp),
+                    QpAttr::from_raw(&*attr, mask)?,
+                    UData::from_raw(udata),
+                )
+            };
             T::modify_qp(qp, &attr, mask, udata.as_ref())?;
             Ok(0)
         })
@@ -425,7 +446,11 @@ impl<T: Driver> Adapter<T> {
     ///
     /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
     /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
-    pub(crate) unsafe extern "C" fn attach_mcast(ibqp: *mut bindings::ib_qp, gid: *mut bindings::ib_gid, _lid: u16) -> ffi::c_int {
+    pub(crate) unsafe extern "C" fn attach_mcast(
+        ibqp: *mut bindings::ib_qp,
+        gid: *mut bindings::ib_gid,
+        _lid: u16,
+    ) -> ffi::c_int {
         // SAFETY: A live QP of ours; `gid` points to the command's GID for the call.
         let (qp, mgid) = unsafe { (Qp::<T>::from_raw(ibqp), (*gid).raw) };
         match T::attach_mcast(qp, &mgid) {
@@ -440,7 +465,11 @@ impl<T: Driver> Adapter<T> {
     ///
     /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
     /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
-    pub(crate) unsafe extern "C" fn detach_mcast(ibqp: *mut bindings::ib_qp, gid: *mut bindings::ib_gid, _lid: u16) -> ffi::c_int {
+    pub(crate) unsafe extern "C" fn detach_mcast(
+        ibqp: *mut bindings::ib_qp,
+        gid: *mut bindings::ib_gid,
+        _lid: u16,
+    ) -> ffi::c_int {
         // SAFETY: As in `attach_mcast`.
         let (qp, mgid) = unsafe { (Qp::<T>::from_raw(ibqp), (*gid).raw) };
         match T::detach_mcast(qp, &mgid) {
@@ -455,7 +484,10 @@ impl<T: Driver> Adapter<T> {
     ///
     /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
     /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
-    pub(crate) unsafe extern "C" fn destroy_qp(ibqp: *mut bindings::ib_qp, _udata: *mut bindings::ib_udata) -> ffi::c_int {
+    pub(crate) unsafe extern "C" fn destroy_qp(
+        ibqp: *mut bindings::ib_qp,
+        _udata: *mut bindings::ib_udata,
+    ) -> ffi::c_int {
         // SAFETY: The core destroys only QPs whose creation succeeded.
         let qp = unsafe { Qp::<T>::from_raw(ibqp) };
         if let Err(e) = T::destroy_qp(qp) {

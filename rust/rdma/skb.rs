@@ -138,20 +138,43 @@ impl TxSkBuff {
 
     /// Routes the packet over IPv4 out of `netdev` and pushes its UDP and IP headers: afterwards
     /// [`TxSkBuff::data`] starts at the IP header. Addresses in network byte order as bytes.
-    pub fn prepare_v4(&mut self, netdev: &NetDevice, saddr: [u8; 4], daddr: [u8; 4], sport: u16, tos: u8, ttl: u8) -> Result {
+    pub fn prepare_v4(
+        &mut self,
+        netdev: &NetDevice,
+        saddr: [u8; 4],
+        daddr: [u8; 4],
+        sport: u16,
+        tos: u8,
+        ttl: u8,
+    ) -> Result {
         self.push_v4(Some(netdev), saddr, daddr, sport, tos, ttl)
     }
 
     /// Pushes the UDP and IPv4 headers of a packet to one of this host's own addresses, without
     /// routing it (it never leaves memory), and turns it into one "received", as
     /// [`TxSkBuff::into_loopback`] does.
-    pub fn into_local_v4(mut self, saddr: [u8; 4], daddr: [u8; 4], sport: u16, tos: u8, ttl: u8) -> Result<SkBuff> {
+    pub fn into_local_v4(
+        mut self,
+        saddr: [u8; 4],
+        daddr: [u8; 4],
+        sport: u16,
+        tos: u8,
+        ttl: u8,
+    ) -> Result<SkBuff> {
         self.push_v4(None, saddr, daddr, sport, tos, ttl)?;
         Ok(self.into_loopback())
     }
 
     /// Pushes the UDP and IPv4 headers, routed out of `netdev` if given.
-    fn push_v4(&mut self, netdev: Option<&NetDevice>, saddr: [u8; 4], daddr: [u8; 4], sport: u16, tos: u8, ttl: u8) -> Result {
+    fn push_v4(
+        &mut self,
+        netdev: Option<&NetDevice>,
+        saddr: [u8; 4],
+        daddr: [u8; 4],
+        sport: u16,
+        tos: u8,
+        ttl: u8,
+    ) -> Result {
         // SAFETY: Owned skb with the headroom `alloc` reserved; `netdev`, when given, is alive;
         // without it the helper does not route and does not use the (null) device.
         kernel::error::to_result(unsafe {
@@ -169,7 +192,14 @@ impl TxSkBuff {
     }
 
     /// The IPv6 counterpart of [`TxSkBuff::into_local_v4`].
-    pub fn into_local_v6(mut self, saddr: &[u8; 16], daddr: &[u8; 16], sport: u16, tclass: u8, hop_limit: u8) -> Result<SkBuff> {
+    pub fn into_local_v6(
+        mut self,
+        saddr: &[u8; 16],
+        daddr: &[u8; 16],
+        sport: u16,
+        tclass: u8,
+        hop_limit: u8,
+    ) -> Result<SkBuff> {
         self.push_v6(None, saddr, daddr, sport, tclass, hop_limit)?;
         Ok(self.into_loopback())
     }
@@ -191,7 +221,14 @@ impl TxSkBuff {
     /// Pushes the UDP and IPv4 headers of a packet that leaves in a batch
     /// ([`TxSkBuff::send_v4_batch`]): no route, IP ID zero until [`TxSkBuff::route_v4_batch`]
     /// numbers the batch. Afterwards [`TxSkBuff::data`] starts at the IP header.
-    pub fn push_headers_v4(&mut self, saddr: [u8; 4], daddr: [u8; 4], sport: u16, tos: u8, ttl: u8) -> Result {
+    pub fn push_headers_v4(
+        &mut self,
+        saddr: [u8; 4],
+        daddr: [u8; 4],
+        sport: u16,
+        tos: u8,
+        ttl: u8,
+    ) -> Result {
         self.push_v4(None, saddr, daddr, sport, tos, ttl)
     }
 
@@ -199,7 +236,13 @@ impl TxSkBuff {
     /// [`TxSkBuff::push_headers_v4`]), out of `netdev`, and reserves `n` consecutive IP IDs
     /// for the batch. Returns the first; packet `i` of the batch must carry the first plus `i`
     /// (segmentation numbers them so).
-    pub fn route_v4_batch(&mut self, netdev: &NetDevice, saddr: [u8; 4], daddr: [u8; 4], n: u32) -> Result<u16> {
+    pub fn route_v4_batch(
+        &mut self,
+        netdev: &NetDevice,
+        saddr: [u8; 4],
+        daddr: [u8; 4],
+        n: u32,
+    ) -> Result<u16> {
         let mut first = 0u16;
         // SAFETY: Owned skb with its IPv4 header pushed; `netdev` is alive for the call; `first`
         // is a valid place for the helper to write.
@@ -243,12 +286,28 @@ impl TxSkBuff {
     }
 
     /// Routes the packet over IPv6 out of `netdev` and pushes its UDP and IPv6 headers.
-    pub fn prepare_v6(&mut self, netdev: &NetDevice, saddr: &[u8; 16], daddr: &[u8; 16], sport: u16, tclass: u8, hop_limit: u8) -> Result {
+    pub fn prepare_v6(
+        &mut self,
+        netdev: &NetDevice,
+        saddr: &[u8; 16],
+        daddr: &[u8; 16],
+        sport: u16,
+        tclass: u8,
+        hop_limit: u8,
+    ) -> Result {
         self.push_v6(Some(netdev), saddr, daddr, sport, tclass, hop_limit)
     }
 
     /// Pushes the UDP and IPv6 headers, routed out of `netdev` if given.
-    fn push_v6(&mut self, netdev: Option<&NetDevice>, saddr: &[u8; 16], daddr: &[u8; 16], sport: u16, tclass: u8, hop_limit: u8) -> Result {
+    fn push_v6(
+        &mut self,
+        netdev: Option<&NetDevice>,
+        saddr: &[u8; 16],
+        daddr: &[u8; 16],
+        sport: u16,
+        tclass: u8,
+        hop_limit: u8,
+    ) -> Result {
         // SAFETY: Owned skb with the headroom `alloc` reserved (room for an IPv6 header);
         // `netdev`, when given, is alive (without it the helper neither routes nor uses the
         // null device); the addresses are 16-byte arrays for the call.

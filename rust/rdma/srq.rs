@@ -119,7 +119,13 @@ impl<T: Driver> Adapter<T> {
         from_result(|| {
             // SAFETY: The core passes a fresh SRQ of our device with `pd` set, valid attributes,
             // and a udata that lives for the command.
-            let (dev, init_ref, udata) = unsafe { (Device::<T>::from_raw((*ibsrq).device), &mut *init, UData::from_raw(udata)) };
+            let (dev, init_ref, udata) = unsafe {
+                (
+                    Device::<T>::from_raw((*ibsrq).device),
+                    &mut *init,
+                    UData::from_raw(udata),
+                )
+            };
             let mut sinit = SrqInit::<T> {
                 attr: SrqAttr {
                     max_wr: init_ref.attr.max_wr,
@@ -132,7 +138,10 @@ impl<T: Driver> Adapter<T> {
             };
             // INVARIANT: The SRQ stays live until `destroy_srq`, which revokes the notifier first.
             let raw = RawSrq(NonNull::new(ibsrq).ok_or(EINVAL)?);
-            let notifier = Arc::pin_init(pin_init!(SrqNotifier { srq <- Revocable::new(raw) }), GFP_KERNEL)?;
+            let notifier = Arc::pin_init(
+                pin_init!(SrqNotifier { srq <- Revocable::new(raw) }),
+                GFP_KERNEL,
+            )?;
             let data = T::create_srq(dev, &mut sinit, notifier.clone(), udata.as_ref())?;
             init_ref.attr.max_wr = sinit.attr.max_wr;
             init_ref.attr.max_sge = sinit.attr.max_sge;
@@ -156,8 +165,13 @@ impl<T: Driver> Adapter<T> {
     ) -> ffi::c_int {
         from_result(|| {
             // SAFETY: A live SRQ of ours, valid attributes, udata alive for the command.
-            let (srq, a, udata) = unsafe { (Srq::<T>::from_raw(ibsrq), &*attr, UData::from_raw(udata)) };
-            let attr = SrqAttr { max_wr: a.max_wr, max_sge: a.max_sge, srq_limit: a.srq_limit };
+            let (srq, a, udata) =
+                unsafe { (Srq::<T>::from_raw(ibsrq), &*attr, UData::from_raw(udata)) };
+            let attr = SrqAttr {
+                max_wr: a.max_wr,
+                max_sge: a.max_sge,
+                srq_limit: a.srq_limit,
+            };
             T::modify_srq(srq, &attr, mask, udata.as_ref())?;
             Ok(0)
         })
@@ -169,7 +183,10 @@ impl<T: Driver> Adapter<T> {
     ///
     /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
     /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
-    pub(crate) unsafe extern "C" fn query_srq(ibsrq: *mut bindings::ib_srq, attr: *mut bindings::ib_srq_attr) -> ffi::c_int {
+    pub(crate) unsafe extern "C" fn query_srq(
+        ibsrq: *mut bindings::ib_srq,
+        attr: *mut bindings::ib_srq_attr,
+    ) -> ffi::c_int {
         from_result(|| {
             // SAFETY: A live SRQ of ours; the core passes a structure to fill.
             let (srq, a) = unsafe { (Srq::<T>::from_raw(ibsrq), &mut *attr) };
@@ -187,7 +204,10 @@ impl<T: Driver> Adapter<T> {
     ///
     /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
     /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
-    pub(crate) unsafe extern "C" fn destroy_srq(ibsrq: *mut bindings::ib_srq, _udata: *mut bindings::ib_udata) -> ffi::c_int {
+    pub(crate) unsafe extern "C" fn destroy_srq(
+        ibsrq: *mut bindings::ib_srq,
+        _udata: *mut bindings::ib_udata,
+    ) -> ffi::c_int {
         // SAFETY: The core destroys only SRQs whose creation succeeded (and no QP uses).
         let srq = unsafe { Srq::<T>::from_raw(ibsrq) };
         if let Err(e) = T::destroy_srq(srq) {

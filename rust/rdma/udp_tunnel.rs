@@ -65,7 +65,10 @@ impl<T: EncapRecv> UdpTunnelSocket<T> {
         kernel::error::to_result(err)?;
         let sock = NonNull::new(sock).ok_or(EINVAL)?;
         // INVARIANT: The helper created and set up the socket, and we own it.
-        Ok(Self { sock, _t: PhantomData })
+        Ok(Self {
+            sock,
+            _t: PhantomData,
+        })
     }
 
     /// The socket's `encap_rcv`.

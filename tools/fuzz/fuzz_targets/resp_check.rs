@@ -38,7 +38,11 @@ fuzz_target!(|data: &[u8]| {
     };
     let cfg = RespConfig {
         qp_type: [QpType::Rc, QpType::Uc, QpType::Ud, QpType::Gsi][usize::from(head[0] & 3)],
-        access_flags: if head[0] & 4 == 0 { 0x30f } else { u32::from(head[1]) | u32::from(head[0] >> 4) << 8 },
+        access_flags: if head[0] & 4 == 0 {
+            0x30f
+        } else {
+            u32::from(head[1]) | u32::from(head[0] >> 4) << 8
+        },
         mtu: IbMtu::from_raw(u32::from(head[2] % 5) + 1).unwrap_or(IbMtu::Mtu256),
         max_dest_rd_atomic: head[3] % 20,
         min_rnr_timer: head[1] & 0x1f,
@@ -46,7 +50,11 @@ fuzz_target!(|data: &[u8]| {
     let start = Psn::new(u32::from_le_bytes([head[1], head[2], head[3], head[0]]));
     let mut sim = Sim::new(cfg, start);
     let table: Vec<&'static OpcodeInfo> = Opcode::all().collect();
-    let fitting: Vec<&'static OpcodeInfo> = table.iter().copied().filter(|i| request_fits_qp(cfg.qp_type, i)).collect();
+    let fitting: Vec<&'static OpcodeInfo> = table
+        .iter()
+        .copied()
+        .filter(|i| request_fits_qp(cfg.qp_type, i))
+        .collect();
     for chunk in rest.chunks_exact(PACKET_BYTES).take(MAX_PACKETS) {
         let Ok(bytes) = <[u8; PACKET_BYTES]>::try_from(chunk) else {
             return;
@@ -134,16 +142,26 @@ impl Sim {
         if p.flag(1) {
             r.pad = p.byte(4) >> 6;
         }
-        let va = MR_START.wrapping_add(u64::from(p.u16(8))).wrapping_sub(u64::from(p.flag(2)) * 0x800);
+        let va = MR_START
+            .wrapping_add(u64::from(p.u16(8)))
+            .wrapping_sub(u64::from(p.flag(2)) * 0x800);
         let rkey = if p.flag(3) { RKEY ^ 1 } else { RKEY };
         if info.has(ExtHeader::Reth) {
             r.reth = Some(Reth { va, rkey, dma_len });
         }
         if info.has(ExtHeader::AtomicEth) {
-            r.atomic = Some(AtomicEth { va, rkey, swap_add: 1, compare: 0 });
+            r.atomic = Some(AtomicEth {
+                va,
+                rkey,
+                swap_add: 1,
+                compare: 0,
+            });
         }
         if info.has(ExtHeader::Feth) {
-            r.feth = Some(Feth { selectivity_level: p.byte(9) & 3, placement_type: p.byte(9) >> 4 });
+            r.feth = Some(Feth {
+                selectivity_level: p.byte(9) & 3,
+                placement_type: p.byte(9) >> 4,
+            });
         }
         r
     }
@@ -195,7 +213,11 @@ impl Sim {
                 assert_eq!(self.st.expected_psn(), before_checks);
                 let original = self.word;
                 if r.info.is_atomic() {
-                    assert!(self.atomics.insert(r.psn.get(), original).is_none(), "atomic at {:?} ran twice", r.psn);
+                    assert!(
+                        self.atomics.insert(r.psn.get(), original).is_none(),
+                        "atomic at {:?} ran twice",
+                        r.psn
+                    );
                     self.word = self.word.wrapping_add(1);
                 }
                 let msn = self.st.msn();
@@ -219,7 +241,9 @@ impl Sim {
                             Some(self.st.expected_psn())
                         );
                     }
-                    Response::None => assert!(self.cfg.qp_type != QpType::Rc || !(r.ack_req || r.info.ends_message())),
+                    Response::None => assert!(
+                        self.cfg.qp_type != QpType::Rc || !(r.ack_req || r.info.ends_message())
+                    ),
                     _ => assert_eq!(self.cfg.qp_type, QpType::Rc),
                 }
             }
@@ -253,7 +277,13 @@ impl Sim {
         }
         assert!(self.cache.len() <= self.cache.capacity());
         assert!(self.cache.capacity() <= usize::from(self.cfg.max_dest_rd_atomic));
-        if let Message::Write { remaining, length, va, .. } = self.st.message() {
+        if let Message::Write {
+            remaining,
+            length,
+            va,
+            ..
+        } = self.st.message()
+        {
             assert!(remaining > 0 && remaining <= length);
             assert!(va.wrapping_sub(r.reth.map_or(va, |h| h.va)) <= u64::from(length));
         }
@@ -275,7 +305,10 @@ impl Sim {
         };
         match check_length(&self.st, &self.cfg, r, recv_len)? {
             Placement::Nothing => {
-                assert!(r.reth.is_some_and(|h| h.dma_len == 0) || matches!(self.st.message(), Message::Idle));
+                assert!(
+                    r.reth.is_some_and(|h| h.dma_len == 0)
+                        || matches!(self.st.message(), Message::Idle)
+                );
                 Ok(())
             }
             Placement::Recv { offset } => {
@@ -284,14 +317,21 @@ impl Sim {
                 Ok(())
             }
             Placement::Remote(access) => {
-                assert!(u64::from(r.payload_len) <= access.len || r.info.is_atomic_write() || r.info.is_flush());
+                assert!(
+                    u64::from(r.payload_len) <= access.len
+                        || r.info.is_atomic_write()
+                        || r.info.is_flush()
+                );
                 let mr = KeyTarget {
                     key: RKEY,
                     same_pd: !p.flag(6),
                     valid: true,
                     qp_matches: true,
                     access: Access::from_bits(0x3ff),
-                    bounds: KeyBounds::Range { start: MR_START, length: MR_LEN },
+                    bounds: KeyBounds::Range {
+                        start: MR_START,
+                        length: MR_LEN,
+                    },
                 };
                 let result = check_rkey(Some(&mr), &access);
                 if result.is_ok() && !access.whole_region {
@@ -309,7 +349,11 @@ impl Sim {
 /// READ responses cover the reply exactly: MTU-sized but the last, contiguous, consecutive
 /// PSNs, a legal opcode sequence, AETH on all but MIDDLEs.
 fn check_segments(reply: &ReadReply, mtu: IbMtu) {
-    let mut prev = if reply.resumes { Some(Opcode::RC_RDMA_READ_RESPONSE_FIRST) } else { None };
+    let mut prev = if reply.resumes {
+        Some(Opcode::RC_RDMA_READ_RESPONSE_FIRST)
+    } else {
+        None
+    };
     let mut offset = 0u32;
     let mut n = 0u32;
     for s in reply.packets(mtu) {

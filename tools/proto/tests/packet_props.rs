@@ -11,7 +11,8 @@ use roxe_proto::proto::{
     icrc::{icrc, Icrc, IpHeader, SoftCrc32, ICRC_LEN},
     opcode::{check_op_sequence, Opcode, OpcodeInfo, Position, SeqCheck},
     packet::{
-        pad_count_for, Aeth, AtomicAckEth, AtomicEth, Deth, Feth, Ieth, Msn, Packet, PacketError, Reth, Syndrome,
+        pad_count_for, Aeth, AtomicAckEth, AtomicEth, Deth, Feth, Ieth, Msn, Packet, PacketError,
+        Reth, Syndrome,
     },
     psn::Psn,
 };
@@ -31,12 +32,34 @@ fn exercise(bytes: &[u8]) -> Result<(), TestCaseError> {
             let info = p.info();
             prop_assert_eq!(p.opcode().get(), bytes[0]);
             prop_assert_eq!(p.tver(), 0);
-            let _ = (p.solicited_event(), p.mig_req(), p.pkey(), p.fecn(), p.becn(), p.ack_req());
+            let _ = (
+                p.solicited_event(),
+                p.mig_req(),
+                p.pkey(),
+                p.fecn(),
+                p.becn(),
+                p.ack_req(),
+            );
             prop_assert!(p.dest_qpn() < 1 << 24);
             prop_assert!(p.psn().get() < 1 << 24);
-            prop_assert_eq!(p.reth().is_some(), info.offset(roxe_proto::proto::opcode::ExtHeader::Reth).is_some());
-            let _ = (p.aeth(), p.atomic_eth(), p.atomic_ack_eth(), p.deth(), p.imm_data(), p.ieth(), p.feth());
-            prop_assert_eq!(p.header_len() + p.payload_len() + usize::from(p.pad_count()) + ICRC_LEN, bytes.len());
+            prop_assert_eq!(
+                p.reth().is_some(),
+                info.offset(roxe_proto::proto::opcode::ExtHeader::Reth)
+                    .is_some()
+            );
+            let _ = (
+                p.aeth(),
+                p.atomic_eth(),
+                p.atomic_ack_eth(),
+                p.deth(),
+                p.imm_data(),
+                p.ieth(),
+                p.feth(),
+            );
+            prop_assert_eq!(
+                p.header_len() + p.payload_len() + usize::from(p.pad_count()) + ICRC_LEN,
+                bytes.len()
+            );
             prop_assert_eq!(p.payload().len(), p.payload_len());
             prop_assert!(info.has_payload() || p.payload_len() == 0);
             prop_assert_eq!(p.icrc_covered().len(), bytes.len() - ICRC_LEN);
@@ -107,9 +130,19 @@ fn fields() -> impl Strategy<Value = Fields> {
         any::<bool>(),
         any::<u32>(),
     );
-    let reth = (any::<u64>(), any::<u32>(), any::<u32>()).prop_map(|(va, rkey, dma_len)| Reth { va, rkey, dma_len });
-    let atomic = (any::<u64>(), any::<u32>(), any::<u64>(), any::<u64>())
-        .prop_map(|(va, rkey, swap_add, compare)| AtomicEth { va, rkey, swap_add, compare });
+    let reth = (any::<u64>(), any::<u32>(), any::<u32>()).prop_map(|(va, rkey, dma_len)| Reth {
+        va,
+        rkey,
+        dma_len,
+    });
+    let atomic = (any::<u64>(), any::<u32>(), any::<u64>(), any::<u64>()).prop_map(
+        |(va, rkey, swap_add, compare)| AtomicEth {
+            va,
+            rkey,
+            swap_add,
+            compare,
+        },
+    );
     let deth = (any::<u32>(), 0u32..1 << 24).prop_map(|(qkey, src_qpn)| Deth { qkey, src_qpn });
     let ext = (
         reth,
@@ -122,7 +155,10 @@ fn fields() -> impl Strategy<Value = Fields> {
         (0u8..4, 0u8..16),
     );
     (bth, ext).prop_map(
-        |((se, mig, pkey, fecn, becn, qpn, ack_req, psn), (reth, aeth, atomic, atomic_ack, deth, imm, ieth, feth))| {
+        |(
+            (se, mig, pkey, fecn, becn, qpn, ack_req, psn),
+            (reth, aeth, atomic, atomic_ack, deth, imm, ieth, feth),
+        )| {
             Fields {
                 se,
                 mig,
@@ -225,7 +261,12 @@ proptest! {
 
 /// The opcodes of one message of a multi-packet family: `n_middle` MIDDLEs between FIRST and
 /// LAST, or an ONLY when `single`.
-fn message(family: &[&'static OpcodeInfo], single: bool, n_middle: usize, last_variant: usize) -> Vec<Opcode> {
+fn message(
+    family: &[&'static OpcodeInfo],
+    single: bool,
+    n_middle: usize,
+    last_variant: usize,
+) -> Vec<Opcode> {
     let pick = |pos: Position, i: usize| {
         let candidates: Vec<_> = family.iter().filter(|o| o.position() == pos).collect();
         candidates[i % candidates.len()].opcode()
@@ -242,10 +283,16 @@ fn message(family: &[&'static OpcodeInfo], single: bool, n_middle: usize, last_v
 /// A stream of whole messages on one transport: (stream, indices of FIRSTs of multi-packet
 /// messages, indices of LASTs of multi-packet messages).
 fn stream() -> impl Strategy<Value = (Vec<Opcode>, Vec<usize>, Vec<usize>)> {
-    let msgs = proptest::collection::vec((0usize..3, any::<bool>(), 0usize..4, 0usize..4, 0usize..8), 1..8);
+    let msgs = proptest::collection::vec(
+        (0usize..3, any::<bool>(), 0usize..4, 0usize..4, 0usize..8),
+        1..8,
+    );
     (any::<bool>(), msgs).prop_map(|(uc, msgs)| {
-        let transport =
-            if uc { roxe_proto::proto::opcode::Transport::Uc } else { roxe_proto::proto::opcode::Transport::Rc };
+        let transport = if uc {
+            roxe_proto::proto::opcode::Transport::Uc
+        } else {
+            roxe_proto::proto::opcode::Transport::Rc
+        };
         let mut out = Vec::new();
         let mut firsts = Vec::new();
         let mut lasts = Vec::new();
@@ -423,16 +470,28 @@ proptest! {
 fn fuzz_seeds_parse_and_check() {
     let text = include_str!("../../fuzz/seeds.hex");
     let mut count = 0;
-    for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+    for line in text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
         let hex: String = line.split_whitespace().collect();
-        let bytes: Vec<u8> =
-            (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect();
+        let bytes: Vec<u8> = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect();
         let p = Packet::new_checked(&bytes[..]).unwrap_or_else(|e| panic!("seed {line}: {e:?}"));
-        let mut ip = [0x45, 0, 0, 0, 0, 0, 0x40, 0, 0x40, 0x11, 0xff, 0xff, 192, 168, 0, 1, 192, 168, 0, 2];
+        let mut ip = [
+            0x45, 0, 0, 0, 0, 0, 0x40, 0, 0x40, 0x11, 0xff, 0xff, 192, 168, 0, 1, 192, 168, 0, 2,
+        ];
         let mut udp = [0xc0, 0x00, 0x12, 0xb7, 0, 0, 0, 0];
         ip[2..4].copy_from_slice(&((20 + 8 + bytes.len()) as u16).to_be_bytes());
         udp[4..6].copy_from_slice(&((8 + bytes.len()) as u16).to_be_bytes());
-        assert_eq!(roxe_proto::proto::icrc::check(&SoftCrc32, IpHeader::V4(&ip), &udp, &p), Ok(true), "seed {line}");
+        assert_eq!(
+            roxe_proto::proto::icrc::check(&SoftCrc32, IpHeader::V4(&ip), &udp, &p),
+            Ok(true),
+            "seed {line}"
+        );
         count += 1;
     }
     assert!(count >= 8, "only {count} seeds");

@@ -8,15 +8,17 @@
 use proptest::prelude::*;
 use roxe_proto::proto::{
     comp::{
-        acked_through, on_ack_timeout, on_response, AckFacts, CompAction, CompState, Outstanding, RetryCounters,
-        RnrVerdict, TimeoutVerdict,
+        acked_through, on_ack_timeout, on_response, AckFacts, CompAction, CompState, Outstanding,
+        RetryCounters, RnrVerdict, TimeoutVerdict,
     },
     cqe::{Cqe, WcStatus, CQE_LEN},
     mtu::IbMtu,
     opcode::{check_op_sequence, Opcode, SeqCheck},
     packet::{pad_count_for, Aeth, Msn, Packet, Syndrome},
     psn::Psn,
-    req::{next_packet, psns_of, PacketDesc, PacketPlan, ReqConfig, WqeProgress, READ_REQUEST_PSNS},
+    req::{
+        next_packet, psns_of, PacketDesc, PacketPlan, ReqConfig, WqeProgress, READ_REQUEST_PSNS,
+    },
     wqe::{Payload, QpType, SendOpcode, SendWqe},
 };
 
@@ -46,11 +48,27 @@ fn segmented() -> impl Strategy<Value = (QpType, SendOpcode)> {
 }
 
 fn cfg(qp_type: QpType, mtu: IbMtu) -> ReqConfig {
-    ReqConfig { qp_type, mtu, qp_num: 3, dest_qp_num: 4, qkey: 5, pkey: 0xffff, max_rd_atomic: 4 }
+    ReqConfig {
+        qp_type,
+        mtu,
+        qp_num: 3,
+        dest_qp_num: 4,
+        qkey: 5,
+        pkey: 0xffff,
+        max_rd_atomic: 4,
+    }
 }
 
 fn wqe(opcode: SendOpcode, length: u32, wr: [u8; 32], ex: u32, flags: u32) -> SendWqe {
-    SendWqe { wr_id: 7, opcode, flags, ex, wr, length, payload: Payload::Sges { num: 1 } }
+    SendWqe {
+        wr_id: 7,
+        opcode,
+        flags,
+        ex,
+        wr,
+        length,
+        payload: Payload::Sges { num: 1 },
+    }
 }
 
 /// Every packet from `progress` on; `None` if the plan is anything but packets then `Done`, or

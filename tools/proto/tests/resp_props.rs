@@ -16,24 +16,35 @@ use roxe_proto::proto::{
     resp::*,
 };
 
-const MTUS: [IbMtu; 5] = [IbMtu::Mtu256, IbMtu::Mtu512, IbMtu::Mtu1024, IbMtu::Mtu2048, IbMtu::Mtu4096];
+const MTUS: [IbMtu; 5] = [
+    IbMtu::Mtu256,
+    IbMtu::Mtu512,
+    IbMtu::Mtu1024,
+    IbMtu::Mtu2048,
+    IbMtu::Mtu4096,
+];
 
 fn opcodes() -> Vec<&'static OpcodeInfo> {
     Opcode::all().collect()
 }
 
 fn config() -> impl Strategy<Value = RespConfig> {
-    (0..3usize, any::<u32>(), 0..5usize, 0..6u8, 0..32u8).prop_map(|(t, access, mtu, rd, rnr)| RespConfig {
-        qp_type: [QpType::Rc, QpType::Uc, QpType::Ud][t],
-        // Mostly everything allowed, sometimes arbitrary bits.
-        access_flags: if access & 1 == 0 {
-            qp_access::REMOTE_WRITE | qp_access::REMOTE_READ | qp_access::REMOTE_ATOMIC | qp_access::FLUSH_GLOBAL
-        } else {
-            access
-        },
-        mtu: MTUS[mtu],
-        max_dest_rd_atomic: rd,
-        min_rnr_timer: rnr,
+    (0..3usize, any::<u32>(), 0..5usize, 0..6u8, 0..32u8).prop_map(|(t, access, mtu, rd, rnr)| {
+        RespConfig {
+            qp_type: [QpType::Rc, QpType::Uc, QpType::Ud][t],
+            // Mostly everything allowed, sometimes arbitrary bits.
+            access_flags: if access & 1 == 0 {
+                qp_access::REMOTE_WRITE
+                    | qp_access::REMOTE_READ
+                    | qp_access::REMOTE_ATOMIC
+                    | qp_access::FLUSH_GLOBAL
+            } else {
+                access
+            },
+            mtu: MTUS[mtu],
+            max_dest_rd_atomic: rd,
+            min_rnr_timer: rnr,
+        }
     })
 }
 
@@ -59,13 +70,36 @@ struct Pkt {
 
 fn pkt() -> impl Strategy<Value = Pkt> {
     let psn_delta = prop_oneof![6 => Just(0i32), 1 => -3..4i32];
-    let dma = prop_oneof![Just(0u32), Just(8), Just(256), Just(700), Just(2048), 0..20_000u32, Just(MAX_DMA_LEN + 1)];
+    let dma = prop_oneof![
+        Just(0u32),
+        Just(8),
+        Just(256),
+        Just(700),
+        Just(2048),
+        0..20_000u32,
+        Just(MAX_DMA_LEN + 1)
+    ];
     (
-        (0..64usize, prop::bool::weighted(0.1), psn_delta, 0..4u8, 0..5000u32),
-        (prop::bool::weighted(0.3), dma, 0..0x1_0000u64, any::<u8>(), 0..10_000u32),
+        (
+            0..64usize,
+            prop::bool::weighted(0.1),
+            psn_delta,
+            0..4u8,
+            0..5000u32,
+        ),
+        (
+            prop::bool::weighted(0.3),
+            dma,
+            0..0x1_0000u64,
+            any::<u8>(),
+            0..10_000u32,
+        ),
     )
         .prop_map(
-            |((opcode, any_opcode, psn_delta, payload_kind, payload), (ack_req, dma_len, va, flags, recv_len))| Pkt {
+            |(
+                (opcode, any_opcode, psn_delta, payload_kind, payload),
+                (ack_req, dma_len, va, flags, recv_len),
+            )| Pkt {
                 opcode,
                 any_opcode,
                 psn_delta,
@@ -103,9 +137,22 @@ impl Sim {
     }
 
     fn request(&self, table: &[&'static OpcodeInfo], p: &Pkt) -> Request {
-        let fitting: Vec<_> = table.iter().copied().filter(|i| request_fits_qp(self.cfg.qp_type, i)).collect();
-        let info = if p.any_opcode { table[p.opcode % table.len()] } else { fitting[p.opcode % fitting.len()] };
-        let psn = Psn::new(self.st.expected_psn().get().wrapping_add(p.psn_delta as u32));
+        let fitting: Vec<_> = table
+            .iter()
+            .copied()
+            .filter(|i| request_fits_qp(self.cfg.qp_type, i))
+            .collect();
+        let info = if p.any_opcode {
+            table[p.opcode % table.len()]
+        } else {
+            fitting[p.opcode % fitting.len()]
+        };
+        let psn = Psn::new(
+            self.st
+                .expected_psn()
+                .get()
+                .wrapping_add(p.psn_delta as u32),
+        );
         let mtu = self.cfg.mtu.bytes();
         let payload = match p.payload_kind {
             0 => p.payload,
@@ -120,7 +167,11 @@ impl Sim {
         let mut r = Request::new(info, psn, if info.has_payload() { payload } else { 0 });
         r.ack_req = p.ack_req;
         if info.has(roxe_proto::proto::opcode::ExtHeader::Reth) {
-            r.reth = Some(Reth { va: p.va, rkey: 0x100, dma_len: p.dma_len });
+            r.reth = Some(Reth {
+                va: p.va,
+                rkey: 0x100,
+                dma_len: p.dma_len,
+            });
         }
         if info.is_atomic() {
             r.atomic = Some(AtomicEth {
@@ -131,7 +182,10 @@ impl Sim {
             });
         }
         if info.is_flush() {
-            r.feth = Some(Feth { selectivity_level: (p.va & 1) as u8, placement_type: Feth::PLACEMENT_GLOBAL });
+            r.feth = Some(Feth {
+                selectivity_level: (p.va & 1) as u8,
+                placement_type: Feth::PLACEMENT_GLOBAL,
+            });
         }
         r
     }
@@ -144,7 +198,8 @@ impl Sim {
             PsnVerdict::Expected | PsnVerdict::Resync => {}
             PsnVerdict::Duplicate => {
                 assert_eq!(self.cfg.qp_type, QpType::Rc);
-                if let Response::Read(reply) = handle_duplicate(&self.st, &self.cache, &self.cfg, r) {
+                if let Response::Read(reply) = handle_duplicate(&self.st, &self.cache, &self.cfg, r)
+                {
                     let n = reply.packets(self.cfg.mtu).map(|s| s.len).sum::<u32>();
                     assert_eq!(n, reply.len);
                 }
@@ -169,8 +224,14 @@ impl Sim {
                 }
                 if let Response::Read(reply) = done.response {
                     let segs: Vec<_> = reply.packets(self.cfg.mtu).collect();
-                    assert_eq!(segs.len() as u32, read_response_count(reply.len, self.cfg.mtu));
-                    assert_eq!(segs.last().map(|s| s.psn.next()), Some(self.st.expected_psn()));
+                    assert_eq!(
+                        segs.len() as u32,
+                        read_response_count(reply.len, self.cfg.mtu)
+                    );
+                    assert_eq!(
+                        segs.last().map(|s| s.psn.next()),
+                        Some(self.st.expected_psn())
+                    );
                 }
                 true
             }
@@ -208,7 +269,10 @@ impl Sim {
                     valid: true,
                     qp_matches: true,
                     access: Access::from_bits(0xffff),
-                    bounds: KeyBounds::Range { start: 0, length: 0x2_0000 },
+                    bounds: KeyBounds::Range {
+                        start: 0,
+                        length: 0x2_0000,
+                    },
                 };
                 check_rkey(Some(&mr), &access)
             }

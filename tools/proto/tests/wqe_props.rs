@@ -9,10 +9,19 @@ use roxe_proto::proto::{
     wqe::{send_layout, Payload, QpType, RecvWqe, SendWqe, SqLimits, SGE_SIZE},
 };
 
-const LIMITS: SqLimits = SqLimits { max_sge: 8, max_inline: 128, max_msg: 1 << 23 };
+const LIMITS: SqLimits = SqLimits {
+    max_sge: 8,
+    max_inline: 128,
+    max_msg: 1 << 23,
+};
 
 fn qp_type() -> impl Strategy<Value = QpType> {
-    prop_oneof![Just(QpType::Rc), Just(QpType::Uc), Just(QpType::Ud), Just(QpType::Gsi)]
+    prop_oneof![
+        Just(QpType::Rc),
+        Just(QpType::Uc),
+        Just(QpType::Ud),
+        Just(QpType::Gsi)
+    ]
 }
 
 proptest! {

@@ -7,13 +7,13 @@
 
 #![deny(unsafe_code)]
 
-use crate::{device::Roxe, param};
 use crate::rdma::{
     ah::{AddressVector, AhContext},
     device::Device,
     object::UData,
     pool::Alloc,
 };
+use crate::{device::Roxe, param};
 use kernel::prelude::*;
 
 /// Size of `struct rxe_create_ah_resp`: `ah_num` u32, `reserved` u32.
@@ -34,12 +34,25 @@ pub(crate) struct AhHandle {
     av: AddressVector,
 }
 
-pub(crate) fn create(dev: &Device<Roxe>, pd_id: u64, av: &AddressVector, ctx: AhContext, udata: Option<&UData<'_>>) -> Result<AhHandle> {
+pub(crate) fn create(
+    dev: &Device<Roxe>,
+    pd_id: u64,
+    av: &AddressVector,
+    ctx: AhContext,
+    udata: Option<&UData<'_>>,
+) -> Result<AhHandle> {
     if av.port != crate::device::PORT {
         return Err(EINVAL);
     }
-    let alloc = if ctx == AhContext::KernelAtomic { Alloc::Atomic } else { Alloc::Kernel };
-    let slot = dev.data().ahs.reserve(param::AH_INDEX_MIN, param::AH_INDEX_MAX, alloc)?;
+    let alloc = if ctx == AhContext::KernelAtomic {
+        Alloc::Atomic
+    } else {
+        Alloc::Kernel
+    };
+    let slot = dev
+        .data()
+        .ahs
+        .reserve(param::AH_INDEX_MIN, param::AH_INDEX_MAX, alloc)?;
     let ah_num = slot.index();
     // Providers older than rdma-core 39 give no room for the response and embed the address
     // vector in each WQE instead; they get no number.

@@ -13,6 +13,10 @@
 
 #![deny(unsafe_code)]
 
+use crate::rdma::{
+    device::{now_ms, Device},
+    qp::QpEvent,
+};
 use crate::{
     counters::Counter,
     device::Roxe,
@@ -30,16 +34,13 @@ use crate::{
     qp::{RoxeQp, SqState},
     req::{self, Completions, SendDone},
 };
-use crate::rdma::{
-    device::{now_ms, Device},
-    qp::QpEvent,
-};
 
 /// Posts the completion of a send WQE, if it asked for one (or all do, or it failed: IBA 10.8.6
 /// reports every error).
 pub(crate) fn complete_send(dev: &Device<Roxe>, qp: &RoxeQp, done: SendDone) {
     let (wr_id, op, flags, status, byte_len) = done;
-    let signalled = qp.sq_sig_all || flags & send_flags::SIGNALED != 0 || status != WcStatus::Success;
+    let signalled =
+        qp.sq_sig_all || flags & send_flags::SIGNALED != 0 || status != WcStatus::Success;
     if !signalled {
         return;
     }
@@ -47,7 +48,11 @@ pub(crate) fn complete_send(dev: &Device<Roxe>, qp: &RoxeQp, done: SendDone) {
     if status == WcStatus::Success {
         cqe.byte_len = byte_len;
     }
-    if qp.send_cq.post(&cqe.to_bytes(), false, &qp.notifier).is_err() {
+    if qp
+        .send_cq
+        .post(&cqe.to_bytes(), false, &qp.notifier)
+        .is_err()
+    {
         cq_overflow(dev, qp);
     }
 }
@@ -77,8 +82,12 @@ pub(crate) fn move_to_error(qp: &RoxeQp) {
 fn count(dev: &Device<Roxe>, action: &CompAction) {
     let c = match action {
         CompAction::Retry { .. } => Counter::CompleterRetryErr,
-        CompAction::Error { status: WcStatus::RetryExcErr } => Counter::RetryExceededErr,
-        CompAction::Error { status: WcStatus::RnrRetryExcErr } => Counter::RnrNakRetryErr,
+        CompAction::Error {
+            status: WcStatus::RetryExcErr,
+        } => Counter::RetryExceededErr,
+        CompAction::Error {
+            status: WcStatus::RnrRetryExcErr,
+        } => Counter::RnrNakRetryErr,
         _ => return,
     };
     dev.data().counters.inc(c);
@@ -104,17 +113,30 @@ enum Placed {
 /// Copies `data` to byte `offset` of the oldest WQE's local buffers (READ data, an atomic's
 /// original value).
 fn place(dev: &Device<Roxe>, qp: &RoxeQp, sq: &SqState, offset: u32, data: &[u8]) -> Placed {
-    let Some(e) = sq.entries.first() else { return Placed::Failed };
+    let Some(e) = sq.entries.first() else {
+        return Placed::Failed;
+    };
     let num = match e.wqe.payload {
         Payload::Sges { num } => num,
         Payload::Inline { .. } => return Placed::Failed,
     };
-    let list = SgeList { slot: &e.slot, base: send_layout::DMA_DATA, num };
+    let list = SgeList {
+        slot: &e.slot,
+        base: send_layout::DMA_DATA,
+        num,
+    };
     match list.scatter(dev.data(), qp.pd_id, u64::from(offset), data) {
         Ok(()) => Placed::Done,
         Err(MemError::NotPresent) => {
             let rest = e.wqe.length.saturating_sub(offset) as usize;
-            let _ = odp::fault_sges(dev, qp.pd_id, &list, u64::from(offset), rest, Access::LOCAL_WRITE);
+            let _ = odp::fault_sges(
+                dev,
+                qp.pd_id,
+                &list,
+                u64::from(offset),
+                rest,
+                Access::LOCAL_WRITE,
+            );
             Placed::Lost
         }
         Err(_) => Placed::Failed,
@@ -167,7 +189,9 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>) {
     let ack = AckFacts::from_packet(pkt);
     match ack.aeth.map(|a| a.syndrome) {
         Some(Syndrome::RnrNak { .. }) => dev.data().counters.inc(Counter::RcvdRnrErr),
-        Some(Syndrome::Nak(NakCode::PsnSequenceError)) => dev.data().counters.inc(Counter::RcvdSeqErr),
+        Some(Syndrome::Nak(NakCode::PsnSequenceError)) => {
+            dev.data().counters.inc(Counter::RcvdSeqErr)
+        }
         _ => {}
     }
     let mut error = false;
@@ -210,8 +234,14 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>) {
                     complete_oldest(&mut sq, WcStatus::Success, &mut completions);
                     break;
                 }
-                CompAction::CompleteAndRecheck => complete_oldest(&mut sq, WcStatus::Success, &mut completions),
-                CompAction::ReadData { offset, len, completes } => {
+                CompAction::CompleteAndRecheck => {
+                    complete_oldest(&mut sq, WcStatus::Success, &mut completions)
+                }
+                CompAction::ReadData {
+                    offset,
+                    len,
+                    completes,
+                } => {
                     let data = pkt.payload().get(..len as usize).unwrap_or(&[]);
                     match place(dev, qp, &sq, offset, data) {
                         Placed::Done => {}
@@ -237,7 +267,9 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>) {
                 }
                 CompAction::AtomicResult { orig } => {
                     match place(dev, qp, &sq, 0, &orig.to_ne_bytes()) {
-                        Placed::Done => complete_oldest(&mut sq, WcStatus::Success, &mut completions),
+                        Placed::Done => {
+                            complete_oldest(&mut sq, WcStatus::Success, &mut completions)
+                        }
                         // As for READ data; the responder answers the resent atomic from its
                         // responder resources, without running it again.
                         Placed::Lost => sq.comp = before_response,
@@ -278,7 +310,9 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>) {
         // The ACK timer runs while something sent is unacknowledged, from the last progress.
         if sq.comp.expected_psn == sq.psn_limit || sq.ack_timeout_ms == 0 {
             sq.ack_deadline_ms = 0;
-        } else if sq.rnr_until_ms == 0 && (sq.comp.expected_psn != before || sq.ack_deadline_ms == 0) {
+        } else if sq.rnr_until_ms == 0
+            && (sq.comp.expected_psn != before || sq.ack_deadline_ms == 0)
+        {
             sq.ack_deadline_ms = now_ms() + sq.ack_timeout_ms;
         }
         drop(sq);

@@ -8,18 +8,18 @@
 
 #![deny(unsafe_code)]
 
+use crate::rdma::{
+    cq::{Cq, CqInit, CqNotifier, NotifyFlags},
+    device::Device,
+    kverbs::{Wc, WC_WITH_NETWORK_HDR_TYPE},
+    mmap::MmapInfo,
+    object::UData,
+    qp::QpNotifier,
+};
 use crate::{
     device::Roxe,
     param,
     queue::{Direction, Queue},
-};
-use crate::rdma::{
-    cq::{Cq, CqInit, CqNotifier, NotifyFlags},
-    kverbs::{Wc, WC_WITH_NETWORK_HDR_TYPE},
-    device::Device,
-    mmap::MmapInfo,
-    object::UData,
-    qp::QpNotifier,
 };
 use kernel::sync::SpinLockIrq;
 use kernel::{
@@ -81,7 +81,12 @@ impl RoxeCq {
     /// CQ is an overrun (IBA 11.4.2.1): the consumer gets `IB_EVENT_CQ_ERR` (once: the CQ is in
     /// error from then on), and the caller gets `EBUSY` and must put the QP whose completion
     /// it was into the error state (IBA 10.10.2.3), counting it (`cq_overflow`).
-    pub(crate) fn post(&self, cqe: &[u8; CQE_SIZE], solicited: bool, owner: &Arc<QpNotifier>) -> Result {
+    pub(crate) fn post(
+        &self,
+        cqe: &[u8; CQE_SIZE],
+        solicited: bool,
+        owner: &Arc<QpNotifier>,
+    ) -> Result {
         let mut replaced = None;
         let fire = {
             let mut inner = self.inner.lock();
@@ -98,7 +103,8 @@ impl RoxeCq {
                 replaced = o.replace(owner.clone());
             }
             let armed = inner.notify;
-            let fire = armed & NotifyFlags::NEXT_COMP != 0 || (armed & NotifyFlags::SOLICITED != 0 && solicited);
+            let fire = armed & NotifyFlags::NEXT_COMP != 0
+                || (armed & NotifyFlags::SOLICITED != 0 && solicited);
             if fire {
                 inner.notify = 0;
             }
@@ -145,7 +151,11 @@ pub(crate) fn create(
         respond(u, info)?;
     }
     let capacity = queue.capacity();
-    let owners = if udata.is_some() { KVVec::new() } else { owner_table(queue.slots())? };
+    let owners = if udata.is_some() {
+        KVVec::new()
+    } else {
+        owner_table(queue.slots())?
+    };
     let cq = Arc::pin_init(
         pin_init!(RoxeCq {
             inner <- kernel::new_spinlock_irq!(CqInner { queue, notify: 0, owners }, "roxe_cq"),
@@ -175,7 +185,11 @@ pub(crate) fn resize(cq: &Cq<Roxe>, cqe: u32, udata: Option<&UData<'_>>) -> Resu
         None => None,
     };
     let capacity = new.capacity();
-    let mut new_owners = if udata.is_some() { KVVec::new() } else { owner_table(new.slots())? };
+    let mut new_owners = if udata.is_some() {
+        KVVec::new()
+    } else {
+        owner_table(new.slots())?
+    };
     let (old, old_owners) = {
         let mut inner = this.inner.lock();
         // Entries posted meanwhile move over too; fewer slots than queued entries is EINVAL,
@@ -188,7 +202,9 @@ pub(crate) fn resize(cq: &Cq<Roxe>, cqe: u32, udata: Option<&UData<'_>>) -> Resu
         if !inner.owners.is_empty() {
             let CqInner { queue, owners, .. } = &mut *inner;
             for (to, from) in queue.queued_slots().enumerate() {
-                if let (Some(dst), Some(src)) = (new_owners.get_mut(to), owners.get_mut(from as usize)) {
+                if let (Some(dst), Some(src)) =
+                    (new_owners.get_mut(to), owners.get_mut(from as usize))
+                {
                     *dst = src.take();
                 }
             }
@@ -209,7 +225,9 @@ pub(crate) fn req_notify(cq: &Cq<Roxe>, flags: NotifyFlags) -> Result<bool> {
 }
 
 fn rd32(b: &[u8], off: usize) -> u32 {
-    b.get(off..off + 4).and_then(|s| s.try_into().ok()).map_or(0, u32::from_ne_bytes)
+    b.get(off..off + 4)
+        .and_then(|s| s.try_into().ok())
+        .map_or(0, u32::from_ne_bytes)
 }
 
 /// Takes the oldest completion of a kernel consumer's CQ, as a `Wc` (the CQE layout is
@@ -221,7 +239,10 @@ pub(crate) fn poll(cq: &Cq<Roxe>) -> Option<Wc> {
         let slot = inner.queue.pop_client(&mut e)?;
         inner.owners.get_mut(slot as usize).and_then(Option::take)
     };
-    let wr_id = e.get(..8).and_then(|s| s.try_into().ok()).map_or(0, u64::from_ne_bytes);
+    let wr_id = e
+        .get(..8)
+        .and_then(|s| s.try_into().ok())
+        .map_or(0, u64::from_ne_bytes);
     let net = e.get(47).copied().unwrap_or(0);
     let mut wc_flags = rd32(&e, 36);
     if net != 0 {
@@ -236,7 +257,10 @@ pub(crate) fn poll(cq: &Cq<Roxe>) -> Option<Wc> {
         qp: owner,
         src_qp: rd32(&e, 32),
         wc_flags,
-        pkey_index: e.get(40..42).and_then(|s| s.try_into().ok()).map_or(0, u16::from_ne_bytes),
+        pkey_index: e
+            .get(40..42)
+            .and_then(|s| s.try_into().ok())
+            .map_or(0, u16::from_ne_bytes),
         network_hdr_type: net,
     })
 }

@@ -6,20 +6,12 @@
 
 #![deny(unsafe_code)]
 
-use crate::{
-    ah::{self, AhHandle, RoxeAh},
-    counters::{self, Counter, Counters},
-    cq::{self, RoxeCq},
-    mr::{self, MrHandle, MwHandle, RoxeMr},
-    mw::RoxeMw,
-    param,
-    proto::{guid::eui64_from_mac, mtu::IbMtu, qp_state::Errno},
-    qp::{self, RoxeQp},
-    srq::{self, RoxeSrq},
-};
 use crate::rdma::{
-    ah::{Ah, AddressVector, AhContext},
-    attr::{self, AtomicCap, DeviceAttr, DeviceCaps, KernelCaps, OdpCaps, PhysState, PortAttr, PortImmutable, PortState},
+    ah::{AddressVector, Ah, AhContext},
+    attr::{
+        self, AtomicCap, DeviceAttr, DeviceCaps, KernelCaps, OdpCaps, PhysState, PortAttr,
+        PortImmutable, PortState,
+    },
     cq::{Cq, CqInit, CqNotifier, NotifyFlags},
     device::{Device, DriverId, PortEvent, StatDesc},
     kverbs::{KernelRecvWr, KernelSendWr, Wc},
@@ -32,6 +24,17 @@ use crate::rdma::{
     qp::{Qp, QpAttr, QpAttrMask, QpCreated, QpInit, QpNotifier},
     skb::SkbQueue,
     srq::{Srq, SrqAttr, SrqInit, SrqNotifier},
+};
+use crate::{
+    ah::{self, AhHandle, RoxeAh},
+    counters::{self, Counter, Counters},
+    cq::{self, RoxeCq},
+    mr::{self, MrHandle, MwHandle, RoxeMr},
+    mw::RoxeMw,
+    param,
+    proto::{guid::eui64_from_mac, mtu::IbMtu, qp_state::Errno},
+    qp::{self, RoxeQp},
+    srq::{self, RoxeSrq},
 };
 use kernel::sync::{SpinLock, SpinLockIrq};
 use kernel::{
@@ -238,7 +241,12 @@ impl crate::rdma::device::Driver for Roxe {
             // receives on RC and UD, as the target of RC WRITEs, READs and atomics.
             odp_caps: OdpCaps {
                 general: OdpCaps::SUPPORT,
-                rc: OdpCaps::SEND | OdpCaps::RECV | OdpCaps::WRITE | OdpCaps::READ | OdpCaps::ATOMIC | OdpCaps::SRQ_RECV,
+                rc: OdpCaps::SEND
+                    | OdpCaps::RECV
+                    | OdpCaps::WRITE
+                    | OdpCaps::READ
+                    | OdpCaps::ATOMIC
+                    | OdpCaps::SRQ_RECV,
                 ud: OdpCaps::SEND | OdpCaps::RECV | OdpCaps::SRQ_RECV,
                 uc: 0,
                 xrc: 0,
@@ -336,7 +344,9 @@ impl crate::rdma::device::Driver for Roxe {
             pds.fetch_sub(1u32, Relaxed);
             return Err(ENOMEM);
         }
-        Ok(RoxePd { id: dev.data().next_pd_id.fetch_add(1u64, Relaxed) })
+        Ok(RoxePd {
+            id: dev.data().next_pd_id.fetch_add(1u64, Relaxed),
+        })
     }
 
     fn dealloc_pd(dev: &Device<Self>, _pd: RoxePd) {
@@ -373,7 +383,12 @@ impl crate::rdma::device::Driver for Roxe {
         qp::create(dev, init, notifier, udata)
     }
 
-    fn modify_qp(qp: &Qp<Self>, attr: &QpAttr, mask: QpAttrMask, udata: Option<&UData<'_>>) -> Result {
+    fn modify_qp(
+        qp: &Qp<Self>,
+        attr: &QpAttr,
+        mask: QpAttrMask,
+        udata: Option<&UData<'_>>,
+    ) -> Result {
         qp::modify(qp, attr, mask, udata)
     }
 
@@ -424,7 +439,13 @@ impl crate::rdma::device::Driver for Roxe {
         Ok(())
     }
 
-    fn create_ah(dev: &Device<Self>, pd: &Pd<Self>, av: &AddressVector, ctx: AhContext, udata: Option<&UData<'_>>) -> Result<AhHandle> {
+    fn create_ah(
+        dev: &Device<Self>,
+        pd: &Pd<Self>,
+        av: &AddressVector,
+        ctx: AhContext,
+        udata: Option<&UData<'_>>,
+    ) -> Result<AhHandle> {
         ah::create(dev, pd.data().id, av, ctx, udata)
     }
 
@@ -436,11 +457,21 @@ impl crate::rdma::device::Driver for Roxe {
         Ok(ah::query(a.data()))
     }
 
-    fn reg_user_mr(pd: &Pd<Self>, req: &UserMrRequest, udata: Option<&UData<'_>>) -> Result<MrCreated<MrHandle>> {
+    fn reg_user_mr(
+        pd: &Pd<Self>,
+        req: &UserMrRequest,
+        udata: Option<&UData<'_>>,
+    ) -> Result<MrCreated<MrHandle>> {
         mr::reg_user(pd, req, udata)
     }
 
-    fn rereg_user_mr(m: &Mr<Self>, flags: u32, req: &UserMrRequest, new_pd: Option<&Pd<Self>>, udata: Option<&UData<'_>>) -> Result {
+    fn rereg_user_mr(
+        m: &Mr<Self>,
+        flags: u32,
+        req: &UserMrRequest,
+        new_pd: Option<&Pd<Self>>,
+        udata: Option<&UData<'_>>,
+    ) -> Result {
         mr::rereg(m, flags, req, new_pd, udata)
     }
 
@@ -501,11 +532,17 @@ impl Link for Roxe {
     fn newlink(name: &CStr, netdev: &NetDevice) -> Result {
         // As rxe: a VLAN device has its own GIDs on the real device; bind to that one.
         if netdev.is_vlan() {
-            pr_err!("{}: create roxe on the real device, not on a VLAN\n", netdev.name().to_str().unwrap_or("?"));
+            pr_err!(
+                "{}: create roxe on the real device, not on a VLAN\n",
+                netdev.name().to_str().unwrap_or("?")
+            );
             return Err(EPERM);
         }
         if Device::<Roxe>::get_by_netdev(netdev).is_some() {
-            pr_err!("{}: already has a roxe device\n", netdev.name().to_str().unwrap_or("?"));
+            pr_err!(
+                "{}: already has a roxe device\n",
+                netdev.name().to_str().unwrap_or("?")
+            );
             return Err(EEXIST);
         }
         let mac = netdev.mac().unwrap_or_else(|| fallback_mac(netdev));
@@ -562,8 +599,19 @@ impl NetdevNotifier for Roxe {
                     if !active {
                         dev.data().counters.inc(Counter::LinkDowned);
                     }
-                    dev.dispatch_port_event(PORT, if active { PortEvent::Active } else { PortEvent::Error });
-                    pr_info!("{}: port {}\n", dev.name().to_str().unwrap_or("?"), if active { "ACTIVE" } else { "DOWN" });
+                    dev.dispatch_port_event(
+                        PORT,
+                        if active {
+                            PortEvent::Active
+                        } else {
+                            PortEvent::Error
+                        },
+                    );
+                    pr_info!(
+                        "{}: port {}\n",
+                        dev.name().to_str().unwrap_or("?"),
+                        if active { "ACTIVE" } else { "DOWN" }
+                    );
                 }
             }
             // query_port reads the MTU live; the data path will cache it here.

@@ -14,6 +14,7 @@
 
 #![deny(unsafe_code)]
 
+use crate::rdma::{device::Device, qp::Qp};
 use crate::{
     device::{Roxe, RoxeDevice},
     net::Source,
@@ -21,7 +22,6 @@ use crate::{
     proto::{mcast::mac_for_group, packet::Packet, qp_state::QpType},
     resp,
 };
-use crate::rdma::{device::Device, qp::Qp};
 use kernel::{
     prelude::*,
     sync::{Mutex, SpinLockIrq},
@@ -122,7 +122,13 @@ pub(crate) fn detach(qp: &Qp<Roxe>, mgid: &[u8; 16]) -> Result {
 pub(crate) fn detach_all(data: &RoxeDevice, qpn: u32) {
     let _ops = data.mcast.ops.lock();
     loop {
-        let found = data.mcast.groups.lock().iter().find(|g| g.qpns.contains(&qpn)).map(|g| g.mgid);
+        let found = data
+            .mcast
+            .groups
+            .lock()
+            .iter()
+            .find(|g| g.qpns.contains(&qpn))
+            .map(|g| g.mgid);
         let Some(mgid) = found else { return };
         if let Removed::LastOne = remove_qpn(data, &mgid, qpn) {
             if let Some(mac) = mac_for_group(&mgid) {
@@ -143,9 +149,15 @@ fn remove_qpn(data: &RoxeDevice, mgid: &[u8; 16], qpn: u32) -> Removed {
     let dropped;
     {
         let mut groups = data.mcast.groups.lock();
-        let Some(gi) = groups.iter().position(|g| g.mgid == *mgid) else { return Removed::NotAttached };
-        let Some(g) = groups.get_mut(gi) else { return Removed::NotAttached };
-        let Some(qi) = g.qpns.iter().position(|&q| q == qpn) else { return Removed::NotAttached };
+        let Some(gi) = groups.iter().position(|g| g.mgid == *mgid) else {
+            return Removed::NotAttached;
+        };
+        let Some(g) = groups.get_mut(gi) else {
+            return Removed::NotAttached;
+        };
+        let Some(qi) = g.qpns.iter().position(|&q| q == qpn) else {
+            return Removed::NotAttached;
+        };
         let _ = g.qpns.remove(qi);
         if !g.qpns.is_empty() {
             return Removed::Attached;

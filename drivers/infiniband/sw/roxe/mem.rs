@@ -9,6 +9,11 @@
 
 #![deny(unsafe_code)]
 
+use crate::rdma::{
+    kverbs::{read_kernel, write_kernel},
+    odp::{OdpMem, OdpMiss, OdpPages},
+    pool::PoolRef,
+};
 use crate::{
     device::RoxeDevice,
     mr::{FastMr, MrMem, RoxeMr},
@@ -18,11 +23,6 @@ use crate::{
         resp::{KeyBounds, KeyTarget},
         wqe::{sge_at, Sge},
     },
-};
-use crate::rdma::{
-    kverbs::{read_kernel, write_kernel},
-    odp::{OdpMem, OdpMiss, OdpPages},
-    pool::PoolRef,
 };
 use kernel::prelude::*;
 
@@ -60,7 +60,12 @@ fn odp_err(m: OdpMiss) -> MemError {
 /// (which decides whether the access is allowed): a window's binding when the key names a
 /// memory window, else the MR. With it, the MR whose memory the access would touch. `None`:
 /// nothing lives under the key's index.
-pub(crate) fn remote_target(dev: &RoxeDevice, rkey: u32, pd_id: u64, qpn: u32) -> Option<(KeyTarget, PoolRef<RoxeMr>)> {
+pub(crate) fn remote_target(
+    dev: &RoxeDevice,
+    rkey: u32,
+    pd_id: u64,
+    qpn: u32,
+) -> Option<(KeyTarget, PoolRef<RoxeMr>)> {
     let key = MemKey::from_raw(rkey);
     if key.is_mw() {
         return crate::mw::target(dev, key, pd_id, qpn);
@@ -69,14 +74,30 @@ pub(crate) fn remote_target(dev: &RoxeDevice, rkey: u32, pd_id: u64, qpn: u32) -
     let (valid, bounds) = match &mr.mem {
         // An ODP MR's range is its registration's; whether its pages are present is the
         // copy's business (`MemError::NotPresent`), not the key check's.
-        MrMem::User { geometry, .. } | MrMem::Odp { geometry, .. } => {
-            (true, KeyBounds::Range { start: geometry.iova(), length: geometry.length() })
-        }
+        MrMem::User { geometry, .. } | MrMem::Odp { geometry, .. } => (
+            true,
+            KeyBounds::Range {
+                start: geometry.iova(),
+                length: geometry.length(),
+            },
+        ),
         MrMem::Dma => (true, KeyBounds::All),
         // A fast-registration MR maps memory only while registered (IBA 10.7.2: Valid state).
         MrMem::Fast(state) => state.with_live(|live| match &live.range {
-            Some(g) => (true, KeyBounds::Range { start: g.iova(), length: g.length() }),
-            None => (false, KeyBounds::Range { start: 0, length: 0 }),
+            Some(g) => (
+                true,
+                KeyBounds::Range {
+                    start: g.iova(),
+                    length: g.length(),
+                },
+            ),
+            None => (
+                false,
+                KeyBounds::Range {
+                    start: 0,
+                    length: 0,
+                },
+            ),
         }),
     };
     let target = KeyTarget {
@@ -91,7 +112,12 @@ pub(crate) fn remote_target(dev: &RoxeDevice, rkey: u32, pd_id: u64, qpn: u32) -
 }
 
 /// Finds the MR `key` names for an access of `need` rights by a QP of PD `pd_id`.
-pub(crate) fn lookup_mr(dev: &RoxeDevice, key: u32, pd_id: u64, need: Access) -> Result<PoolRef<RoxeMr>, MemError> {
+pub(crate) fn lookup_mr(
+    dev: &RoxeDevice,
+    key: u32,
+    pd_id: u64,
+    need: Access,
+) -> Result<PoolRef<RoxeMr>, MemError> {
     let key = MemKey::from_raw(key);
     if key.is_mw() {
         // A window's key is not an MR's: windows are resolved by `remote_target`.
@@ -139,7 +165,9 @@ impl RoxeMr {
     /// Whether `[va, va + len)` lies inside the MR.
     pub(crate) fn check_range(&self, va: u64, len: u64) -> Result<(), MemError> {
         match &self.mem {
-            MrMem::User { geometry, .. } | MrMem::Odp { geometry, .. } => geometry.check_range(va, len).map_err(|_| MemError::Range),
+            MrMem::User { geometry, .. } | MrMem::Odp { geometry, .. } => {
+                geometry.check_range(va, len).map_err(|_| MemError::Range)
+            }
             MrMem::Dma => va.checked_add(len).map(|_| ()).ok_or(MemError::Range),
             MrMem::Fast(state) => state.with_live(|live| match &live.range {
                 Some(geometry) => geometry.check_range(va, len).map_err(|_| MemError::Range),
@@ -150,17 +178,26 @@ impl RoxeMr {
 
     /// Copies between a fast-registration MR's pages at IOVA `va` and a buffer of `len` bytes:
     /// `copy(kernel address, range of the buffer)` per piece that stays inside one page.
-    fn fast_copy(state: &FastMr, va: u64, len: usize, mut copy: impl FnMut(u64, core::ops::Range<usize>) -> Result<(), MemError>) -> Result<(), MemError> {
+    fn fast_copy(
+        state: &FastMr,
+        va: u64,
+        len: usize,
+        mut copy: impl FnMut(u64, core::ops::Range<usize>) -> Result<(), MemError>,
+    ) -> Result<(), MemError> {
         // Under the live list's lock, which keeps a concurrent invalidation from returning (and
         // the consumer from reusing the pages) mid-copy; a bottom-half lock, so the copy (one
         // packet) keeps interrupts on, and no other lock is taken under it.
         state.with_live(|live| {
             let geometry = live.range.as_ref().ok_or(MemError::BadKey)?;
-            let chunks = geometry.chunks(va, len as u64).map_err(|_| MemError::Range)?;
+            let chunks = geometry
+                .chunks(va, len as u64)
+                .map_err(|_| MemError::Range)?;
             let mut done = 0usize;
             for c in chunks {
                 let page = *live.pages.get(c.page_index).ok_or(MemError::Range)?;
-                let kva = page.checked_add(c.offset_in_page as u64).ok_or(MemError::Range)?;
+                let kva = page
+                    .checked_add(c.offset_in_page as u64)
+                    .ok_or(MemError::Range)?;
                 copy(kva, done..done + c.len)?;
                 done += c.len;
             }
@@ -174,15 +211,21 @@ impl RoxeMr {
     /// fault brings in no more, so what a miss costs does not grow with the request's length
     /// (a WRITE or READ of gigabytes names its whole range in every packet that misses).
     pub(crate) fn odp_pages(&self, va: u64, len: u64, max_pages: usize) -> Option<(usize, usize)> {
-        let MrMem::Odp { geometry, odp } = &self.mem else { return None };
-        let len = len.max(1).min(geometry.page_size().saturating_mul(max_pages as u64));
+        let MrMem::Odp { geometry, odp } = &self.mem else {
+            return None;
+        };
+        let len = len
+            .max(1)
+            .min(geometry.page_size().saturating_mul(max_pages as u64));
         let mut chunks = geometry.chunks(va, len).ok()?;
         let first = chunks.next()?.page_index;
         let last = chunks.last().map_or(first, |c| c.page_index);
         // From the first page not present: a fault brings in a bounded number of pages, so a
         // long range comes in piece by piece, and asking from its start again would fault the
         // same leading pages forever.
-        let from = odp.access(|p| (first..=last).find(|&i| p.check(i).is_err())).unwrap_or(first);
+        let from = odp
+            .access(|p| (first..=last).find(|&i| p.check(i).is_err()))
+            .unwrap_or(first);
         Some((from, last - from + 1))
     }
 
@@ -197,7 +240,9 @@ impl RoxeMr {
     /// Whether the bytes `[va, va + len)` can be accessed now without a fault: always, except
     /// for ODP pages not faulted in (`MemError::NotPresent`) or that failed to fault.
     pub(crate) fn check_present(&self, va: u64, len: u64) -> Result<(), MemError> {
-        let MrMem::Odp { geometry, odp } = &self.mem else { return Ok(()) };
+        let MrMem::Odp { geometry, odp } = &self.mem else {
+            return Ok(());
+        };
         let chunks = geometry.chunks(va, len).map_err(|_| MemError::Range)?;
         odp.access(|p| {
             for c in chunks {
@@ -216,9 +261,16 @@ impl RoxeMr {
         odp: &OdpMem,
         va: u64,
         len: usize,
-        mut copy: impl FnMut(&OdpPages<'_>, usize, usize, core::ops::Range<usize>) -> Result<(), OdpMiss>,
+        mut copy: impl FnMut(
+            &OdpPages<'_>,
+            usize,
+            usize,
+            core::ops::Range<usize>,
+        ) -> Result<(), OdpMiss>,
     ) -> Result<(), MemError> {
-        let chunks = geometry.chunks(va, len as u64).map_err(|_| MemError::Range)?;
+        let chunks = geometry
+            .chunks(va, len as u64)
+            .map_err(|_| MemError::Range)?;
         odp.access(|p| {
             for c in chunks.clone() {
                 p.check(c.page_index).map_err(odp_err)?;
@@ -237,7 +289,9 @@ impl RoxeMr {
         let (geometry, pages) = match &self.mem {
             MrMem::Odp { geometry, odp } => {
                 let len = dst.len();
-                return Self::odp_copy(geometry, odp, va, len, |p, i, off, r| p.read(i, off, dst.get_mut(r).ok_or(OdpMiss::Range)?));
+                return Self::odp_copy(geometry, odp, va, len, |p, i, off, r| {
+                    p.read(i, off, dst.get_mut(r).ok_or(OdpMiss::Range)?)
+                });
             }
             MrMem::User { geometry, pages } => (geometry, pages),
             MrMem::Dma => {
@@ -252,11 +306,15 @@ impl RoxeMr {
                 });
             }
         };
-        let chunks = geometry.chunks(va, dst.len() as u64).map_err(|_| MemError::Range)?;
+        let chunks = geometry
+            .chunks(va, dst.len() as u64)
+            .map_err(|_| MemError::Range)?;
         let mut done = 0usize;
         for c in chunks {
             let part = dst.get_mut(done..done + c.len).ok_or(MemError::Range)?;
-            pages.read(c.page_index, c.offset_in_page, part).map_err(|_| MemError::Range)?;
+            pages
+                .read(c.page_index, c.offset_in_page, part)
+                .map_err(|_| MemError::Range)?;
             done += c.len;
         }
         Ok(())
@@ -266,7 +324,9 @@ impl RoxeMr {
     pub(crate) fn write_at(&self, va: u64, src: &[u8]) -> Result<(), MemError> {
         let (geometry, pages) = match &self.mem {
             MrMem::Odp { geometry, odp } => {
-                return Self::odp_copy(geometry, odp, va, src.len(), |p, i, off, r| p.write(i, off, src.get(r).ok_or(OdpMiss::Range)?));
+                return Self::odp_copy(geometry, odp, va, src.len(), |p, i, off, r| {
+                    p.write(i, off, src.get(r).ok_or(OdpMiss::Range)?)
+                });
             }
             MrMem::User { geometry, pages } => (geometry, pages),
             MrMem::Dma => {
@@ -281,11 +341,15 @@ impl RoxeMr {
                 });
             }
         };
-        let chunks = geometry.chunks(va, src.len() as u64).map_err(|_| MemError::Range)?;
+        let chunks = geometry
+            .chunks(va, src.len() as u64)
+            .map_err(|_| MemError::Range)?;
         let mut done = 0usize;
         for c in chunks {
             let part = src.get(done..done + c.len).ok_or(MemError::Range)?;
-            pages.write(c.page_index, c.offset_in_page, part).map_err(|_| MemError::Range)?;
+            pages
+                .write(c.page_index, c.offset_in_page, part)
+                .map_err(|_| MemError::Range)?;
             done += c.len;
         }
         Ok(())
@@ -341,7 +405,13 @@ impl SgeList<'_> {
 
     /// Copies the bytes at `offset..offset + buf.len()` of the list into `buf` (sending: every
     /// MR grants local read, IBA 10.6.3.1).
-    pub(crate) fn gather(&self, dev: &RoxeDevice, pd_id: u64, offset: u64, buf: &mut [u8]) -> Result<(), MemError> {
+    pub(crate) fn gather(
+        &self,
+        dev: &RoxeDevice,
+        pd_id: u64,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<(), MemError> {
         let len = buf.len();
         self.walk(dev, pd_id, offset, len, Access::NONE, |mr, va, r| {
             mr.read_at(va, buf.get_mut(r).ok_or(MemError::Length)?)
@@ -350,14 +420,34 @@ impl SgeList<'_> {
 
     /// Whether the bytes `offset..offset + len` of the list can be accessed with `need` rights
     /// now, without a fault (`MemError::NotPresent` otherwise).
-    pub(crate) fn check_present(&self, dev: &RoxeDevice, pd_id: u64, offset: u64, len: usize, need: Access) -> Result<(), MemError> {
-        self.walk(dev, pd_id, offset, len, need, |mr, va, r| mr.check_present(va, r.len() as u64))
+    pub(crate) fn check_present(
+        &self,
+        dev: &RoxeDevice,
+        pd_id: u64,
+        offset: u64,
+        len: usize,
+        need: Access,
+    ) -> Result<(), MemError> {
+        self.walk(dev, pd_id, offset, len, need, |mr, va, r| {
+            mr.check_present(va, r.len() as u64)
+        })
     }
 
     /// Copies `buf` into the bytes at `offset..` of the list (receiving: needs local write).
-    pub(crate) fn scatter(&self, dev: &RoxeDevice, pd_id: u64, offset: u64, buf: &[u8]) -> Result<(), MemError> {
-        self.walk(dev, pd_id, offset, buf.len(), Access::LOCAL_WRITE, |mr, va, r| {
-            mr.write_at(va, buf.get(r).ok_or(MemError::Length)?)
-        })
+    pub(crate) fn scatter(
+        &self,
+        dev: &RoxeDevice,
+        pd_id: u64,
+        offset: u64,
+        buf: &[u8],
+    ) -> Result<(), MemError> {
+        self.walk(
+            dev,
+            pd_id,
+            offset,
+            buf.len(),
+            Access::LOCAL_WRITE,
+            |mr, va, r| mr.write_at(va, buf.get(r).ok_or(MemError::Length)?),
+        )
     }
 }

@@ -11,15 +11,6 @@
 
 #![deny(unsafe_code)]
 
-use crate::{
-    device::{errno, Roxe, RoxeDevice},
-    mem::MemError,
-    mw::{MwState, RoxeMw},
-    proto::{
-        mtt::{validate_reg_access, Access, MemKey, MrCaps, MttGeometry},
-        req::RegMrWr,
-    },
-};
 use crate::rdma::{
     bh,
     device::Device,
@@ -28,6 +19,15 @@ use crate::rdma::{
     odp::OdpMem,
     pd::Pd,
     pool::Alloc,
+};
+use crate::{
+    device::{errno, Roxe, RoxeDevice},
+    mem::MemError,
+    mw::{MwState, RoxeMw},
+    proto::{
+        mtt::{validate_reg_access, Access, MemKey, MrCaps, MttGeometry},
+        req::RegMrWr,
+    },
 };
 use kernel::{
     prelude::*,
@@ -43,7 +43,10 @@ const PAGE_SHIFT: u32 = kernel::page::PAGE_SHIFT as u32;
 /// The memory behind an MR.
 pub(crate) enum MrMem {
     /// Pinned user pages and the MTT geometry that maps the IOVA range onto them.
-    User { geometry: MttGeometry, pages: PinnedPages },
+    User {
+        geometry: MttGeometry,
+        pages: PinnedPages,
+    },
     /// All of kernel memory, addressed by kernel virtual address (a kernel consumer's DMA MR).
     Dma,
     /// A fast-registration MR: pages of kernel memory, mapped while a REG_MR holds.
@@ -162,9 +165,16 @@ pub(crate) struct MrHandle {
 /// Enters an MR of PD `pd` with rights `access` into the device's key pool: reserves a key
 /// index, then builds the memory with `mem` (so that a pool full of MRs fails before pinning)
 /// and fills the slot. The L_Key and R_Key are equal.
-fn insert(pd: &Pd<Roxe>, access: Access, mem: impl FnOnce() -> Result<MrMem>) -> Result<MrCreated<MrHandle>> {
+fn insert(
+    pd: &Pd<Roxe>,
+    access: Access,
+    mem: impl FnOnce() -> Result<MrMem>,
+) -> Result<MrCreated<MrHandle>> {
     let dev = pd.device::<Roxe>();
-    let slot = dev.data().mrs.reserve(MemKey::MR_INDEX_MIN, MemKey::MR_INDEX_MAX, Alloc::Kernel)?;
+    let slot = dev
+        .data()
+        .mrs
+        .reserve(MemKey::MR_INDEX_MIN, MemKey::MR_INDEX_MAX, Alloc::Kernel)?;
     let key = MemKey::new(slot.index(), dev.data().next_key_byte()).ok_or(EINVAL)?;
     let mem = mem()?;
     let index = slot.index();
@@ -175,10 +185,18 @@ fn insert(pd: &Pd<Roxe>, access: Access, mem: impl FnOnce() -> Result<MrMem>) ->
         windows: Atomic::new(0),
         mem,
     }? Error))?;
-    Ok(MrCreated { data: MrHandle { index }, lkey: key.raw(), rkey: key.raw() })
+    Ok(MrCreated {
+        data: MrHandle { index },
+        lkey: key.raw(),
+        rkey: key.raw(),
+    })
 }
 
-pub(crate) fn reg_user(pd: &Pd<Roxe>, req: &UserMrRequest, udata: Option<&UData<'_>>) -> Result<MrCreated<MrHandle>> {
+pub(crate) fn reg_user(
+    pd: &Pd<Roxe>,
+    req: &UserMrRequest,
+    udata: Option<&UData<'_>>,
+) -> Result<MrCreated<MrHandle>> {
     if let Some(u) = udata {
         u.check_in_empty()?;
     }
@@ -188,7 +206,8 @@ pub(crate) fn reg_user(pd: &Pd<Roxe>, req: &UserMrRequest, udata: Option<&UData<
         // Implicit ODP (the whole address space) is not offered (no IB_ODP_SUPPORT_IMPLICIT).
         return Err(EOPNOTSUPP);
     }
-    let geometry = MttGeometry::for_user(req.start, req.iova, req.length, PAGE_SHIFT).map_err(|e| errno(e.errno()))?;
+    let geometry = MttGeometry::for_user(req.start, req.iova, req.length, PAGE_SHIFT)
+        .map_err(|e| errno(e.errno()))?;
     if access.contains(Access::ON_DEMAND) {
         return reg_odp(pd, req, access, geometry);
     }
@@ -203,11 +222,20 @@ pub(crate) fn reg_user(pd: &Pd<Roxe>, req: &UserMrRequest, udata: Option<&UData<
 }
 
 /// What the registration checks allow: ODP (explicit MRs only), FLUSH.
-const MR_CAPS: MrCaps = MrCaps { on_demand_paging: true, flush_global: true, flush_persistent: true };
+const MR_CAPS: MrCaps = MrCaps {
+    on_demand_paging: true,
+    flush_global: true,
+    flush_persistent: true,
+};
 
 /// An on-demand paging MR: registers the range with an MMU notifier instead of pinning it
 /// (nothing counts against `RLIMIT_MEMLOCK`) and takes in the pages already mapped.
-fn reg_odp(pd: &Pd<Roxe>, req: &UserMrRequest, access: Access, geometry: MttGeometry) -> Result<MrCreated<MrHandle>> {
+fn reg_odp(
+    pd: &Pd<Roxe>,
+    req: &UserMrRequest,
+    access: Access,
+    geometry: MttGeometry,
+) -> Result<MrCreated<MrHandle>> {
     let dev = pd.device::<Roxe>();
     let odp = OdpMem::register(dev, req.start, req.length, req.access)?;
     if odp.page_count() != geometry.npages() {
@@ -229,7 +257,10 @@ pub(crate) fn alloc_fast(pd: &Pd<Roxe>, max_pages: u32) -> Result<MrCreated<MrHa
         return Err(EINVAL);
     }
     let n = max_pages as usize;
-    let (staged, live) = (KVec::with_capacity(n, GFP_KERNEL)?, KVec::with_capacity(n, GFP_KERNEL)?);
+    let (staged, live) = (
+        KVec::with_capacity(n, GFP_KERNEL)?,
+        KVec::with_capacity(n, GFP_KERNEL)?,
+    );
     let state = KBox::pin_init(
         pin_init!(FastMr {
             staged <- kernel::new_spinlock_irq!(FastPages { pages: staged, range: None }, "roxe_fast_mr_staged"),
@@ -244,12 +275,20 @@ pub(crate) fn alloc_fast(pd: &Pd<Roxe>, max_pages: u32) -> Result<MrCreated<MrHa
 /// in atomic context); nothing allocates.
 pub(crate) fn map_sg(mr: &Mr<Roxe>, list: &FastRegPages<'_>) -> Result {
     let m = mr.device().data().mrs.get(mr.data().index).ok_or(EINVAL)?;
-    let MrMem::Fast(state) = &m.mem else { return Err(EINVAL) };
+    let MrMem::Fast(state) = &m.mem else {
+        return Err(EINVAL);
+    };
     let page_mask = 1u64.checked_shl(list.page_shift).ok_or(EINVAL)? - 1;
     let first = *list.pages.first().ok_or(EINVAL)?;
     // The first byte sits in the first page at the IOVA's in-page offset (`ib_sg_to_pages`
     // takes the IOVA from the first entry's address).
-    let geometry = MttGeometry::new(list.iova, list.length, list.page_shift, list.iova & page_mask).map_err(|_| EINVAL)?;
+    let geometry = MttGeometry::new(
+        list.iova,
+        list.length,
+        list.page_shift,
+        list.iova & page_mask,
+    )
+    .map_err(|_| EINVAL)?;
     if geometry.npages() != list.pages.len() || first & page_mask != 0 {
         return Err(EINVAL);
     }
@@ -269,7 +308,9 @@ pub(crate) fn map_sg(mr: &Mr<Roxe>, list: &FastRegPages<'_>) -> Result {
 /// success the MR maps what `map_mr_sg` set up, with `wr.key` and `wr.access`.
 pub(crate) fn reg_fast(dev: &RoxeDevice, pd_id: u64, wr: &RegMrWr) -> Result<(), MemError> {
     let m = dev.mrs.get(wr.mr_index).ok_or(MemError::BadKey)?;
-    let MrMem::Fast(state) = &m.mem else { return Err(MemError::BadKey) };
+    let MrMem::Fast(state) = &m.mem else {
+        return Err(MemError::BadKey);
+    };
     if m.pd_id() != pd_id {
         return Err(MemError::WrongPd);
     }
@@ -279,14 +320,18 @@ pub(crate) fn reg_fast(dev: &RoxeDevice, pd_id: u64, wr: &RegMrWr) -> Result<(),
     state.with_live(|live| {
         {
             let staged = state.staged.lock();
-            let Some(geometry) = staged.range else { return Err(MemError::Range) };
+            let Some(geometry) = staged.range else {
+                return Err(MemError::Range);
+            };
             if live.range.is_some() {
                 // Fast Register needs the MR Free (IBA 10.7.2.2): the consumer invalidates first.
                 return Err(MemError::Access);
             }
             live.pages.clear();
             // The same reserved capacity as the staged list: never allocates.
-            live.pages.extend_from_slice(&staged.pages, GFP_ATOMIC).map_err(|_| MemError::Range)?;
+            live.pages
+                .extend_from_slice(&staged.pages, GFP_ATOMIC)
+                .map_err(|_| MemError::Range)?;
             live.range = Some(geometry);
         }
         m.key.store(wr.key, Relaxed);
@@ -300,7 +345,9 @@ pub(crate) fn reg_fast(dev: &RoxeDevice, pd_id: u64, wr: &RegMrWr) -> Result<(),
 pub(crate) fn invalidate_fast(dev: &RoxeDevice, pd_id: u64, key: u32) -> Result<(), MemError> {
     let mk = MemKey::from_raw(key);
     let m = dev.mrs.get(mk.index()).ok_or(MemError::BadKey)?;
-    let MrMem::Fast(state) = &m.mem else { return Err(MemError::BadKey) };
+    let MrMem::Fast(state) = &m.mem else {
+        return Err(MemError::BadKey);
+    };
     if m.key().raw() != key || m.pd_id() != pd_id {
         return Err(MemError::BadKey);
     }
@@ -310,7 +357,13 @@ pub(crate) fn invalidate_fast(dev: &RoxeDevice, pd_id: u64, key: u32) -> Result<
 /// Changes an MR's PD and/or access rights in place, as rxe does; a new address range
 /// (`rereg::TRANS`) is `EOPNOTSUPP`, after which rdma-core falls back to deregistering and
 /// registering again.
-pub(crate) fn rereg(mr: &Mr<Roxe>, flags: u32, req: &UserMrRequest, new_pd: Option<&Pd<Roxe>>, udata: Option<&UData<'_>>) -> Result {
+pub(crate) fn rereg(
+    mr: &Mr<Roxe>,
+    flags: u32,
+    req: &UserMrRequest,
+    new_pd: Option<&Pd<Roxe>>,
+    udata: Option<&UData<'_>>,
+) -> Result {
     if let Some(u) = udata {
         u.check_in_empty()?;
     }
@@ -366,12 +419,19 @@ pub(crate) struct MwHandle {
     index: u32,
 }
 
-pub(crate) fn alloc_mw(pd: &Pd<Roxe>, type2: bool, udata: Option<&UData<'_>>) -> Result<(MwHandle, u32)> {
+pub(crate) fn alloc_mw(
+    pd: &Pd<Roxe>,
+    type2: bool,
+    udata: Option<&UData<'_>>,
+) -> Result<(MwHandle, u32)> {
     if let Some(u) = udata {
         u.check_in_empty()?;
     }
     let dev = pd.device::<Roxe>();
-    let slot = dev.data().mws.reserve(MemKey::MW_INDEX_MIN, MemKey::MW_INDEX_MAX, Alloc::Kernel)?;
+    let slot = dev
+        .data()
+        .mws
+        .reserve(MemKey::MW_INDEX_MIN, MemKey::MW_INDEX_MAX, Alloc::Kernel)?;
     let key = MemKey::new(slot.index(), dev.data().next_key_byte()).ok_or(EINVAL)?;
     let index = slot.index();
     slot.fill(try_pin_init!(RoxeMw {

@@ -12,6 +12,7 @@
 
 #![deny(unsafe_code)]
 
+use crate::rdma::pool::PoolRef;
 use crate::{
     device::RoxeDevice,
     mem::{lookup_mr, MemError},
@@ -23,9 +24,8 @@ use crate::{
         wqe::SendWqe,
     },
 };
-use crate::rdma::pool::PoolRef;
-use kernel::sync::SpinLockIrq;
 use kernel::prelude::*;
+use kernel::sync::SpinLockIrq;
 
 /// The range a bound window grants, and to whom. While it exists the MR counts it
 /// ([`RoxeMr::attach_window`]), and deregistering the MR is refused, so the pool's reference
@@ -63,11 +63,15 @@ pub(crate) struct RoxeMw {
 }
 
 fn rd_u32(b: &[u8], off: usize) -> u32 {
-    b.get(off..off + 4).and_then(|s| s.try_into().ok()).map_or(0, u32::from_ne_bytes)
+    b.get(off..off + 4)
+        .and_then(|s| s.try_into().ok())
+        .map_or(0, u32::from_ne_bytes)
 }
 
 fn rd_u64(b: &[u8], off: usize) -> u64 {
-    b.get(off..off + 8).and_then(|s| s.try_into().ok()).map_or(0, u64::from_ne_bytes)
+    b.get(off..off + 8)
+        .and_then(|s| s.try_into().ok())
+        .map_or(0, u64::from_ne_bytes)
 }
 
 /// Executes a BIND_MW WQE of QP `qpn` (PD `pd_id`). The WQE's union holds, as rdma-core's rxe
@@ -76,7 +80,8 @@ fn rd_u64(b: &[u8], off: usize) -> u64 {
 pub(crate) fn bind(dev: &RoxeDevice, pd_id: u64, qpn: u32, wqe: &SendWqe) -> Result<(), WcStatus> {
     let w = &wqe.wr;
     let (addr, length) = (rd_u64(w, 0), rd_u64(w, 8));
-    let (mr_lkey, mw_rkey, new_rkey, access) = (rd_u32(w, 16), rd_u32(w, 20), rd_u32(w, 24), rd_u32(w, 28));
+    let (mr_lkey, mw_rkey, new_rkey, access) =
+        (rd_u32(w, 16), rd_u32(w, 20), rd_u32(w, 24), rd_u32(w, 28));
     let err = WcStatus::MwBindErr;
     let old = MemKey::from_raw(mw_rkey);
     let new = MemKey::from_raw(new_rkey);
@@ -105,14 +110,22 @@ pub(crate) fn bind(dev: &RoxeDevice, pd_id: u64, qpn: u32, wqe: &SendWqe) -> Res
             return Err(err);
         }
         // Remote write or atomic rights on a window need local write on its MR (IBA 10.6.7.2.4).
-        if access.intersects(Access::REMOTE_WRITE.union(Access::REMOTE_ATOMIC)) && !mr.access().contains(Access::LOCAL_WRITE) {
+        if access.intersects(Access::REMOTE_WRITE.union(Access::REMOTE_ATOMIC))
+            && !mr.access().contains(Access::LOCAL_WRITE)
+        {
             return Err(err);
         }
         // An MR being deregistered takes no new window.
         if !mr.attach_window() {
             return Err(err);
         }
-        Some(Binding { mr, addr, length, access, qpn: mw.type2.then_some(qpn) })
+        Some(Binding {
+            mr,
+            addr,
+            length,
+            access,
+            qpn: mw.type2.then_some(qpn),
+        })
     };
     let old_binding = {
         let mut st = mw.state.lock();
@@ -160,7 +173,12 @@ pub(crate) fn unbind(mw: &RoxeMw) {
 /// What window key `key` names for an access by QP `qpn` of PD `pd_id`, for
 /// `proto::resp::check_rkey`, and the MR behind the window's binding. `None`: no window under
 /// the key's index, or the window is not bound (nothing to reach through it).
-pub(crate) fn target(dev: &RoxeDevice, key: MemKey, pd_id: u64, qpn: u32) -> Option<(KeyTarget, PoolRef<RoxeMr>)> {
+pub(crate) fn target(
+    dev: &RoxeDevice,
+    key: MemKey,
+    pd_id: u64,
+    qpn: u32,
+) -> Option<(KeyTarget, PoolRef<RoxeMr>)> {
     let mw = dev.mws.get(key.index())?;
     let st = mw.state.lock();
     let b = st.binding.as_ref()?;
@@ -173,7 +191,10 @@ pub(crate) fn target(dev: &RoxeDevice, key: MemKey, pd_id: u64, qpn: u32) -> Opt
         // Type 2 windows are bound to one QP (type 2B).
         qp_matches: b.qpn.is_none_or(|q| q == qpn),
         access: b.access,
-        bounds: KeyBounds::Range { start: b.addr, length: b.length },
+        bounds: KeyBounds::Range {
+            start: b.addr,
+            length: b.length,
+        },
     };
     Some((target, b.mr.clone()))
 }

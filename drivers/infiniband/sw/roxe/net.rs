@@ -14,6 +14,14 @@
 
 #![deny(unsafe_code)]
 
+use crate::rdma::{
+    ah::{AddressVector, Network},
+    bh,
+    copy::copy,
+    device::Device,
+    skb::{crc32_le, SkBuff, TxSkBuff, MAX_BATCH},
+    udp_tunnel::{EncapRecv, Family, UdpTunnelSocket},
+};
 use crate::{
     counters::Counter,
     device::Roxe,
@@ -22,14 +30,6 @@ use crate::{
         packet::{Packet, PacketError},
     },
     recv, resp,
-};
-use crate::rdma::{
-    ah::{AddressVector, Network},
-    bh,
-    copy::copy,
-    device::Device,
-    skb::{crc32_le, SkBuff, TxSkBuff, MAX_BATCH},
-    udp_tunnel::{EncapRecv, Family, UdpTunnelSocket},
 };
 use kernel::{
     prelude::*,
@@ -61,7 +61,13 @@ pub(crate) enum RxDrop {
     NoQp,
 }
 
-static RX_DROPS: [Atomic<u64>; 5] = [Atomic::new(0), Atomic::new(0), Atomic::new(0), Atomic::new(0), Atomic::new(0)];
+static RX_DROPS: [Atomic<u64>; 5] = [
+    Atomic::new(0),
+    Atomic::new(0),
+    Atomic::new(0),
+    Atomic::new(0),
+    Atomic::new(0),
+];
 
 /// Counts a dropped packet.
 pub(crate) fn count_drop(why: RxDrop) {
@@ -113,13 +119,29 @@ fn parse_ip(ip: &[u8]) -> Option<(Source, IpHeader<'_>)> {
             let hdr = ip.get(..ihl)?;
             let src = v4_mapped(hdr.get(12..16)?);
             let dst = v4_mapped(hdr.get(16..20)?);
-            Some((Source { sgid: src, dgid: dst, network: Network::Ipv4, local: false }, IpHeader::V4(hdr)))
+            Some((
+                Source {
+                    sgid: src,
+                    dgid: dst,
+                    network: Network::Ipv4,
+                    local: false,
+                },
+                IpHeader::V4(hdr),
+            ))
         }
         6 => {
             let hdr = ip.get(..40)?;
             let sgid: [u8; 16] = hdr.get(8..24)?.try_into().ok()?;
             let dgid: [u8; 16] = hdr.get(24..40)?.try_into().ok()?;
-            Some((Source { sgid, dgid, network: Network::Ipv6, local: false }, IpHeader::V6(hdr)))
+            Some((
+                Source {
+                    sgid,
+                    dgid,
+                    network: Network::Ipv6,
+                    local: false,
+                },
+                IpHeader::V6(hdr),
+            ))
         }
         _ => None,
     }
@@ -220,7 +242,9 @@ fn drain_claimed(dev: &Device<Roxe>, mut budget: u32) -> u32 {
     {
         let _bh = bh::disable();
         while budget > 0 {
-            let Some(skb) = data.loopback.pop() else { break };
+            let Some(skb) = data.loopback.pop() else {
+                break;
+            };
             // Our own packets: nothing can have corrupted them, and they carry no ICRC.
             receive(skb, false);
             // An RDMA READ it asked for is answered before the next packet (the queue's order).
@@ -255,7 +279,12 @@ pub(crate) fn deliver_local(dev: &Device<Roxe>, av: &AddressVector, sport: u16, 
         match Packet::new_checked(roce) {
             Ok(pkt) => {
                 data.counters.inc(Counter::RcvdPkts);
-                let src = Source { sgid: av.sgid, dgid: av.dgid, network: av.network, local: true };
+                let src = Source {
+                    sgid: av.sgid,
+                    dgid: av.dgid,
+                    network: av.network,
+                    local: true,
+                };
                 recv::dispatch(dev, data, &pkt, &src);
             }
             Err(_) => count_drop(RxDrop::BadHeaders),
@@ -270,7 +299,12 @@ pub(crate) fn deliver_local(dev: &Device<Roxe>, av: &AddressVector, sport: u16, 
 /// Sends a packet whose RoCE part (BTH to ICRC, ICRC left zero) is already in `skb`, to the
 /// destination of `av`, leaving from UDP source port `sport`. Computes the ICRC over the final
 /// headers, except for loopback to the device's own GID.
-pub(crate) fn xmit(dev: &Device<Roxe>, av: &AddressVector, sport: u16, mut skb: TxSkBuff) -> Result {
+pub(crate) fn xmit(
+    dev: &Device<Roxe>,
+    av: &AddressVector,
+    sport: u16,
+    mut skb: TxSkBuff,
+) -> Result {
     let netdev = &dev.data().netdev;
     dev.data().counters.inc(Counter::SentPkts);
     if av.dgid == av.sgid {
@@ -279,25 +313,42 @@ pub(crate) fn xmit(dev: &Device<Roxe>, av: &AddressVector, sport: u16, mut skb: 
         // would be pure cost.
         let skb = match av.network {
             Network::Ipv4 => {
-                let addr: [u8; 4] = av.sgid.get(12..16).and_then(|a| a.try_into().ok()).ok_or(EINVAL)?;
+                let addr: [u8; 4] = av
+                    .sgid
+                    .get(12..16)
+                    .and_then(|a| a.try_into().ok())
+                    .ok_or(EINVAL)?;
                 skb.into_local_v4(addr, addr, sport, av.traffic_class, av.hop_limit)?
             }
-            Network::Ipv6 => skb.into_local_v6(&av.sgid, &av.dgid, sport, av.traffic_class, av.hop_limit)?,
+            Network::Ipv6 => {
+                skb.into_local_v6(&av.sgid, &av.dgid, sport, av.traffic_class, av.hop_limit)?
+            }
         };
         loopback(dev, skb);
         return Ok(());
     }
     let ip_len = match av.network {
         Network::Ipv4 => {
-            let (saddr, daddr): ([u8; 4], [u8; 4]) = match (av.sgid.get(12..16), av.dgid.get(12..16)) {
-                (Some(s), Some(d)) => (s.try_into().map_err(|_| EINVAL)?, d.try_into().map_err(|_| EINVAL)?),
-                _ => return Err(EINVAL),
-            };
+            let (saddr, daddr): ([u8; 4], [u8; 4]) =
+                match (av.sgid.get(12..16), av.dgid.get(12..16)) {
+                    (Some(s), Some(d)) => (
+                        s.try_into().map_err(|_| EINVAL)?,
+                        d.try_into().map_err(|_| EINVAL)?,
+                    ),
+                    _ => return Err(EINVAL),
+                };
             skb.prepare_v4(netdev, saddr, daddr, sport, av.traffic_class, av.hop_limit)?;
             20
         }
         Network::Ipv6 => {
-            skb.prepare_v6(netdev, &av.sgid, &av.dgid, sport, av.traffic_class, av.hop_limit)?;
+            skb.prepare_v6(
+                netdev,
+                &av.sgid,
+                &av.dgid,
+                sport,
+                av.traffic_class,
+                av.hop_limit,
+            )?;
             40
         }
     };
@@ -316,8 +367,14 @@ fn seal(skb: &mut TxSkBuff, ip_len: usize) -> Result {
         let data = skb.data();
         let (ip, rest) = data.split_at(core::cmp::min(ip_len, data.len()));
         let (udp, roce) = rest.split_at(core::cmp::min(UDP_HDR_LEN, rest.len()));
-        let covered = roce.get(..roce.len().saturating_sub(ICRC_LEN)).ok_or(EINVAL)?;
-        let ip = if ip_len == 20 { IpHeader::V4(ip) } else { IpHeader::V6(ip) };
+        let covered = roce
+            .get(..roce.len().saturating_sub(ICRC_LEN))
+            .ok_or(EINVAL)?;
+        let ip = if ip_len == 20 {
+            IpHeader::V4(ip)
+        } else {
+            IpHeader::V6(ip)
+        };
         icrc::icrc(&KernelCrc, ip, udp, covered).map_err(|_| EINVAL)?
     };
     let data = skb.data_mut();
@@ -359,13 +416,24 @@ pub(crate) struct TxBatch {
 
 impl TxBatch {
     pub(crate) fn new() -> Self {
-        TxBatch { dst: None, skbs: [const { None }; MAX_BATCH], len: 0, bytes: 0 }
+        TxBatch {
+            dst: None,
+            skbs: [const { None }; MAX_BATCH],
+            len: 0,
+            bytes: 0,
+        }
     }
 
     /// Queues `skb` (RoCE part built, ICRC left zero) for `av`, sending what is queued first
     /// when it goes elsewhere or the batch is full. A packet that cannot join a batch
     /// (loopback to the device's own GID, IPv6) leaves at once.
-    pub(crate) fn add(&mut self, dev: &Device<Roxe>, av: &AddressVector, sport: u16, mut skb: TxSkBuff) {
+    pub(crate) fn add(
+        &mut self,
+        dev: &Device<Roxe>,
+        av: &AddressVector,
+        sport: u16,
+        mut skb: TxSkBuff,
+    ) {
         let Some((saddr, daddr)) = batch_addresses(av) else {
             self.flush(dev);
             let _ = xmit(dev, av, sport, skb);
@@ -386,12 +454,17 @@ impl TxBatch {
         if !joins {
             self.flush(dev);
         }
-        if skb.push_headers_v4(saddr, daddr, sport, av.traffic_class, av.hop_limit).is_err() {
+        if skb
+            .push_headers_v4(saddr, daddr, sport, av.traffic_class, av.hop_limit)
+            .is_err()
+        {
             // Lost, as on a wire; RC's retransmission recovers it.
             dev.data().counters.inc(Counter::SentPkts);
             return;
         }
-        let Some(slot) = self.skbs.get_mut(self.len) else { return };
+        let Some(slot) = self.skbs.get_mut(self.len) else {
+            return;
+        };
         self.bytes += skb.data().len();
         *slot = Some(skb);
         self.len += 1;
@@ -402,7 +475,9 @@ impl TxBatch {
     pub(crate) fn flush(&mut self, dev: &Device<Roxe>) {
         let n = core::mem::replace(&mut self.len, 0);
         self.bytes = 0;
-        let Some((_, saddr, daddr, _)) = self.dst.take() else { return };
+        let Some((_, saddr, daddr, _)) = self.dst.take() else {
+            return;
+        };
         let counters = &dev.data().counters;
         for _ in 0..n {
             counters.inc(Counter::SentPkts);
@@ -423,13 +498,20 @@ impl TxBatch {
             let _ = set_ip_id(&mut skb, id).and_then(|()| seal(&mut skb, 20));
             skb
         });
-        let _ = if n == 1 { head.send_v4() } else { head.send_v4_batch(rest) };
+        let _ = if n == 1 {
+            head.send_v4()
+        } else {
+            head.send_v4_batch(rest)
+        };
     }
 }
 
 /// Writes the IPv4 ID of a packet whose data starts at its IPv4 header.
 fn set_ip_id(skb: &mut TxSkBuff, id: u16) -> Result {
-    skb.data_mut().get_mut(4..6).ok_or(EINVAL)?.copy_from_slice(&id.to_be_bytes());
+    skb.data_mut()
+        .get_mut(4..6)
+        .ok_or(EINVAL)?
+        .copy_from_slice(&id.to_be_bytes());
     Ok(())
 }
 
@@ -444,7 +526,10 @@ impl Sockets {
     pub(crate) fn bind() -> Result<Self> {
         let v4 = UdpTunnelSocket::bind(Family::Ipv4, ROCE_V2_UDP_PORT).inspect_err(|e| {
             if *e == EADDRINUSE {
-                pr_err!("UDP port {} is in use: another RoCEv2 stack (rdma_rxe?) owns it\n", ROCE_V2_UDP_PORT);
+                pr_err!(
+                    "UDP port {} is in use: another RoCEv2 stack (rdma_rxe?) owns it\n",
+                    ROCE_V2_UDP_PORT
+                );
             } else {
                 pr_err!("cannot bind UDP port {}: {:?}\n", ROCE_V2_UDP_PORT, e);
             }
@@ -454,7 +539,11 @@ impl Sockets {
             // No IPv6 in this kernel (or disabled): run IPv4-only, as rxe does.
             Err(e) if e == EAFNOSUPPORT => None,
             Err(e) => {
-                pr_err!("cannot bind UDP port {} for IPv6: {:?}\n", ROCE_V2_UDP_PORT, e);
+                pr_err!(
+                    "cannot bind UDP port {} for IPv6: {:?}\n",
+                    ROCE_V2_UDP_PORT,
+                    e
+                );
                 return Err(e);
             }
         };

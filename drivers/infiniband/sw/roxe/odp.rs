@@ -21,6 +21,7 @@
 
 #![deny(unsafe_code)]
 
+use crate::rdma::device::Device;
 use crate::{
     device::Roxe,
     mem::SgeList,
@@ -31,7 +32,6 @@ use crate::{
         packet::Packet,
     },
 };
-use crate::rdma::device::Device;
 use kernel::prelude::*;
 
 /// Most jobs queued per device. Faults are deduplicated, so this bounds memory under a flood of
@@ -46,20 +46,40 @@ const MAX_FAULT_PAGES: usize = 512;
 pub(crate) enum Job {
     /// Fault in pages `first..first + count` of the MR with key index `index`, if it still has
     /// key `key`.
-    Fault { index: u32, key: u32, first: usize, count: usize },
+    Fault {
+        index: u32,
+        key: u32,
+        first: usize,
+        count: usize,
+    },
     /// Run QP `qpn`'s requester.
     Kick { qpn: u32 },
     /// Hand a deferred request packet to QP `qpn`'s responder again.
-    Redeliver { qpn: u32, bytes: KVec<u8>, src: Source },
+    Redeliver {
+        qpn: u32,
+        bytes: KVec<u8>,
+        src: Source,
+    },
 }
 
 fn push(dev: &Device<Roxe>, job: Job) -> bool {
     {
         let mut jobs = dev.data().odp_jobs.lock();
         let dup = jobs.iter().any(|j| match (j, &job) {
-            (Job::Fault { index, key, first, count }, Job::Fault { index: i2, key: k2, first: f2, count: c2 }) => {
-                index == i2 && key == k2 && *first <= *f2 && f2 + c2 <= first + count
-            }
+            (
+                Job::Fault {
+                    index,
+                    key,
+                    first,
+                    count,
+                },
+                Job::Fault {
+                    index: i2,
+                    key: k2,
+                    first: f2,
+                    count: c2,
+                },
+            ) => index == i2 && key == k2 && *first <= *f2 && f2 + c2 <= first + count,
             (Job::Kick { qpn }, Job::Kick { qpn: q2 }) => qpn == q2,
             _ => false,
         });
@@ -76,15 +96,32 @@ fn push(dev: &Device<Roxe>, job: Job) -> bool {
 /// Queues a fault of the ODP pages behind `[va, va + len)` of `mr` (nothing for other MRs).
 /// Any context. Returns whether a fault is queued.
 pub(crate) fn fault_mr(dev: &Device<Roxe>, mr: &RoxeMr, va: u64, len: u64) -> bool {
-    let Some((first, count)) = mr.odp_pages(va, len, MAX_FAULT_PAGES) else { return false };
+    let Some((first, count)) = mr.odp_pages(va, len, MAX_FAULT_PAGES) else {
+        return false;
+    };
     let key = mr.key().raw();
-    push(dev, Job::Fault { index: MemKey::from_raw(key).index(), key, first, count: count.min(MAX_FAULT_PAGES) })
+    push(
+        dev,
+        Job::Fault {
+            index: MemKey::from_raw(key).index(),
+            key,
+            first,
+            count: count.min(MAX_FAULT_PAGES),
+        },
+    )
 }
 
 /// Queues faults of the ODP pages behind bytes `offset..offset + len` of an SGE list used with
 /// `need` rights by a QP of PD `pd_id`. Any context.
 /// Returns false if a fault could not be queued.
-pub(crate) fn fault_sges(dev: &Device<Roxe>, pd_id: u64, list: &SgeList<'_>, offset: u64, len: usize, need: Access) -> bool {
+pub(crate) fn fault_sges(
+    dev: &Device<Roxe>,
+    pd_id: u64,
+    list: &SgeList<'_>,
+    offset: u64,
+    len: usize,
+    need: Access,
+) -> bool {
     let mut all = true;
     let _ = list.walk(dev.data(), pd_id, offset, len, need, |mr, va, r| {
         if mr.odp_pages(va, r.len() as u64, 1).is_some() {
@@ -99,7 +136,15 @@ pub(crate) fn fault_sges(dev: &Device<Roxe>, pd_id: u64, list: &SgeList<'_>, off
 /// rights by QP `qpn` of PD `pd_id`) missing: queues its fault, then a kick of the QP. Any
 /// context. Returns false when the jobs could not be queued (no memory, or too many jobs): the
 /// caller then fails the WQE rather than wait for a kick that would never come.
-pub(crate) fn pause(dev: &Device<Roxe>, qpn: u32, pd_id: u64, list: &SgeList<'_>, offset: u64, len: usize, need: Access) -> bool {
+pub(crate) fn pause(
+    dev: &Device<Roxe>,
+    qpn: u32,
+    pd_id: u64,
+    list: &SgeList<'_>,
+    offset: u64,
+    len: usize,
+    need: Access,
+) -> bool {
     fault_sges(dev, pd_id, list, offset, len, need) && kick_after(dev, qpn)
 }
 
@@ -111,12 +156,24 @@ pub(crate) fn kick_after(dev: &Device<Roxe>, qpn: u32) -> bool {
 /// Queues a copy of request `pkt` from `src` for QP `qpn`'s responder, after the faults queued
 /// so far. Any context. Returns false (the packet is then lost, as on the wire) when out of
 /// memory or jobs.
-pub(crate) fn redeliver_after(dev: &Device<Roxe>, qpn: u32, pkt: &Packet<&[u8]>, src: &Source) -> bool {
+pub(crate) fn redeliver_after(
+    dev: &Device<Roxe>,
+    qpn: u32,
+    pkt: &Packet<&[u8]>,
+    src: &Source,
+) -> bool {
     let mut bytes = KVec::new();
     if bytes.extend_from_slice(pkt.as_bytes(), GFP_ATOMIC).is_err() {
         return false;
     }
-    push(dev, Job::Redeliver { qpn, bytes, src: *src })
+    push(
+        dev,
+        Job::Redeliver {
+            qpn,
+            bytes,
+            src: *src,
+        },
+    )
 }
 
 /// The device's process work: runs the queued jobs in order. Process context.
@@ -132,8 +189,15 @@ pub(crate) fn run(dev: &Device<Roxe>) {
         };
         let Ok(job) = job else { return };
         match job {
-            Job::Fault { index, key, first, count } => {
-                let Some(mr) = dev.data().mrs.get(index) else { continue };
+            Job::Fault {
+                index,
+                key,
+                first,
+                count,
+            } => {
+                let Some(mr) = dev.data().mrs.get(index) else {
+                    continue;
+                };
                 if mr.key().raw() == key {
                     // A failure marks the pages failed: the next access reports an error.
                     let _ = mr.odp_fault(first, count);
@@ -145,7 +209,9 @@ pub(crate) fn run(dev: &Device<Roxe>) {
                 }
             }
             Job::Redeliver { qpn, bytes, src } => {
-                let Some(qp) = dev.data().qps.get(qpn) else { continue };
+                let Some(qp) = dev.data().qps.get(qpn) else {
+                    continue;
+                };
                 if let Ok(pkt) = Packet::new_checked(&bytes[..]) {
                     // The responder's lock is a bottom-half lock (`RoxeQp::resp_state`).
                     let _bh = crate::rdma::bh::disable();

@@ -9,36 +9,36 @@
 
 #![deny(unsafe_code)]
 
-use crate::{
-    cq::{mminfo_bytes, RoxeCq, MMINFO_SIZE},
-    device::{errno, Roxe, PORT},
-    param,
-    proto::{
-        mtu::IbMtu,
-        qp_state::{
-            check_attr_values, check_modify_request, psn_from_attr, recv_verdict, send_verdict, AttrLimits, AttrMask, AttrValues,
-            ModifyRequest, PostVerdict, QpState, QpType,
-        },
-        comp::{ack_timeout_ms, CompState, RetryCounters},
-        cqe::{Cqe, WcOpcode, WcStatus},
-        psn::Psn,
-        req::WqeProgress,
-        wqe::{recv_layout, send_flags, send_layout, SendWqe, SqLimits, SGE_SIZE},
-    },
-    req,
-    resp::RespState,
-    queue::{Direction, Queue},
-    srq::RoxeSrq,
-};
 use crate::rdma::{
     ah::AddressVector,
-    kverbs::{KernelRecvWr, KernelSendWr},
     device::Device,
+    kverbs::{KernelRecvWr, KernelSendWr},
     mmap::MmapInfo,
     object::UData,
     pool::{Alloc, PoolRef},
     qp::{Qp, QpAttr, QpAttrMask, QpCap, QpCreated, QpEvent, QpInit, QpNotifier},
     skb::TxSkBuff,
+};
+use crate::{
+    cq::{mminfo_bytes, RoxeCq, MMINFO_SIZE},
+    device::{errno, Roxe, PORT},
+    param,
+    proto::{
+        comp::{ack_timeout_ms, CompState, RetryCounters},
+        cqe::{Cqe, WcOpcode, WcStatus},
+        mtu::IbMtu,
+        psn::Psn,
+        qp_state::{
+            check_attr_values, check_modify_request, psn_from_attr, recv_verdict, send_verdict,
+            AttrLimits, AttrMask, AttrValues, ModifyRequest, PostVerdict, QpState, QpType,
+        },
+        req::WqeProgress,
+        wqe::{recv_layout, send_flags, send_layout, SendWqe, SqLimits, SGE_SIZE},
+    },
+    queue::{Direction, Queue},
+    req,
+    resp::RespState,
+    srq::RoxeSrq,
 };
 use kernel::sync::{SpinLock, SpinLockIrq};
 use kernel::{
@@ -132,7 +132,11 @@ impl SqState {
 
     /// Retires every entry (a QP reset).
     pub(crate) fn retire_all(&mut self) {
-        let SqState { entries, spare_slots, .. } = self;
+        let SqState {
+            entries,
+            spare_slots,
+            ..
+        } = self;
         for e in entries.drain_all() {
             let _ = spare_slots.push_within_capacity(e.slot);
         }
@@ -254,10 +258,17 @@ pub(crate) fn create(
     }
 
     // Send queue: a WQE slot holds the fixed part and either the SGEs or the inline data.
-    let payload = (init.cap.max_send_sge as usize * SGE_SIZE).max(init.cap.max_inline_data as usize);
-    let mut sq = Queue::new(init.cap.max_send_wr.max(1), send_layout::DMA_DATA + payload, param::MAX_QP_WR, Direction::FromClient)?;
+    let payload =
+        (init.cap.max_send_sge as usize * SGE_SIZE).max(init.cap.max_inline_data as usize);
+    let mut sq = Queue::new(
+        init.cap.max_send_wr.max(1),
+        send_layout::DMA_DATA + payload,
+        param::MAX_QP_WR,
+        Direction::FromClient,
+    )?;
     // What fits in a slot may be more than was asked for; report it (as rxe does).
-    let slot_payload = (sq.elem_size() - send_layout::DMA_DATA).min(param::MAX_INLINE_DATA as usize);
+    let slot_payload =
+        (sq.elem_size() - send_layout::DMA_DATA).min(param::MAX_INLINE_DATA as usize);
     init.cap.max_send_wr = sq.capacity();
     let sq_depth = sq.capacity() as usize;
     init.cap.max_send_sge = ((slot_payload / SGE_SIZE) as u32).min(param::MAX_SGE);
@@ -301,13 +312,17 @@ pub(crate) fn create(
     let entries = KVec::with_capacity(spares, GFP_KERNEL_ACCOUNT)?;
     let mut spare_slots = KVec::with_capacity(spares, GFP_KERNEL_ACCOUNT)?;
     for _ in 0..spares {
-        spare_slots.push(KVec::from_elem(0u8, sq.elem_size(), GFP_KERNEL_ACCOUNT)?, GFP_KERNEL_ACCOUNT)?;
+        spare_slots.push(
+            KVec::from_elem(0u8, sq.elem_size(), GFP_KERNEL_ACCOUNT)?,
+            GFP_KERNEL_ACCOUNT,
+        )?;
     }
 
     let resp_state = RespState::new()?;
     let pool = &dev.data().qps;
     let slot = if qp_type == QpType::Gsi {
-        pool.reserve(param::GSI_QPN, param::GSI_QPN, Alloc::Kernel).map_err(|_| EINVAL)?
+        pool.reserve(param::GSI_QPN, param::GSI_QPN, Alloc::Kernel)
+            .map_err(|_| EINVAL)?
     } else {
         pool.reserve(param::QP_INDEX_MIN, param::QP_INDEX_MAX, Alloc::Kernel)?
     };
@@ -365,7 +380,10 @@ pub(crate) fn create(
         hold_acks: AtomicFlag::new(false),
         unheld_ack_ns: Atomic::new(0),
     }? Error))?;
-    Ok(QpCreated { data: qp, qp_num: qpn })
+    Ok(QpCreated {
+        data: qp,
+        qp_num: qpn,
+    })
 }
 
 /// The device limits `modify_qp`'s value checks use.
@@ -378,7 +396,12 @@ fn attr_limits() -> AttrLimits {
     }
 }
 
-pub(crate) fn modify(qp: &Qp<Roxe>, attr: &QpAttr, mask: QpAttrMask, udata: Option<&UData<'_>>) -> Result {
+pub(crate) fn modify(
+    qp: &Qp<Roxe>,
+    attr: &QpAttr,
+    mask: QpAttrMask,
+    udata: Option<&UData<'_>>,
+) -> Result {
     if let Some(u) = udata {
         u.check_in_empty()?;
     }
@@ -399,8 +422,13 @@ pub(crate) fn modify(qp: &Qp<Roxe>, attr: &QpAttr, mask: QpAttrMask, udata: Opti
     check_attr_values(amask, &values, &attr_limits()).map_err(|e| errno(e.errno()))?;
 
     let mut st = this.state.lock();
-    let request = ModifyRequest { mask: amask, qp_state: attr.qp_state, cur_qp_state: attr.cur_qp_state };
-    let next = check_modify_request(st.state, this.qp_type, st.sq_draining, &request).map_err(|e| errno(e.errno()))?;
+    let request = ModifyRequest {
+        mask: amask,
+        qp_state: attr.qp_state,
+        cur_qp_state: attr.cur_qp_state,
+    };
+    let next = check_modify_request(st.state, this.qp_type, st.sq_draining, &request)
+        .map_err(|e| errno(e.errno()))?;
 
     // Apply the attributes (IBA 11.2.5.2): all checks passed, nothing below fails.
     let a = &mut st.attr;
@@ -431,7 +459,9 @@ pub(crate) fn modify(qp: &Qp<Roxe>, attr: &QpAttr, mask: QpAttrMask, udata: Opti
     if amask.contains(AttrMask::RQ_PSN) {
         a.rq_psn = psn_from_attr(attr.rq_psn).get();
         // Lock order: state, then the responder's state.
-        this.resp_state.lock().set_rq_psn(psn_from_attr(attr.rq_psn));
+        this.resp_state
+            .lock()
+            .set_rq_psn(psn_from_attr(attr.rq_psn));
     }
     if amask.contains(AttrMask::SQ_PSN) {
         a.sq_psn = psn_from_attr(attr.sq_psn).get();
@@ -449,7 +479,9 @@ pub(crate) fn modify(qp: &Qp<Roxe>, attr: &QpAttr, mask: QpAttrMask, udata: Opti
     if amask.contains(AttrMask::MAX_DEST_RD_ATOMIC) {
         a.max_dest_rd_atomic = attr.max_dest_rd_atomic;
         // The responder resources are sized by it (IBA 9.4.4, 11.2.5.2).
-        this.resp_state.lock().set_max_dest_rd_atomic(attr.max_dest_rd_atomic);
+        this.resp_state
+            .lock()
+            .set_max_dest_rd_atomic(attr.max_dest_rd_atomic);
     }
     if amask.contains(AttrMask::DEST_QPN) {
         a.dest_qp_num = attr.dest_qp_num;
@@ -463,8 +495,13 @@ pub(crate) fn modify(qp: &Qp<Roxe>, attr: &QpAttr, mask: QpAttrMask, udata: Opti
     if amask.contains(AttrMask::AV) {
         st.av = attr.av;
     }
-    if amask.intersects(AttrMask::RETRY_CNT.union(AttrMask::RNR_RETRY).union(AttrMask::TIMEOUT)) {
-        let (retry_cnt, rnr_retry, timeout) = (st.attr.retry_cnt, st.attr.rnr_retry, st.attr.timeout);
+    if amask.intersects(
+        AttrMask::RETRY_CNT
+            .union(AttrMask::RNR_RETRY)
+            .union(AttrMask::TIMEOUT),
+    ) {
+        let (retry_cnt, rnr_retry, timeout) =
+            (st.attr.retry_cnt, st.attr.rnr_retry, st.attr.timeout);
         let mut sq = this.sq_state.lock();
         sq.comp.counters = RetryCounters::new(retry_cnt, rnr_retry);
         // At least proto::comp::MIN_ACK_TIMEOUT_MS: a soft HCA is slower than consumers assume.
@@ -587,9 +624,15 @@ pub(crate) fn flush_recv(dev: &Device<Roxe>, qp: &RoxeQp) {
         };
         let mut cqe = Cqe::flush(wr_id, qp.qpn);
         cqe.opcode = WcOpcode::Recv;
-        if qp.recv_cq.post(&cqe.to_bytes(), false, &qp.notifier).is_err() {
+        if qp
+            .recv_cq
+            .post(&cqe.to_bytes(), false, &qp.notifier)
+            .is_err()
+        {
             // The QP is in error already; the overflow is counted.
-            dev.data().counters.inc(crate::counters::Counter::CqOverflow);
+            dev.data()
+                .counters
+                .inc(crate::counters::Counter::CqOverflow);
         }
     }
     if queued > RECV_FLUSH_BUDGET {
@@ -734,7 +777,9 @@ pub(crate) fn post_recv(qp: &Qp<Roxe>, wr: &KernelRecvWr<'_>) -> Result {
         return Err(EINVAL);
     }
     let mut rq = this.rq.lock();
-    let Some(ring) = &mut *rq else { return Err(EINVAL) };
+    let Some(ring) = &mut *rq else {
+        return Err(EINVAL);
+    };
     let slot = encode_recv_wqe(ring.elem_size(), wr)?;
     ring.produce(&slot)?;
     drop(rq);

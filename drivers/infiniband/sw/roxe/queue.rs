@@ -10,7 +10,10 @@
 
 #![deny(unsafe_code)]
 
-use crate::proto::queue::{Geometry, CONSUMER_INDEX_OFFSET, INDEX_MASK_OFFSET, LOG2_ELEM_SIZE_OFFSET, PRODUCER_INDEX_OFFSET};
+use crate::proto::queue::{
+    Geometry, CONSUMER_INDEX_OFFSET, INDEX_MASK_OFFSET, LOG2_ELEM_SIZE_OFFSET,
+    PRODUCER_INDEX_OFFSET,
+};
 use crate::rdma::{
     mmap::{MmapEntry, MmapInfo, UserBuf},
     object::UData,
@@ -38,17 +41,31 @@ pub(crate) struct Queue {
     mmap: Option<MmapEntry>,
 }
 
-#[allow(dead_code, reason = "the requester, responder and completer use the rest")]
+#[allow(
+    dead_code,
+    reason = "the requester, responder and completer use the rest"
+)]
 impl Queue {
     /// Creates a ring of at least `num_elem` elements of `elem_size` bytes, at most `max_elem`.
-    pub(crate) fn new(num_elem: u32, elem_size: usize, max_elem: u32, direction: Direction) -> Result<Queue> {
+    pub(crate) fn new(
+        num_elem: u32,
+        elem_size: usize,
+        max_elem: u32,
+        direction: Direction,
+    ) -> Result<Queue> {
         let geometry = Geometry::new(num_elem, elem_size, max_elem).map_err(|_| EINVAL)?;
         let buf = Arc::new(UserBuf::new(geometry.buffer_size())?, GFP_KERNEL)?;
         // The header tells user space the shape; it cannot hurt us by changing it, since we keep
         // our own geometry.
         buf.store_relaxed(LOG2_ELEM_SIZE_OFFSET, geometry.log2_elem_size());
         buf.store_relaxed(INDEX_MASK_OFFSET, geometry.index_mask());
-        Ok(Queue { buf, geometry, direction, own_index: 0, mmap: None })
+        Ok(Queue {
+            buf,
+            geometry,
+            direction,
+            own_index: 0,
+            mmap: None,
+        })
     }
 
     /// Offers the ring to the process of `udata` for mapping; returns where it maps it.
@@ -129,7 +146,8 @@ impl Queue {
         }
         let n = out.len().min(self.geometry.elem_size());
         let offset = self.geometry.elem_offset(self.own_index);
-        out.get_mut(..n).is_some_and(|dst| self.buf.read(offset, dst).is_ok())
+        out.get_mut(..n)
+            .is_some_and(|dst| self.buf.read(offset, dst).is_ok())
     }
 
     /// `FromClient`: consumes the oldest element, handing its slot back to the producer.
@@ -151,7 +169,8 @@ impl Queue {
         if elem.len() > self.geometry.elem_size() {
             return Err(EINVAL);
         }
-        self.buf.write(self.geometry.elem_offset(self.own_index), elem)?;
+        self.buf
+            .write(self.geometry.elem_offset(self.own_index), elem)?;
         self.own_index = self.geometry.next(self.own_index);
         // Release: the element's bytes are visible before the index that covers them.
         self.publish_own_index();
@@ -172,7 +191,8 @@ impl Queue {
             return Err(EINVAL);
         }
         self.buf.write(self.geometry.elem_offset(producer), elem)?;
-        self.buf.store_release(PRODUCER_INDEX_OFFSET, self.geometry.next(producer));
+        self.buf
+            .store_release(PRODUCER_INDEX_OFFSET, self.geometry.next(producer));
         Ok(())
     }
 
@@ -184,9 +204,14 @@ impl Queue {
         }
         let consumer = self.peer_index();
         let n = out.len().min(self.geometry.elem_size());
-        let ok = out.get_mut(..n).is_some_and(|dst| self.buf.read(self.geometry.elem_offset(consumer), dst).is_ok());
+        let ok = out.get_mut(..n).is_some_and(|dst| {
+            self.buf
+                .read(self.geometry.elem_offset(consumer), dst)
+                .is_ok()
+        });
         if ok {
-            self.buf.store_release(CONSUMER_INDEX_OFFSET, self.geometry.next(consumer));
+            self.buf
+                .store_release(CONSUMER_INDEX_OFFSET, self.geometry.next(consumer));
         }
         ok.then_some(consumer)
     }
@@ -221,7 +246,8 @@ impl Queue {
     /// resize). Allocates nothing, so it may run under the lock that protects `old`. `EINVAL`
     /// if they do not fit or the rings differ in element size or direction.
     pub(crate) fn take_over(&mut self, old: &Queue) -> Result {
-        if old.geometry.elem_size() != self.geometry.elem_size() || old.direction != self.direction {
+        if old.geometry.elem_size() != self.geometry.elem_size() || old.direction != self.direction
+        {
             return Err(EINVAL);
         }
         let (producer, consumer) = old.indices();
@@ -233,7 +259,10 @@ impl Queue {
         let elem = self.geometry.elem_size();
         let mut index = consumer;
         for i in 0..count {
-            let (src, dst) = (old.geometry.elem_offset(index), self.geometry.elem_offset(i));
+            let (src, dst) = (
+                old.geometry.elem_offset(index),
+                self.geometry.elem_offset(i),
+            );
             let mut done = 0;
             while done < elem {
                 let n = chunk.len().min(elem - done);

@@ -5,6 +5,7 @@
 
 #![deny(unsafe_code)]
 
+use crate::rdma::{ah::AddressVector, device::Device};
 use crate::{
     comp,
     counters::Counter,
@@ -13,7 +14,6 @@ use crate::{
     proto::{mcast::MULTICAST_QPN, packet::Packet, qp_state::QpType},
     resp,
 };
-use crate::rdma::{ah::AddressVector, device::Device};
 
 /// Whether a packet from `src` may reach a connected QP: its IP source is the QP's destination
 /// GID and its IP destination the QP's source GID (rdma_rxe: `check_addr`). Without this, any
@@ -21,7 +21,8 @@ use crate::rdma::{ah::AddressVector, device::Device};
 /// NAKs. A QP without a path is in RESET or INIT (RTR needs one, IBA 11.2.1.2): it receives
 /// nothing, and the responder and completer drop the packet as such (`rcvd_drops`).
 fn from_peer(av: &Option<AddressVector>, src: &Source) -> bool {
-    av.as_ref().is_none_or(|av| av.dgid == src.sgid && av.sgid == src.dgid)
+    av.as_ref()
+        .is_none_or(|av| av.dgid == src.sgid && av.sgid == src.dgid)
 }
 
 /// Hands `pkt` to the QP it is addressed to. Context: the receive pipeline (softirq or the

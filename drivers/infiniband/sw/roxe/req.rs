@@ -14,6 +14,14 @@
 
 #![deny(unsafe_code)]
 
+use crate::rdma::{
+    ah::AddressVector,
+    bh,
+    copy::{copy, zero},
+    device::{now_ms, Device},
+    netdev::NetDevice,
+    skb::TxSkBuff,
+};
 use crate::{
     comp,
     device::Roxe,
@@ -29,20 +37,12 @@ use crate::{
         psn::Psn,
         qp_state::{QpState, QpType},
         req::{
-            finished, may_continue, may_start, next_packet, Finished, InFlight, LocalOp, PacketDesc, PacketPlan,
-            ReqConfig, StartVerdict, UdWr, WqeProgress,
+            finished, may_continue, may_start, next_packet, Finished, InFlight, LocalOp,
+            PacketDesc, PacketPlan, ReqConfig, StartVerdict, UdWr, WqeProgress,
         },
         wqe::{send_flags, send_layout, Payload, SendOpcode, SendWqe},
     },
     qp::{QpStateData, RoxeQp, SendEntry, SqState},
-};
-use crate::rdma::{
-    ah::AddressVector,
-    bh,
-    copy::{copy, zero},
-    device::{now_ms, Device},
-    netdev::NetDevice,
-    skb::TxSkBuff,
 };
 use kernel::{
     prelude::*,
@@ -59,7 +59,11 @@ pub(crate) struct PathInfo {
 impl PathInfo {
     /// The path of a QP whose state lock the caller holds.
     pub(crate) fn of(st: &QpStateData) -> PathInfo {
-        PathInfo { state: st.state, dest_qpn: st.attr.dest_qp_num, av: st.av }
+        PathInfo {
+            state: st.state,
+            dest_qpn: st.attr.dest_qp_num,
+            av: st.av,
+        }
     }
 }
 
@@ -99,7 +103,9 @@ pub(crate) fn udp_sport(qpn: u32) -> u16 {
 }
 
 fn rd_u64(b: &[u8], off: usize) -> u64 {
-    b.get(off..off + 8).and_then(|s| s.try_into().ok()).map_or(0, u64::from_ne_bytes)
+    b.get(off..off + 8)
+        .and_then(|s| s.try_into().ok())
+        .map_or(0, u64::from_ne_bytes)
 }
 
 /// A completion the requester posts: `(wr_id, opcode, flags, status, byte_len)`.
@@ -168,8 +174,23 @@ impl From<WcStatus> for BuildErr {
 /// ODP: the requester found bytes `offset..offset + len` of `list` (used with `need` rights)
 /// not faulted in. Pauses the WQE until the fault is done, or fails it if the fault and the
 /// kick cannot be queued (a kick that never comes would leave the QP stuck).
-fn pause(dev: &Device<Roxe>, qp: &RoxeQp, list: &SgeList<'_>, offset: u32, len: u32, need: Access) -> BuildErr {
-    if odp::pause(dev, qp.qpn, qp.pd_id, list, u64::from(offset), len as usize, need) {
+fn pause(
+    dev: &Device<Roxe>,
+    qp: &RoxeQp,
+    list: &SgeList<'_>,
+    offset: u32,
+    len: u32,
+    need: Access,
+) -> BuildErr {
+    if odp::pause(
+        dev,
+        qp.qpn,
+        qp.pd_id,
+        list,
+        u64::from(offset),
+        len as usize,
+        need,
+    ) {
         BuildErr::Paused
     } else {
         BuildErr::Status(WcStatus::LocProtErr)
@@ -191,7 +212,8 @@ fn build(
         let mut buf = core::mem::take(buf);
         if buf.len() < len {
             // Once per QP (and path MTU): the buffer keeps its size.
-            buf.resize(len, 0, GFP_ATOMIC).map_err(|_| WcStatus::LocQpOpErr)?;
+            buf.resize(len, 0, GFP_ATOMIC)
+                .map_err(|_| WcStatus::LocQpOpErr)?;
         }
         let data = buf.get_mut(..len).ok_or(WcStatus::LocQpOpErr)?;
         // As a fresh socket buffer is: no byte of an earlier packet (pad, ICRC) survives.
@@ -205,42 +227,85 @@ fn build(
 }
 
 /// Writes the packet `d` plans for `entry` into `data` (zeroed, `d.packet_len()` bytes).
-fn fill(dev: &Device<Roxe>, qp: &RoxeQp, entry: &SendEntry, d: &PacketDesc, data: &mut [u8]) -> Result<(), BuildErr> {
-    if let (SendOpcode::RdmaRead | SendOpcode::CmpAndSwp | SendOpcode::FetchAndAdd, Payload::Sges { num }) =
-        (entry.wqe.opcode, entry.wqe.payload)
+fn fill(
+    dev: &Device<Roxe>,
+    qp: &RoxeQp,
+    entry: &SendEntry,
+    d: &PacketDesc,
+    data: &mut [u8],
+) -> Result<(), BuildErr> {
+    if let (
+        SendOpcode::RdmaRead | SendOpcode::CmpAndSwp | SendOpcode::FetchAndAdd,
+        Payload::Sges { num },
+    ) = (entry.wqe.opcode, entry.wqe.payload)
     {
         // ODP: the response lands in these buffers in the completer, which runs in softirq and
         // cannot wait for a fault; fault them in before asking (a miss there later, after an
         // invalidation, is handled as a lost response). A READ request asks from
         // `payload_offset` to the end of the WQE.
-        let list = SgeList { slot: &entry.slot, base: send_layout::DMA_DATA, num };
+        let list = SgeList {
+            slot: &entry.slot,
+            base: send_layout::DMA_DATA,
+            num,
+        };
         let len = entry.wqe.length.saturating_sub(d.payload_offset);
-        if list.check_present(dev.data(), qp.pd_id, u64::from(d.payload_offset), len as usize, Access::LOCAL_WRITE)
-            == Err(MemError::NotPresent)
+        if list.check_present(
+            dev.data(),
+            qp.pd_id,
+            u64::from(d.payload_offset),
+            len as usize,
+            Access::LOCAL_WRITE,
+        ) == Err(MemError::NotPresent)
         {
-            return Err(pause(dev, qp, &list, d.payload_offset, len, Access::LOCAL_WRITE));
+            return Err(pause(
+                dev,
+                qp,
+                &list,
+                d.payload_offset,
+                len,
+                Access::LOCAL_WRITE,
+            ));
         }
     }
     {
-        let mut pkt = Packet::build(&mut data[..], d.opcode, d.pad).map_err(|_| WcStatus::LocQpOpErr)?;
-        d.write_headers(&mut pkt).map_err(|_| WcStatus::LocQpOpErr)?;
+        let mut pkt =
+            Packet::build(&mut data[..], d.opcode, d.pad).map_err(|_| WcStatus::LocQpOpErr)?;
+        d.write_headers(&mut pkt)
+            .map_err(|_| WcStatus::LocQpOpErr)?;
         let len = d.payload_len as usize;
         if len > 0 {
-            let out = pkt.payload_mut().get_mut(..len).ok_or(WcStatus::LocLenErr)?;
+            let out = pkt
+                .payload_mut()
+                .get_mut(..len)
+                .ok_or(WcStatus::LocLenErr)?;
             match entry.wqe.payload {
                 Payload::Inline { .. } => {
                     let start = send_layout::DMA_DATA + d.payload_offset as usize;
-                    let src = entry.slot.get(start..start + len).ok_or(WcStatus::LocLenErr)?;
+                    let src = entry
+                        .slot
+                        .get(start..start + len)
+                        .ok_or(WcStatus::LocLenErr)?;
                     copy(out, src);
                 }
                 Payload::Sges { num } => {
-                    let list = SgeList { slot: &entry.slot, base: send_layout::DMA_DATA, num };
+                    let list = SgeList {
+                        slot: &entry.slot,
+                        base: send_layout::DMA_DATA,
+                        num,
+                    };
                     match list.gather(dev.data(), qp.pd_id, u64::from(d.payload_offset), out) {
                         Ok(()) => {}
                         Err(MemError::NotPresent) => {
                             // ODP: fault in the rest of the message, then go on from this packet.
                             let rest = entry.wqe.length.saturating_sub(d.payload_offset);
-                            return Err(pause(dev, qp, &list, d.payload_offset, rest, Access::NONE));
+                            return Err(pause(
+                                dev,
+                                qp,
+                                &list,
+                                d.payload_offset,
+                                rest,
+                                Access::NONE,
+                            ));
                         }
                         Err(_) => return Err(WcStatus::LocProtErr.into()),
                     }
@@ -317,8 +382,16 @@ fn fetch(dev: &Device<Roxe>, qp: &RoxeQp, sq: &mut SqState) -> Option<Result<(),
     }
     ring.advance_consumer();
     drop(ring);
-    let entry =
-        SendEntry { wqe, slot, ud_av, progress: None, started: false, credit: false, read_done: 0, finished: None };
+    let entry = SendEntry {
+        wqe,
+        slot,
+        ud_av,
+        progress: None,
+        started: false,
+        credit: false,
+        read_done: 0,
+        finished: None,
+    };
     if let Err(e) = sq.entries.push_within_capacity(entry) {
         // Not reached: room was made above.
         sq.retire(e.0);
@@ -395,14 +468,24 @@ fn flush(qp: &RoxeQp, sq: &mut SqState) -> Step {
     let mut done = Completions::new();
     let n = sq.entries.len().min(COMPLETION_BATCH);
     {
-        let SqState { entries, spare_slots, .. } = sq;
+        let SqState {
+            entries,
+            spare_slots,
+            ..
+        } = sq;
         let mut seen = 0;
         entries.retain(|e| {
             seen += 1;
             if seen > n {
                 return true;
             }
-            let _ = done.push((e.wqe.wr_id, e.wqe.opcode, e.wqe.flags, WcStatus::WrFlushErr, 0));
+            let _ = done.push((
+                e.wqe.wr_id,
+                e.wqe.opcode,
+                e.wqe.flags,
+                WcStatus::WrFlushErr,
+                0,
+            ));
             let _ = spare_slots.push_within_capacity(core::mem::take(&mut e.slot));
             false
         });
@@ -418,7 +501,13 @@ fn flush(qp: &RoxeQp, sq: &mut SqState) -> Step {
                 break;
             }
             ring.advance_consumer();
-            let _ = done.push((rd_u64(&slot, send_layout::WR_ID), SendOpcode::Send, 0, WcStatus::WrFlushErr, 0));
+            let _ = done.push((
+                rd_u64(&slot, send_layout::WR_ID),
+                SendOpcode::Send,
+                0,
+                WcStatus::WrFlushErr,
+                0,
+            ));
         }
     } else {
         sq.cur = sq.cur.saturating_sub(n);
@@ -486,7 +575,13 @@ fn local(dev: &Device<Roxe>, qp: &RoxeQp, wqe: &SendWqe, op: &LocalOp) -> WcStat
 }
 
 /// Plans and builds the next packet under the send lock.
-fn step(dev: &Device<Roxe>, qp: &RoxeQp, netdev: &NetDevice, path: &PathInfo, cfg: &ReqConfig) -> Step {
+fn step(
+    dev: &Device<Roxe>,
+    qp: &RoxeQp,
+    netdev: &NetDevice,
+    path: &PathInfo,
+    cfg: &ReqConfig,
+) -> Step {
     let mut sq = qp.sq_state.lock();
     if matches!(path.state, QpState::Err | QpState::Sqe) {
         return flush(qp, &mut sq);
@@ -513,7 +608,9 @@ fn step(dev: &Device<Roxe>, qp: &RoxeQp, netdev: &NetDevice, path: &PathInfo, cf
         earlier_wqes_pending: cur > 0,
     };
     let next_psn = sq.next_psn;
-    let Some(entry) = sq.entries.get_mut(cur) else { return Step::Idle };
+    let Some(entry) = sq.entries.get_mut(cur) else {
+        return Step::Idle;
+    };
     if let Some(status) = entry.finished {
         // Finished before, held for the completer: a retry went back past it. It is never run
         // again (rdma_rxe's `req_retry` skips WQEs marked done too); a failed one still stops
@@ -528,7 +625,10 @@ fn step(dev: &Device<Roxe>, qp: &RoxeQp, netdev: &NetDevice, path: &PathInfo, cf
     }
     let progress = match entry.progress {
         Some(p) if p.psns_used > 0 => {
-            if !matches!(may_continue(&entry.wqe, &in_flight, cfg), StartVerdict::Go { .. }) {
+            if !matches!(
+                may_continue(&entry.wqe, &in_flight, cfg),
+                StartVerdict::Go { .. }
+            ) {
                 return Step::Idle;
             }
             p
@@ -550,7 +650,9 @@ fn step(dev: &Device<Roxe>, qp: &RoxeQp, netdev: &NetDevice, path: &PathInfo, cf
     };
     // Field by field: the WQE is read while the local buffer is lent out.
     let fields: &mut SqState = &mut sq;
-    let Some(entry) = fields.entries.get(cur) else { return Step::Idle };
+    let Some(entry) = fields.entries.get(cur) else {
+        return Step::Idle;
+    };
     match next_packet(&entry.wqe, &progress, cfg) {
         PacketPlan::Packet(d) => {
             let av = match (qp.qp_type, entry.ud_av, path.av) {
@@ -558,7 +660,11 @@ fn step(dev: &Device<Roxe>, qp: &RoxeQp, netdev: &NetDevice, path: &PathInfo, cf
                 (QpType::Rc | QpType::Uc, _, Some(av)) => av,
                 _ => return Step::Idle,
             };
-            let local_buf = if av.dgid == av.sgid { Some(&mut fields.local_buf) } else { None };
+            let local_buf = if av.dgid == av.sgid {
+                Some(&mut fields.local_buf)
+            } else {
+                None
+            };
             let packet = match build(dev, qp, netdev, entry, &d, local_buf) {
                 Ok(packet) => packet,
                 // Nothing sent, nothing changed: the kick after the fault plans this packet again.
@@ -587,7 +693,11 @@ fn step(dev: &Device<Roxe>, qp: &RoxeQp, netdev: &NetDevice, path: &PathInfo, cf
             }
             let batch = matches!(
                 op,
-                SendOpcode::Send | SendOpcode::SendWithImm | SendOpcode::SendWithInv | SendOpcode::RdmaWrite | SendOpcode::RdmaWriteWithImm
+                SendOpcode::Send
+                    | SendOpcode::SendWithImm
+                    | SendOpcode::SendWithInv
+                    | SendOpcode::RdmaWrite
+                    | SendOpcode::RdmaWriteWithImm
             );
             Step::Send(Outgoing { packet, av, batch }, done)
         }
@@ -664,7 +774,12 @@ pub(crate) fn run(dev: &Device<Roxe>, qp: &RoxeQp) {
                         let _ = net::xmit(dev, &o.av, udp_sport(qp.qpn), skb);
                     }
                     Built::Local(buf, len) => {
-                        net::deliver_local(dev, &o.av, udp_sport(qp.qpn), buf.get(..len).unwrap_or(&[]));
+                        net::deliver_local(
+                            dev,
+                            &o.av,
+                            udp_sport(qp.qpn),
+                            buf.get(..len).unwrap_or(&[]),
+                        );
                         // Back for the next packet (this run is the QP's only one).
                         qp.sq_state.lock().local_buf = buf;
                     }

@@ -14,6 +14,14 @@
 
 #![deny(unsafe_code)]
 
+use crate::rdma::{
+    ah::{AddressVector, Network},
+    device::{now_ms, now_ns, Device},
+    netdev::NetDevice,
+    pool::PoolRef,
+    qp::QpEvent,
+    skb::TxSkBuff,
+};
 use crate::{
     comp,
     counters::Counter,
@@ -31,16 +39,16 @@ use crate::{
         psn::Psn,
         qp_state::{QpState, QpType},
         resp::{
-            self as presp, ack_syndrome, check_length, check_op_allowed, check_opcode, check_psn, check_resource,
-            check_rkey, commit, handle_duplicate, PageFaultAction, Placement, PsnVerdict, ReadReply,
-            ReadStream, RecvWqeFate, Request, RespConfig, RespError, ResponderResources, Response, READ_REPLY_BURST, UD_GRH_LEN,
+            self as presp, ack_syndrome, check_length, check_op_allowed, check_opcode, check_psn,
+            check_resource, check_rkey, commit, handle_duplicate, PageFaultAction, Placement,
+            PsnVerdict, ReadReply, ReadStream, RecvWqeFate, Request, RespConfig, RespError,
+            ResponderResources, Response, READ_REPLY_BURST, UD_GRH_LEN,
         },
         wqe::{recv_layout, RecvWqe},
     },
     qp::{self, HeldAck, RoxeQp},
     req::{self, PathInfo},
 };
-use crate::rdma::{ah::{AddressVector, Network}, device::{now_ms, now_ns, Device}, netdev::NetDevice, pool::PoolRef, qp::QpEvent, skb::TxSkBuff};
 use kernel::{
     prelude::*,
     sync::{aref::ARef, atomic::Relaxed},
@@ -76,7 +84,12 @@ pub(crate) struct RespState {
 impl RespState {
     /// A responder expecting PSN 0 with no responder resources (QP creation: process context).
     pub(crate) fn new() -> Result<RespState> {
-        Ok(RespState { proto: presp::RespState::new(Psn::new(0)), cache: KBox::new(Resources::new(0), GFP_KERNEL)?, recv: None, read: ReadStream::default() })
+        Ok(RespState {
+            proto: presp::RespState::new(Psn::new(0)),
+            cache: KBox::new(Resources::new(0), GFP_KERNEL)?,
+            recv: None,
+            read: ReadStream::default(),
+        })
     }
 
     /// Modify QP set `rq_psn`.
@@ -155,7 +168,16 @@ fn response(
     orig: Option<u64>,
 ) -> Option<TxSkBuff> {
     let mut skb = TxSkBuff::alloc(netdev, response_len(opcode, payload_len)?).ok()?;
-    write_response(skb.data_mut(), path.dest_qpn, opcode, psn, aeth, payload_len, fill, orig)?;
+    write_response(
+        skb.data_mut(),
+        path.dest_qpn,
+        opcode,
+        psn,
+        aeth,
+        payload_len,
+        fill,
+        orig,
+    )?;
     Some(skb)
 }
 
@@ -204,7 +226,16 @@ fn push(fx: &mut Effects, skb: Option<TxSkBuff>) {
 
 /// Builds an ACKNOWLEDGE (ACK or NAK) with BTH PSN `psn`.
 fn ack_packet(netdev: &NetDevice, path: &PathInfo, psn: Psn, aeth: Aeth) -> Option<TxSkBuff> {
-    response(netdev, path, Opcode::RC_ACKNOWLEDGE, psn, Some(aeth), 0, |_| true, None)
+    response(
+        netdev,
+        path,
+        Opcode::RC_ACKNOWLEDGE,
+        psn,
+        Some(aeth),
+        0,
+        |_| true,
+        None,
+    )
 }
 
 /// Queues an ACKNOWLEDGE (ACK or NAK) with BTH PSN `psn`.
@@ -230,7 +261,13 @@ pub(crate) const ACK_HOLD_US: u32 = 200;
 /// requester to send with its next batch (`req::run`) or the device's short timer
 /// (`hold_timer_expired`). Of two held ACKs the later one is kept: an ACK acknowledges every
 /// request before its PSN too (ACKs are cumulative, IBA 9.7.5.1.2).
-fn send_responses(dev: &Device<Roxe>, qp: &RoxeQp, av: &AddressVector, mut ack: Option<(Psn, TxSkBuff)>, packets: KVec<TxSkBuff>) {
+fn send_responses(
+    dev: &Device<Roxe>,
+    qp: &RoxeQp,
+    av: &AddressVector,
+    mut ack: Option<(Psn, TxSkBuff)>,
+    packets: KVec<TxSkBuff>,
+) {
     if packets.is_empty() && ack.is_none() && !qp.hold_acks.load(Relaxed) {
         // Nothing to send (a WRITE's middle packets), and no ACK held to send with it.
         return;
@@ -271,7 +308,10 @@ pub(crate) struct HeldAcks {
 
 impl HeldAcks {
     pub(crate) const fn new() -> Self {
-        HeldAcks { count: 0, timer_armed: false }
+        HeldAcks {
+            count: 0,
+            timer_armed: false,
+        }
     }
 }
 
@@ -320,7 +360,9 @@ fn take_held_ack(dev: &Device<Roxe>, qp: &RoxeQp) -> Option<HeldAck> {
 
 /// Sends the ACK `qp` holds, if any, now. Returns whether there was one.
 pub(crate) fn send_held_ack(dev: &Device<Roxe>, qp: &RoxeQp) -> bool {
-    let Some(held) = take_held_ack(dev, qp) else { return false };
+    let Some(held) = take_held_ack(dev, qp) else {
+        return false;
+    };
     let _ = net::xmit(dev, &held.av, req::udp_sport(qp.qpn), held.skb);
     true
 }
@@ -391,7 +433,10 @@ fn take_recv(qp: &RoxeQp) -> Option<Result<RecvEntry, u64>> {
     match RecvWqe::parse(&slot, max_sge) {
         Ok(wqe) => Some(Ok(RecvEntry { wqe, slot })),
         Err(_) => {
-            let wr_id = slot.get(..8).and_then(|b| b.try_into().ok()).map_or(0, u64::from_ne_bytes);
+            let wr_id = slot
+                .get(..8)
+                .and_then(|b| b.try_into().ok())
+                .map_or(0, u64::from_ne_bytes);
             Some(Err(wr_id))
         }
     }
@@ -435,7 +480,10 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src:
         (path, cfg, a.qkey)
     };
     // IBA 10.3.1: a QP receives from RTR on; in RESET, INIT or ERR packets are dropped.
-    if !matches!(path.state, QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe) {
+    if !matches!(
+        path.state,
+        QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe
+    ) {
         dev.data().counters.inc(Counter::RcvdDrops);
         return;
     }
@@ -535,7 +583,12 @@ fn handle(
         }
         PsnVerdict::SequenceNak { expected } => {
             dev.data().counters.inc(Counter::OutOfSeqRequest);
-            acknowledge(path, fx, expected, rs.proto.aeth(Syndrome::Nak(NakCode::PsnSequenceError)));
+            acknowledge(
+                path,
+                fx,
+                expected,
+                rs.proto.aeth(Syndrome::Nak(NakCode::PsnSequenceError)),
+            );
             return;
         }
         PsnVerdict::Drop => return,
@@ -567,7 +620,13 @@ impl From<RespError> for Refusal {
 /// What a copy to or from remote memory means for the request: a miss on an ODP page queues a
 /// fault of `[va, va + len)` of `mr` (the rest of the request, so that the resend finds it all)
 /// and defers the request; any other failure is an R_Key violation.
-fn remote_copy<T>(dev: &Device<Roxe>, mr: &RoxeMr, va: u64, len: u64, r: Result<T, MemError>) -> Result<T, Refusal> {
+fn remote_copy<T>(
+    dev: &Device<Roxe>,
+    mr: &RoxeMr,
+    va: u64,
+    len: u64,
+    r: Result<T, MemError>,
+) -> Result<T, Refusal> {
     match r {
         Ok(v) => Ok(v),
         Err(MemError::NotPresent) => {
@@ -582,12 +641,26 @@ fn remote_copy<T>(dev: &Device<Roxe>, mr: &RoxeMr, va: u64, len: u64, r: Result<
 /// Copies SEND data to byte `offset` of a receive WQE's buffers (`recv_len` bytes in all). A
 /// miss on an ODP page queues a fault of the rest of the buffers, where the rest of the message
 /// goes.
-fn place_recv(dev: &Device<Roxe>, qp: &RoxeQp, list: &SgeList<'_>, offset: u32, data: &[u8], recv_len: u32) -> Result<(), Refusal> {
+fn place_recv(
+    dev: &Device<Roxe>,
+    qp: &RoxeQp,
+    list: &SgeList<'_>,
+    offset: u32,
+    data: &[u8],
+    recv_len: u32,
+) -> Result<(), Refusal> {
     match list.scatter(dev.data(), qp.pd_id, u64::from(offset), data) {
         Ok(()) => Ok(()),
         Err(MemError::NotPresent) => {
             let rest = recv_len.saturating_sub(offset) as usize;
-            let _ = odp::fault_sges(dev, qp.pd_id, list, u64::from(offset), rest, Access::LOCAL_WRITE);
+            let _ = odp::fault_sges(
+                dev,
+                qp.pd_id,
+                list,
+                u64::from(offset),
+                rest,
+                Access::LOCAL_WRITE,
+            );
             Err(Refusal::NotPresent)
         }
         Err(_) => Err(RespError::RecvProtection.into()),
@@ -659,7 +732,11 @@ fn execute(
         Placement::Nothing => {}
         Placement::Recv { offset } => {
             let r = rs.recv.as_ref().ok_or(RespError::ReceiverNotReady)?;
-            let list = SgeList { slot: &r.slot, base: recv_layout::DMA_DATA, num: r.wqe.num_sge };
+            let list = SgeList {
+                slot: &r.slot,
+                base: recv_layout::DMA_DATA,
+                num: r.wqe.num_sge,
+            };
             if cfg.transport() == Transport::Ud {
                 place_recv(dev, qp, &list, 0, &grh_bytes(src), r.wqe.length)?;
             }
@@ -668,15 +745,24 @@ fn execute(
                 // SEND with Invalidate (its LAST or ONLY packet carries the IETH) frees the named
                 // window or fast-registration MR before the receive completes (IBA 10.6.7.3); an
                 // R_Key that names nothing this QP may invalidate fails the message (class J).
-                crate::mem::invalidate(dev.data(), qp.pd_id, ieth.rkey).map_err(|_| RespError::InvalidateFailed)?;
+                crate::mem::invalidate(dev.data(), qp.pd_id, ieth.rkey)
+                    .map_err(|_| RespError::InvalidateFailed)?;
             }
         }
         Placement::Remote(access) => {
             let found = remote_target(dev.data(), access.rkey, qp.pd_id, qp.qpn);
             check_rkey(found.as_ref().map(|(t, _)| t), &access)?;
-            let Some((_, mr)) = found else { return Err(RespError::RemoteAccess.into()) };
+            let Some((_, mr)) = found else {
+                return Err(RespError::RemoteAccess.into());
+            };
             match req.info.operation() {
-                Operation::RdmaWrite => remote_copy(dev, &mr, access.va, access.len, mr.write_at(access.va, payload))?,
+                Operation::RdmaWrite => remote_copy(
+                    dev,
+                    &mr,
+                    access.va,
+                    access.len,
+                    mr.write_at(access.va, payload),
+                )?,
                 Operation::RdmaReadRequest => {
                     // ODP: the responses are built in softirq, which cannot fault, so the
                     // first burst's bytes must be present before the READ is accepted (it
@@ -686,7 +772,13 @@ fn execute(
                     // and the requester asks again from there.
                     let first_burst = u64::from(READ_REPLY_BURST) * u64::from(cfg.mtu.bytes());
                     let len = access.len.min(first_burst);
-                    remote_copy(dev, &mr, access.va, access.len, mr.check_present(access.va, len))?;
+                    remote_copy(
+                        dev,
+                        &mr,
+                        access.va,
+                        access.len,
+                        mr.check_present(access.va, len),
+                    )?;
                     read_mr = Some(mr);
                 }
                 Operation::CompareSwap | Operation::FetchAdd => {
@@ -698,7 +790,11 @@ fn execute(
                         mr.read_at(access.va, &mut cur).and_then(|()| {
                             let orig = u64::from_ne_bytes(cur);
                             let new = if swap {
-                                if orig == a.compare { a.swap_add } else { orig }
+                                if orig == a.compare {
+                                    a.swap_add
+                                } else {
+                                    orig
+                                }
                             } else {
                                 orig.wrapping_add(a.swap_add)
                             };
@@ -735,7 +831,11 @@ fn execute(
                 rdma_write_with_imm: ok.rdma_with_imm,
                 imm_data: pkt.imm_data(),
                 invalidated_rkey: pkt.ieth().map(|i| i.rkey),
-                src_qp: if ud { pkt.deth().map(|d| d.src_qpn) } else { None },
+                src_qp: if ud {
+                    pkt.deth().map(|d| d.src_qpn)
+                } else {
+                    None
+                },
                 grh: ud,
                 pkey_index: 0,
                 port_num: crate::device::PORT as u8,
@@ -751,19 +851,46 @@ fn execute(
 /// Queues the responses of `r`. A READ's reply is only started here: its first burst goes out
 /// after the responder's lock ([`send_read_burst`]), or from the loopback drainer
 /// ([`LocalReply`]); it reads through `mr`, the MR the request's key named.
-fn respond(dev: &Device<Roxe>, path: &PathInfo, cfg: &RespConfig, rs: &mut RespState, fx: &mut Effects, r: Response, mr: Option<PoolRef<RoxeMr>>) {
+fn respond(
+    dev: &Device<Roxe>,
+    path: &PathInfo,
+    cfg: &RespConfig,
+    rs: &mut RespState,
+    fx: &mut Effects,
+    r: Response,
+    mr: Option<PoolRef<RoxeMr>>,
+) {
     let ack = rs.proto.aeth(ack_syndrome());
     match r {
         Response::None => {}
         // Kept apart from the other responses: it may be held (`send_responses`).
-        Response::Ack { psn } => fx.ack = ack_packet(&fx.netdev, path, psn, ack).map(|skb| (psn, skb)),
+        Response::Ack { psn } => {
+            fx.ack = ack_packet(&fx.netdev, path, psn, ack).map(|skb| (psn, skb))
+        }
         Response::AtomicAck { psn, original } => {
-            let skb =
-                response(&fx.netdev, path, Opcode::RC_ATOMIC_ACKNOWLEDGE, psn, Some(ack), 0, |_| true, Some(original));
+            let skb = response(
+                &fx.netdev,
+                path,
+                Opcode::RC_ATOMIC_ACKNOWLEDGE,
+                psn,
+                Some(ack),
+                0,
+                |_| true,
+                Some(original),
+            );
             push(fx, skb);
         }
         Response::EmptyRead { psn } => {
-            let skb = response(&fx.netdev, path, Opcode::RC_RDMA_READ_RESPONSE_ONLY, psn, Some(ack), 0, |_| true, None);
+            let skb = response(
+                &fx.netdev,
+                path,
+                Opcode::RC_RDMA_READ_RESPONSE_ONLY,
+                psn,
+                Some(ack),
+                0,
+                |_| true,
+                None,
+            );
             push(fx, skb);
         }
         Response::Read(reply) => match local_reply(dev, path, cfg.mtu, ack, mr, &reply, fx) {
@@ -812,7 +939,9 @@ fn local_reply(
     reply: &ReadReply,
     fx: &mut Effects,
 ) -> Result<(), Option<PoolRef<RoxeMr>>> {
-    let (Some(av), Some(m)) = (path.av, mr.as_ref()) else { return Err(mr) };
+    let (Some(av), Some(m)) = (path.av, mr.as_ref()) else {
+        return Err(mr);
+    };
     if !fx.local || av.dgid != av.sgid || !m.is_pinned_user() || fx.local_reply.is_some() {
         return Err(mr);
     }
@@ -820,8 +949,20 @@ fn local_reply(
         return Err(mr);
     }
     let Some(mr) = mr else { return Err(None) };
-    let src = Source { sgid: av.sgid, dgid: av.dgid, network: av.network, local: true };
-    fx.local_reply = Some(LocalReply { mr, reply: *reply, mtu, ack, dest_qpn: path.dest_qpn, src });
+    let src = Source {
+        sgid: av.sgid,
+        dgid: av.dgid,
+        network: av.network,
+        local: true,
+    };
+    fx.local_reply = Some(LocalReply {
+        mr,
+        reply: *reply,
+        mtu,
+        ack,
+        dest_qpn: path.dest_qpn,
+        src,
+    });
     Ok(())
 }
 
@@ -832,23 +973,39 @@ fn local_reply(
 /// since the claim is taken.
 pub(crate) fn deliver_local_reply(dev: &Device<Roxe>) -> u32 {
     let data = dev.data();
-    let Some(r) = data.local_reply.lock().take() else { return 0 };
-    let Some(room) = response_len(Opcode::RC_RDMA_READ_RESPONSE_LAST, r.mtu.bytes() as usize) else { return 0 };
+    let Some(r) = data.local_reply.lock().take() else {
+        return 0;
+    };
+    let Some(room) = response_len(Opcode::RC_RDMA_READ_RESPONSE_LAST, r.mtu.bytes() as usize)
+    else {
+        return 0;
+    };
     // Lost if there is no memory, as on a wire: the requester asks again.
-    let Ok(mut buf) = KVec::from_elem(0u8, room, GFP_ATOMIC) else { return 0 };
+    let Ok(mut buf) = KVec::from_elem(0u8, room, GFP_ATOMIC) else {
+        return 0;
+    };
     let mut delivered = 0;
     for seg in r.reply.packets(r.mtu).take(READ_REPLY_BURST as usize) {
         let len = seg.len as usize;
-        let Some(bytes) = response_len(seg.opcode, len).and_then(|total| buf.get_mut(..total)) else { break };
+        let Some(bytes) = response_len(seg.opcode, len).and_then(|total| buf.get_mut(..total))
+        else {
+            break;
+        };
         let aeth = if seg.has_aeth { Some(r.ack) } else { None };
         let at = r.reply.va.wrapping_add(u64::from(seg.offset));
         // Pinned memory: a failed read is a range the key check let through, which cannot
         // happen; the requester would time out and ask again.
         let fill = |out: &mut [u8]| r.mr.read_at(at, out).is_ok();
-        if write_response(bytes, r.dest_qpn, seg.opcode, seg.psn, aeth, len, fill, None).is_none() {
+        if write_response(
+            bytes, r.dest_qpn, seg.opcode, seg.psn, aeth, len, fill, None,
+        )
+        .is_none()
+        {
             break;
         }
-        let Ok(pkt) = Packet::new_checked(&bytes[..]) else { break };
+        let Ok(pkt) = Packet::new_checked(&bytes[..]) else {
+            break;
+        };
         data.counters.inc(Counter::SentPkts);
         data.counters.inc(Counter::RcvdPkts);
         crate::recv::dispatch(dev, data, &pkt, &r.src);
@@ -864,7 +1021,10 @@ pub(crate) fn tick(dev: &Device<Roxe>, qp: &RoxeQp, now: u64) {
         return;
     }
     let path = req::path_info(qp);
-    if !matches!(path.state, QpState::Rts | QpState::Sqd | QpState::Sqe | QpState::Rtr) {
+    if !matches!(
+        path.state,
+        QpState::Rts | QpState::Sqd | QpState::Sqe | QpState::Rtr
+    ) {
         return;
     }
     let mtu = IbMtu::from_raw(qp.state.lock().attr.path_mtu).unwrap_or(IbMtu::Mtu256);
@@ -878,10 +1038,18 @@ pub(crate) fn tick(dev: &Device<Roxe>, qp: &RoxeQp, now: u64) {
 /// caller looked the key up for this reply (a new READ); otherwise the key is checked again,
 /// since the MR may have gone since the READ arrived (rxe: `rxe_recheck_mr`). Context:
 /// softirq, or bottom halves off.
-fn send_read_burst(dev: &Device<Roxe>, qp: &RoxeQp, path: &PathInfo, mtu: IbMtu, mr: Option<PoolRef<RoxeMr>>) {
+fn send_read_burst(
+    dev: &Device<Roxe>,
+    qp: &RoxeQp,
+    path: &PathInfo,
+    mtu: IbMtu,
+    mr: Option<PoolRef<RoxeMr>>,
+) {
     let (burst, ack) = {
         let mut rs = qp.resp_state.lock();
-        let Some(burst) = rs.read.take_burst() else { return };
+        let Some(burst) = rs.read.take_burst() else {
+            return;
+        };
         (burst, rs.proto.aeth(ack_syndrome()))
     };
     let reply = burst.reply;
@@ -904,9 +1072,23 @@ fn send_read_burst(dev: &Device<Roxe>, qp: &RoxeQp, path: &PathInfo, mtu: IbMtu,
     let netdev = dev.data().netdev.clone();
     let mut packets = KVec::new();
     let started = now_ms();
-    let rest = read_responses(dev, &netdev, path, mtu, ack, mr.as_ref().map(|m| &***m), &reply, &mut packets);
+    let rest = read_responses(
+        dev,
+        &netdev,
+        path,
+        mtu,
+        ack,
+        mr.as_ref().map(|m| &***m),
+        &reply,
+        &mut packets,
+    );
     let now = now_ms();
-    qp.resp_state.lock().read.finish_burst(burst.generation, rest, now, now.saturating_sub(started));
+    qp.resp_state.lock().read.finish_burst(
+        burst.generation,
+        rest,
+        now,
+        now.saturating_sub(started),
+    );
     if let Some(av) = path.av {
         send_responses(dev, qp, &av, None, packets);
     }

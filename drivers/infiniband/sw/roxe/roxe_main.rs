@@ -14,8 +14,15 @@
 // The RDMA abstractions are a library, written as if they were `rust/kernel/rdma/`: their `pub`
 // API is wider than what this one driver uses today.
 #[path = "../../../../rust/rdma/mod.rs"]
-#[allow(unsafe_code, reason = "rust/ is where roxe's unsafe code lives, each block justified")]
-#[allow(unreachable_pub, dead_code, reason = "library API, used in part by this driver")]
+#[allow(
+    unsafe_code,
+    reason = "rust/ is where roxe's unsafe code lives, each block justified"
+)]
+#[allow(
+    unreachable_pub,
+    dead_code,
+    reason = "library API, used in part by this driver"
+)]
 mod rdma;
 
 mod ah;
@@ -37,7 +44,11 @@ mod req;
 mod resp;
 mod srq;
 // Pure protocol logic shared with the host test crate, which uses all of it.
-#[allow(unreachable_pub, dead_code, reason = "shared with tools/proto, which uses all of it")]
+#[allow(
+    unreachable_pub,
+    dead_code,
+    reason = "shared with tools/proto, which uses all of it"
+)]
 mod proto;
 
 use kernel::prelude::*;

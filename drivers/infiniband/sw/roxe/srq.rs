@@ -7,13 +7,6 @@
 
 #![deny(unsafe_code)]
 
-use crate::{
-    cq::{mminfo_bytes, MMINFO_SIZE},
-    device::Roxe,
-    param,
-    proto::wqe::{recv_layout, SGE_SIZE},
-    queue::{Direction, Queue},
-};
 use crate::rdma::{
     device::Device,
     kverbs::KernelRecvWr,
@@ -22,6 +15,13 @@ use crate::rdma::{
     srq::{srq_mask, Srq, SrqAttr, SrqInit, SrqNotifier},
 };
 use crate::rdma::{mmap::MmapInfo, pool::PoolRef};
+use crate::{
+    cq::{mminfo_bytes, MMINFO_SIZE},
+    device::Roxe,
+    param,
+    proto::wqe::{recv_layout, SGE_SIZE},
+    queue::{Direction, Queue},
+};
 use kernel::sync::SpinLockIrq;
 use kernel::{
     prelude::*,
@@ -78,17 +78,29 @@ pub(crate) fn create(
         return Err(EOPNOTSUPP);
     }
     let a = &mut init.attr;
-    if a.max_wr == 0 || a.max_wr > param::MAX_SRQ_WR || a.max_sge > param::MAX_SRQ_SGE || a.srq_limit > a.max_wr {
+    if a.max_wr == 0
+        || a.max_wr > param::MAX_SRQ_WR
+        || a.max_sge > param::MAX_SRQ_SGE
+        || a.srq_limit > a.max_wr
+    {
         return Err(EINVAL);
     }
     a.max_sge = a.max_sge.max(1);
-    let mut queue = Queue::new(a.max_wr, elem_size(a.max_sge), param::MAX_SRQ_WR, Direction::FromClient)?;
+    let mut queue = Queue::new(
+        a.max_wr,
+        elem_size(a.max_sge),
+        param::MAX_SRQ_WR,
+        Direction::FromClient,
+    )?;
     a.max_wr = queue.capacity();
     let mi = match udata {
         Some(u) => Some(queue.offer_mmap(u)?),
         None => None,
     };
-    let slot = dev.data().srqs.reserve(param::SRQ_INDEX_MIN, param::SRQ_INDEX_MAX, Alloc::Kernel)?;
+    let slot =
+        dev.data()
+            .srqs
+            .reserve(param::SRQ_INDEX_MIN, param::SRQ_INDEX_MAX, Alloc::Kernel)?;
     let srq_num = slot.index();
     if let (Some(u), Some(mi)) = (udata, mi) {
         u.respond_bytes(&create_srq_resp(mi, srq_num))?;
@@ -105,7 +117,12 @@ pub(crate) fn create(
     }? Error))
 }
 
-pub(crate) fn modify(srq: &Srq<Roxe>, attr: &SrqAttr, mask: u32, udata: Option<&UData<'_>>) -> Result {
+pub(crate) fn modify(
+    srq: &Srq<Roxe>,
+    attr: &SrqAttr,
+    mask: u32,
+    udata: Option<&UData<'_>>,
+) -> Result {
     let this = srq.srq_data();
     // `struct rxe_modify_srq_cmd`: the user address to write the new ring's mmap info to.
     let mut cmd = [0u8; 8];
@@ -118,8 +135,15 @@ pub(crate) fn modify(srq: &Srq<Roxe>, attr: &SrqAttr, mask: u32, udata: Option<&
         return Err(EINVAL);
     }
     if mask & srq_mask::MAX_WR != 0 {
-        let limit_after = if mask & srq_mask::LIMIT != 0 { attr.srq_limit } else { this.inner.lock().limit };
-        if attr.max_wr == 0 || attr.max_wr > param::MAX_SRQ_WR || (limit_after != 0 && attr.max_wr < limit_after) {
+        let limit_after = if mask & srq_mask::LIMIT != 0 {
+            attr.srq_limit
+        } else {
+            this.inner.lock().limit
+        };
+        if attr.max_wr == 0
+            || attr.max_wr > param::MAX_SRQ_WR
+            || (limit_after != 0 && attr.max_wr < limit_after)
+        {
             return Err(EINVAL);
         }
         // Everything that allocates or touches user memory happens before the lock.
@@ -129,7 +153,9 @@ pub(crate) fn modify(srq: &Srq<Roxe>, attr: &SrqAttr, mask: u32, udata: Option<&
             Some(u) => {
                 let e = new.make_mmap_entry(u)?;
                 let addr = usize::try_from(mmap_info_addr).map_err(|_| EFAULT)?;
-                UserSlice::new(UserPtr::from_addr(addr), MMINFO_SIZE).writer().write_slice(&mminfo_bytes(e.info()))?;
+                UserSlice::new(UserPtr::from_addr(addr), MMINFO_SIZE)
+                    .writer()
+                    .write_slice(&mminfo_bytes(e.info()))?;
                 Some(e)
             }
             None => None,
@@ -156,11 +182,20 @@ pub(crate) fn modify(srq: &Srq<Roxe>, attr: &SrqAttr, mask: u32, udata: Option<&
 
 pub(crate) fn query(srq: &Srq<Roxe>) -> SrqAttr {
     let inner = srq.srq_data().inner.lock();
-    SrqAttr { max_wr: inner.queue.capacity(), max_sge: inner.max_sge, srq_limit: inner.limit }
+    SrqAttr {
+        max_wr: inner.queue.capacity(),
+        max_sge: inner.max_sge,
+        srq_limit: inner.limit,
+    }
 }
 
 pub(crate) fn destroy(srq: &Srq<Roxe>) {
-    drop(srq.device::<Roxe>().data().srqs.remove(srq.srq_data().srq_num));
+    drop(
+        srq.device::<Roxe>()
+            .data()
+            .srqs
+            .remove(srq.srq_data().srq_num),
+    );
 }
 
 /// Writes a kernel consumer's receive WR into the SRQ ring (`ib_post_srq_recv`). Context: any;

@@ -20,7 +20,10 @@ impl<T: Copy, const N: usize> Default for Batch<T, N> {
 impl<T: Copy, const N: usize> Batch<T, N> {
     /// An empty batch.
     pub const fn new() -> Self {
-        Batch { items: [None; N], len: 0 }
+        Batch {
+            items: [None; N],
+            len: 0,
+        }
     }
 
     /// Appends `v`; gives it back when the batch is full.

@@ -39,7 +39,10 @@ pub const fn completes_without_ack(qp_type: QpType, op: SendOpcode) -> bool {
 /// FLUSH and ATOMIC WRITE are answered by an empty RDMA READ response, but as it carries
 /// nothing, a later acknowledgement completes them like a write (as in rxe).
 pub const fn needs_response_data(op: SendOpcode) -> bool {
-    matches!(op, SendOpcode::RdmaRead | SendOpcode::CmpAndSwp | SendOpcode::FetchAndAdd)
+    matches!(
+        op,
+        SendOpcode::RdmaRead | SendOpcode::CmpAndSwp | SendOpcode::FetchAndAdd
+    )
 }
 
 /// Whether a response for `ack_psn` acknowledges a WQE whose last PSN is `wqe_last_psn`: ACKs
@@ -83,7 +86,12 @@ impl RetryCounters {
     pub const fn new(retry_cnt: u8, rnr_retry: u8) -> RetryCounters {
         let retry_cnt = if retry_cnt > 7 { 7 } else { retry_cnt };
         let rnr_retry = if rnr_retry > 7 { 7 } else { rnr_retry };
-        RetryCounters { retry_cnt, rnr_retry, retries_left: retry_cnt, rnr_retries_left: rnr_retry }
+        RetryCounters {
+            retry_cnt,
+            rnr_retry,
+            retries_left: retry_cnt,
+            rnr_retries_left: rnr_retry,
+        }
     }
 
     /// Transport retries left.
@@ -204,9 +212,13 @@ impl CompState {
         match self.counters.on_timeout() {
             TimeoutVerdict::Retry => {
                 self.retry_pending = true;
-                CompAction::Retry { from_psn: self.expected_psn }
+                CompAction::Retry {
+                    from_psn: self.expected_psn,
+                }
             }
-            TimeoutVerdict::Exhausted => CompAction::Error { status: WcStatus::RetryExcErr },
+            TimeoutVerdict::Exhausted => CompAction::Error {
+                status: WcStatus::RetryExcErr,
+            },
         }
     }
 }
@@ -334,7 +346,9 @@ pub const fn nak_status(code: NakCode) -> Option<WcStatus> {
         NakCode::RemoteAccessError => Some(WcStatus::RemAccessErr),
         // An RD-only code or a reserved one cannot answer an RC request; like rxe, report
         // the responder's failure as an operational error.
-        NakCode::RemoteOperationalError | NakCode::InvalidRdRequest | NakCode::Reserved(_) => Some(WcStatus::RemOpErr),
+        NakCode::RemoteOperationalError | NakCode::InvalidRdRequest | NakCode::Reserved(_) => {
+            Some(WcStatus::RemOpErr)
+        }
     }
 }
 
@@ -358,7 +372,12 @@ pub const fn nak_status(code: NakCode) -> Option<WcStatus> {
 /// 5. The response must fit the WQE: READ data for an RDMA READ, an atomic acknowledge for an
 ///    atomic, an empty READ response or an ACK for FLUSH and ATOMIC WRITE, an ACK or NAK for the
 ///    rest. A mismatch is `IB_WC_BAD_RESP_ERR`.
-pub fn on_response(state: &mut CompState, oldest: Option<&Outstanding>, ack: &AckFacts, psn_limit: Psn) -> CompAction {
+pub fn on_response(
+    state: &mut CompState,
+    oldest: Option<&Outstanding>,
+    ack: &AckFacts,
+    psn_limit: Psn,
+) -> CompAction {
     let info = match ack.opcode.info() {
         Some(info) if info.is_response() && matches!(info.transport(), Transport::Rc) => info,
         _ => return CompAction::Ignore,
@@ -402,7 +421,9 @@ pub fn on_response(state: &mut CompState, oldest: Option<&Outstanding>, ack: &Ac
         // is dropped; the timer recovers it.
         // The READ need not be fully sent: its later requests (READ_REQUEST_PSNS) wait for
         // these responses.
-        if matches!(info.operation(), Operation::RdmaReadResponse) && matches!(wqe.op, SendOpcode::RdmaRead) {
+        if matches!(info.operation(), Operation::RdmaReadResponse)
+            && matches!(wqe.op, SendOpcode::RdmaRead)
+        {
             return state.start_retry(false);
         }
         return CompAction::Ignore;
@@ -416,12 +437,19 @@ pub fn on_response(state: &mut CompState, oldest: Option<&Outstanding>, ack: &Ac
 }
 
 /// A response older than the expected PSN (step 3 of [`on_response`]).
-fn stale_response(state: &mut CompState, wqe: &Outstanding, ack: &AckFacts, op: Operation) -> CompAction {
+fn stale_response(
+    state: &mut CompState,
+    wqe: &Outstanding,
+    ack: &AckFacts,
+    op: Operation,
+) -> CompAction {
     if !matches!(op, Operation::Acknowledge) {
         return CompAction::Ignore;
     }
     match ack.aeth.map(|a| a.syndrome) {
-        Some(Syndrome::Ack { .. }) if ack.psn == wqe.last_psn && wqe.fully_sent && !needs_response_data(wqe.op) => {
+        Some(Syndrome::Ack { .. })
+            if ack.psn == wqe.last_psn && wqe.fully_sent && !needs_response_data(wqe.op) =>
+        {
             state.progress();
             CompAction::Complete
         }
@@ -435,8 +463,15 @@ fn stale_response(state: &mut CompState, wqe: &Outstanding, ack: &AckFacts, op: 
 
 /// RDMA READ response data, or the empty READ response that answers FLUSH and ATOMIC WRITE.
 /// The PSN is the expected one.
-fn read_response(state: &mut CompState, wqe: &Outstanding, ack: &AckFacts, opcode: Opcode) -> CompAction {
-    let bad = CompAction::Error { status: WcStatus::BadRespErr };
+fn read_response(
+    state: &mut CompState,
+    wqe: &Outstanding,
+    ack: &AckFacts,
+    opcode: Opcode,
+) -> CompAction {
+    let bad = CompAction::Error {
+        status: WcStatus::BadRespErr,
+    };
     // FIRST, LAST and ONLY carry an AETH, which must be an ACK.
     if let Some(aeth) = ack.aeth {
         if !matches!(aeth.syndrome, Syndrome::Ack { .. }) {
@@ -479,13 +514,21 @@ fn read_response(state: &mut CompState, wqe: &Outstanding, ack: &AckFacts, opcod
                 return bad;
             }
             let offset = offset as u32;
-            let expected_len = if is_last { wqe.length.saturating_sub(offset) } else { state.mtu.bytes() };
+            let expected_len = if is_last {
+                wqe.length.saturating_sub(offset)
+            } else {
+                state.mtu.bytes()
+            };
             if ack.payload_len != expected_len {
                 return bad;
             }
             state.acknowledge_before(ack.psn.next());
             state.progress();
-            CompAction::ReadData { offset, len: ack.payload_len, completes: is_last }
+            CompAction::ReadData {
+                offset,
+                len: ack.payload_len,
+                completes: is_last,
+            }
         }
         _ => bad,
     }
@@ -493,11 +536,14 @@ fn read_response(state: &mut CompState, wqe: &Outstanding, ack: &AckFacts, opcod
 
 /// An atomic acknowledge at the expected PSN.
 fn atomic_acknowledge(state: &mut CompState, wqe: &Outstanding, ack: &AckFacts) -> CompAction {
-    let bad = CompAction::Error { status: WcStatus::BadRespErr };
+    let bad = CompAction::Error {
+        status: WcStatus::BadRespErr,
+    };
     if !matches!(ack.aeth.map(|a| a.syndrome), Some(Syndrome::Ack { .. })) {
         return bad;
     }
-    if !matches!(wqe.op, SendOpcode::CmpAndSwp | SendOpcode::FetchAndAdd) || ack.psn != wqe.last_psn {
+    if !matches!(wqe.op, SendOpcode::CmpAndSwp | SendOpcode::FetchAndAdd) || ack.psn != wqe.last_psn
+    {
         return bad;
     }
     let orig = match ack.atomic_orig {
@@ -533,8 +579,13 @@ fn acknowledge(state: &mut CompState, wqe: &Outstanding, ack: &AckFacts) -> Comp
             // The responder executed everything before the NAKed PSN and resumes there.
             state.acknowledge_before(ack.psn);
             match state.counters.on_rnr_nak() {
-                RnrVerdict::Wait => CompAction::RnrWait { delay_us: rnr_timer_us(timer), from_psn: ack.psn },
-                RnrVerdict::Exhausted => CompAction::Error { status: WcStatus::RnrRetryExcErr },
+                RnrVerdict::Wait => CompAction::RnrWait {
+                    delay_us: rnr_timer_us(timer),
+                    from_psn: ack.psn,
+                },
+                RnrVerdict::Exhausted => CompAction::Error {
+                    status: WcStatus::RnrRetryExcErr,
+                },
             }
         }
         Syndrome::Nak(code) => match nak_status(code) {
@@ -559,7 +610,11 @@ fn acknowledge(state: &mut CompState, wqe: &Outstanding, ack: &AckFacts) -> Comp
 /// outstanding: no started WQE (`oldest` is `None`) or every PSN sent below `psn_limit` is
 /// acknowledged. The answer is [`CompAction::Ignore`], [`CompAction::Retry`] or
 /// [`CompAction::Error`] with `IB_WC_RETRY_EXC_ERR` for the oldest WQE.
-pub fn on_ack_timeout(state: &mut CompState, oldest: Option<&Outstanding>, psn_limit: Psn) -> CompAction {
+pub fn on_ack_timeout(
+    state: &mut CompState,
+    oldest: Option<&Outstanding>,
+    psn_limit: Psn,
+) -> CompAction {
     if oldest.is_none() || state.expected_psn.diff(psn_limit) >= 0 {
         return CompAction::Ignore;
     }
@@ -579,11 +634,20 @@ mod tests {
     }
 
     fn out(op: SendOpcode, first: u32, last: u32, length: u32) -> Outstanding {
-        Outstanding { op, first_psn: Psn::new(first), last_psn: Psn::new(last), fully_sent: true, length }
+        Outstanding {
+            op,
+            first_psn: Psn::new(first),
+            last_psn: Psn::new(last),
+            fully_sent: true,
+            length,
+        }
     }
 
     fn aeth(syndrome: Syndrome) -> Option<Aeth> {
-        Some(Aeth { syndrome, msn: Msn::new(0) })
+        Some(Aeth {
+            syndrome,
+            msn: Msn::new(0),
+        })
     }
 
     const ACK: Syndrome = Syndrome::Ack { credits: 0x1f };
@@ -616,12 +680,21 @@ mod tests {
         let mut s = state(10);
         let w = out(SendOpcode::Send, 10, 12, 3000);
         // A coalesced ACK for the middle packet is progress.
-        assert_eq!(on_response(&mut s, Some(&w), &ack(11, ACK), LIMIT), CompAction::Progress);
+        assert_eq!(
+            on_response(&mut s, Some(&w), &ack(11, ACK), LIMIT),
+            CompAction::Progress
+        );
         assert_eq!(s.expected_psn, Psn::new(12));
-        assert_eq!(on_response(&mut s, Some(&w), &ack(12, ACK), LIMIT), CompAction::Complete);
+        assert_eq!(
+            on_response(&mut s, Some(&w), &ack(12, ACK), LIMIT),
+            CompAction::Complete
+        );
         assert_eq!(s.expected_psn, Psn::new(13));
         // A duplicate of it is stale.
-        assert_eq!(on_response(&mut s, Some(&w), &ack(11, ACK), LIMIT), CompAction::Ignore);
+        assert_eq!(
+            on_response(&mut s, Some(&w), &ack(11, ACK), LIMIT),
+            CompAction::Ignore
+        );
     }
 
     #[test]
@@ -631,9 +704,18 @@ mod tests {
         let b = out(SendOpcode::Send, 11, 11, 8);
         let c = out(SendOpcode::Send, 12, 13, 1500);
         let facts = ack(13, ACK);
-        assert_eq!(on_response(&mut s, Some(&a), &facts, LIMIT), CompAction::CompleteAndRecheck);
-        assert_eq!(on_response(&mut s, Some(&b), &facts, LIMIT), CompAction::CompleteAndRecheck);
-        assert_eq!(on_response(&mut s, Some(&c), &facts, LIMIT), CompAction::Complete);
+        assert_eq!(
+            on_response(&mut s, Some(&a), &facts, LIMIT),
+            CompAction::CompleteAndRecheck
+        );
+        assert_eq!(
+            on_response(&mut s, Some(&b), &facts, LIMIT),
+            CompAction::CompleteAndRecheck
+        );
+        assert_eq!(
+            on_response(&mut s, Some(&c), &facts, LIMIT),
+            CompAction::Complete
+        );
         assert_eq!(s.expected_psn, Psn::new(14));
         assert_eq!(on_response(&mut s, None, &facts, LIMIT), CompAction::Ignore);
     }
@@ -642,11 +724,23 @@ mod tests {
     fn responses_for_unsent_psns_are_dropped() {
         let mut s = state(10);
         let w = out(SendOpcode::Send, 10, 10, 8);
-        assert_eq!(on_response(&mut s, Some(&w), &ack(11, ACK), Psn::new(11)), CompAction::Ignore);
-        assert_eq!(on_response(&mut s, Some(&w), &ack(10, ACK), Psn::new(11)), CompAction::Complete);
+        assert_eq!(
+            on_response(&mut s, Some(&w), &ack(11, ACK), Psn::new(11)),
+            CompAction::Ignore
+        );
+        assert_eq!(
+            on_response(&mut s, Some(&w), &ack(10, ACK), Psn::new(11)),
+            CompAction::Complete
+        );
         // Requests are not responses.
-        let req = AckFacts { opcode: Opcode::RC_SEND_ONLY, ..ack(10, ACK) };
-        assert_eq!(on_response(&mut s, Some(&w), &req, LIMIT), CompAction::Ignore);
+        let req = AckFacts {
+            opcode: Opcode::RC_SEND_ONLY,
+            ..ack(10, ACK)
+        };
+        assert_eq!(
+            on_response(&mut s, Some(&w), &req, LIMIT),
+            CompAction::Ignore
+        );
     }
 
     #[test]
@@ -657,59 +751,125 @@ mod tests {
         let first = read_resp(Opcode::RC_RDMA_READ_RESPONSE_FIRST, 20, 1024);
         assert_eq!(
             on_response(&mut s, Some(&w), &first, LIMIT),
-            CompAction::ReadData { offset: 0, len: 1024, completes: false }
+            CompAction::ReadData {
+                offset: 0,
+                len: 1024,
+                completes: false
+            }
         );
         // A gap (PSN 22 before 21): the READ is asked again from 21, once for the gap.
         let last = read_resp(Opcode::RC_RDMA_READ_RESPONSE_LAST, 22, 452);
-        assert_eq!(on_response(&mut s, Some(&w), &last, LIMIT), CompAction::Retry { from_psn: Psn::new(21) });
-        assert_eq!(on_response(&mut s, Some(&w), &last, LIMIT), CompAction::Ignore);
-        let middle = read_resp(Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 21, 1024);
         assert_eq!(
-            on_response(&mut s, Some(&w), &middle, LIMIT),
-            CompAction::ReadData { offset: 1024, len: 1024, completes: false }
+            on_response(&mut s, Some(&w), &last, LIMIT),
+            CompAction::Retry {
+                from_psn: Psn::new(21)
+            }
         );
         assert_eq!(
             on_response(&mut s, Some(&w), &last, LIMIT),
-            CompAction::ReadData { offset: 2048, len: 452, completes: true }
+            CompAction::Ignore
+        );
+        let middle = read_resp(Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 21, 1024);
+        assert_eq!(
+            on_response(&mut s, Some(&w), &middle, LIMIT),
+            CompAction::ReadData {
+                offset: 1024,
+                len: 1024,
+                completes: false
+            }
+        );
+        assert_eq!(
+            on_response(&mut s, Some(&w), &last, LIMIT),
+            CompAction::ReadData {
+                offset: 2048,
+                len: 452,
+                completes: true
+            }
         );
         assert_eq!(s.expected_psn, Psn::new(23));
     }
 
     #[test]
     fn read_response_shape_is_checked() {
-        let bad = CompAction::Error { status: WcStatus::BadRespErr };
+        let bad = CompAction::Error {
+            status: WcStatus::BadRespErr,
+        };
         let w = out(SendOpcode::RdmaRead, 20, 22, 2500);
         // A short non-final packet.
         let mut s = state(20);
         assert_eq!(
-            on_response(&mut s, Some(&w), &read_resp(Opcode::RC_RDMA_READ_RESPONSE_FIRST, 20, 1000), LIMIT),
+            on_response(
+                &mut s,
+                Some(&w),
+                &read_resp(Opcode::RC_RDMA_READ_RESPONSE_FIRST, 20, 1000),
+                LIMIT
+            ),
             bad
         );
         // A MIDDLE where the response must start.
         let mut s = state(20);
         assert_eq!(
-            on_response(&mut s, Some(&w), &read_resp(Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 20, 1024), LIMIT),
+            on_response(
+                &mut s,
+                Some(&w),
+                &read_resp(Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 20, 1024),
+                LIMIT
+            ),
             bad
         );
         // An ONLY for a three-packet read.
         let mut s = state(20);
-        assert_eq!(on_response(&mut s, Some(&w), &read_resp(Opcode::RC_RDMA_READ_RESPONSE_ONLY, 20, 1024), LIMIT), bad);
+        assert_eq!(
+            on_response(
+                &mut s,
+                Some(&w),
+                &read_resp(Opcode::RC_RDMA_READ_RESPONSE_ONLY, 20, 1024),
+                LIMIT
+            ),
+            bad
+        );
         // A restarted response (FIRST at PSN 21 after a retry) is fine.
         let mut s = state(21);
         assert_eq!(
-            on_response(&mut s, Some(&w), &read_resp(Opcode::RC_RDMA_READ_RESPONSE_FIRST, 21, 1024), LIMIT),
-            CompAction::ReadData { offset: 1024, len: 1024, completes: false }
+            on_response(
+                &mut s,
+                Some(&w),
+                &read_resp(Opcode::RC_RDMA_READ_RESPONSE_FIRST, 21, 1024),
+                LIMIT
+            ),
+            CompAction::ReadData {
+                offset: 1024,
+                len: 1024,
+                completes: false
+            }
         );
         // READ data for a SEND.
         let mut s = state(20);
         let send = out(SendOpcode::Send, 20, 20, 8);
-        assert_eq!(on_response(&mut s, Some(&send), &read_resp(Opcode::RC_RDMA_READ_RESPONSE_ONLY, 20, 8), LIMIT), bad);
+        assert_eq!(
+            on_response(
+                &mut s,
+                Some(&send),
+                &read_resp(Opcode::RC_RDMA_READ_RESPONSE_ONLY, 20, 8),
+                LIMIT
+            ),
+            bad
+        );
         // An empty zero-length read.
         let mut s = state(20);
         let empty = out(SendOpcode::RdmaRead, 20, 20, 0);
         assert_eq!(
-            on_response(&mut s, Some(&empty), &read_resp(Opcode::RC_RDMA_READ_RESPONSE_ONLY, 20, 0), LIMIT),
-            CompAction::ReadData { offset: 0, len: 0, completes: true }
+            on_response(
+                &mut s,
+                Some(&empty),
+                &read_resp(Opcode::RC_RDMA_READ_RESPONSE_ONLY, 20, 0),
+                LIMIT
+            ),
+            CompAction::ReadData {
+                offset: 0,
+                len: 0,
+                completes: true
+            }
         );
     }
 
@@ -720,27 +880,52 @@ mod tests {
         // An ACK for a later SEND while the READ's response never came: retry from the READ.
         assert_eq!(
             on_response(&mut s, Some(&read), &ack(32, ACK), LIMIT),
-            CompAction::Retry { from_psn: Psn::new(30) }
+            CompAction::Retry {
+                from_psn: Psn::new(30)
+            }
         );
         assert_eq!(s.counters.retries_left(), 2);
         // One retry per loss: a second implicit NAK is ignored until progress or a timeout.
-        assert_eq!(on_response(&mut s, Some(&read), &ack(32, ACK), LIMIT), CompAction::Ignore);
-        assert_eq!(on_ack_timeout(&mut s, Some(&read), LIMIT), CompAction::Retry { from_psn: Psn::new(30) });
+        assert_eq!(
+            on_response(&mut s, Some(&read), &ack(32, ACK), LIMIT),
+            CompAction::Ignore
+        );
+        assert_eq!(
+            on_ack_timeout(&mut s, Some(&read), LIMIT),
+            CompAction::Retry {
+                from_psn: Psn::new(30)
+            }
+        );
         assert_eq!(s.counters.retries_left(), 1);
         // A bare ACK inside a READ's PSNs answers nothing.
-        assert_eq!(on_response(&mut s, Some(&read), &ack(30, ACK), LIMIT), CompAction::Ignore);
+        assert_eq!(
+            on_response(&mut s, Some(&read), &ack(30, ACK), LIMIT),
+            CompAction::Ignore
+        );
     }
 
     #[test]
     fn atomic_acknowledge() {
         let mut s = state(5);
         let w = out(SendOpcode::FetchAndAdd, 5, 5, 8);
-        let facts = AckFacts { opcode: Opcode::RC_ATOMIC_ACKNOWLEDGE, atomic_orig: Some(0x1234), ..ack(5, ACK) };
-        assert_eq!(on_response(&mut s, Some(&w), &facts, LIMIT), CompAction::AtomicResult { orig: 0x1234 });
+        let facts = AckFacts {
+            opcode: Opcode::RC_ATOMIC_ACKNOWLEDGE,
+            atomic_orig: Some(0x1234),
+            ..ack(5, ACK)
+        };
+        assert_eq!(
+            on_response(&mut s, Some(&w), &facts, LIMIT),
+            CompAction::AtomicResult { orig: 0x1234 }
+        );
         assert_eq!(s.expected_psn, Psn::new(6));
         let mut s = state(5);
         let send = out(SendOpcode::Send, 5, 5, 8);
-        assert_eq!(on_response(&mut s, Some(&send), &facts, LIMIT), CompAction::Error { status: WcStatus::BadRespErr });
+        assert_eq!(
+            on_response(&mut s, Some(&send), &facts, LIMIT),
+            CompAction::Error {
+                status: WcStatus::BadRespErr
+            }
+        );
     }
 
     #[test]
@@ -749,11 +934,20 @@ mod tests {
             let mut s = state(7);
             let w = out(op, 7, 7, 8);
             let only = read_resp(Opcode::RC_RDMA_READ_RESPONSE_ONLY, 7, 0);
-            assert_eq!(on_response(&mut s, Some(&w), &only, LIMIT), CompAction::Complete);
+            assert_eq!(
+                on_response(&mut s, Some(&w), &only, LIMIT),
+                CompAction::Complete
+            );
             let mut s = state(7);
-            assert_eq!(on_response(&mut s, Some(&w), &ack(7, ACK), LIMIT), CompAction::Complete);
+            assert_eq!(
+                on_response(&mut s, Some(&w), &ack(7, ACK), LIMIT),
+                CompAction::Complete
+            );
             let mut s = state(7);
-            assert_eq!(on_response(&mut s, Some(&w), &ack(8, ACK), LIMIT), CompAction::CompleteAndRecheck);
+            assert_eq!(
+                on_response(&mut s, Some(&w), &ack(8, ACK), LIMIT),
+                CompAction::CompleteAndRecheck
+            );
         }
     }
 
@@ -775,24 +969,40 @@ mod tests {
         // A sequence error NAK at 41 acknowledges 40 and retries from 41.
         let mut s = state(40);
         let seq = ack(41, Syndrome::Nak(NakCode::PsnSequenceError));
-        assert_eq!(on_response(&mut s, Some(&w), &seq, LIMIT), CompAction::Retry { from_psn: Psn::new(41) });
+        assert_eq!(
+            on_response(&mut s, Some(&w), &seq, LIMIT),
+            CompAction::Retry {
+                from_psn: Psn::new(41)
+            }
+        );
         assert_eq!(s.expected_psn, Psn::new(41));
-        assert_eq!(on_response(&mut s, Some(&w), &seq, LIMIT), CompAction::Ignore);
+        assert_eq!(
+            on_response(&mut s, Some(&w), &seq, LIMIT),
+            CompAction::Ignore
+        );
         // A NAK for a later WQE completes the earlier one first.
         let mut s = state(39);
         let before = out(SendOpcode::Send, 39, 39, 8);
-        assert_eq!(on_response(&mut s, Some(&before), &seq, LIMIT), CompAction::CompleteAndRecheck);
+        assert_eq!(
+            on_response(&mut s, Some(&before), &seq, LIMIT),
+            CompAction::CompleteAndRecheck
+        );
         // An error NAK for a READ that was partly answered.
         let mut s = state(52);
         let read = out(SendOpcode::RdmaRead, 50, 55, 6000);
         let late = ack(50, Syndrome::Nak(NakCode::RemoteAccessError));
         assert_eq!(
             on_response(&mut s, Some(&read), &late, LIMIT),
-            CompAction::Error { status: WcStatus::RemAccessErr }
+            CompAction::Error {
+                status: WcStatus::RemAccessErr
+            }
         );
         // A reserved syndrome is dropped.
         let mut s = state(40);
-        assert_eq!(on_response(&mut s, Some(&w), &ack(40, Syndrome::Reserved(0x40)), LIMIT), CompAction::Ignore);
+        assert_eq!(
+            on_response(&mut s, Some(&w), &ack(40, Syndrome::Reserved(0x40)), LIMIT),
+            CompAction::Ignore
+        );
     }
 
     #[test]
@@ -802,17 +1012,31 @@ mod tests {
         let rnr = ack(60, Syndrome::RnrNak { timer: 14 });
         assert_eq!(
             on_response(&mut s, Some(&w), &rnr, LIMIT),
-            CompAction::RnrWait { delay_us: 1280, from_psn: Psn::new(60) }
+            CompAction::RnrWait {
+                delay_us: 1280,
+                from_psn: Psn::new(60)
+            }
         );
         assert_eq!(
             on_response(&mut s, Some(&w), &rnr, LIMIT),
-            CompAction::RnrWait { delay_us: 1280, from_psn: Psn::new(60) }
+            CompAction::RnrWait {
+                delay_us: 1280,
+                from_psn: Psn::new(60)
+            }
         );
-        assert_eq!(on_response(&mut s, Some(&w), &rnr, LIMIT), CompAction::Error { status: WcStatus::RnrRetryExcErr });
+        assert_eq!(
+            on_response(&mut s, Some(&w), &rnr, LIMIT),
+            CompAction::Error {
+                status: WcStatus::RnrRetryExcErr
+            }
+        );
         // 7 retries forever.
         let mut s = CompState::new(Psn::new(60), MTU, 3, 7);
         for _ in 0..100 {
-            assert!(matches!(on_response(&mut s, Some(&w), &rnr, LIMIT), CompAction::RnrWait { .. }));
+            assert!(matches!(
+                on_response(&mut s, Some(&w), &rnr, LIMIT),
+                CompAction::RnrWait { .. }
+            ));
         }
     }
 
@@ -830,24 +1054,50 @@ mod tests {
     #[test]
     fn long_read_responses_come_per_request() {
         // 130 responses at MTU 1024 (PSNs 0..=129): requests of 128 and 2.
-        let bad = CompAction::Error { status: WcStatus::BadRespErr };
+        let bad = CompAction::Error {
+            status: WcStatus::BadRespErr,
+        };
         let w = out(SendOpcode::RdmaRead, 0, 129, 130 * 1024);
         let mut s = state(0);
         s.expected_psn = Psn::new(127);
         // The first request's responses end at 127, the second's start at 128.
-        assert_eq!(on_response(&mut s.clone(), Some(&w), &read_resp(Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 127, 1024), LIMIT), bad);
+        assert_eq!(
+            on_response(
+                &mut s.clone(),
+                Some(&w),
+                &read_resp(Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 127, 1024),
+                LIMIT
+            ),
+            bad
+        );
         assert!(matches!(
             on_response(&mut s, Some(&w), &read_resp(Opcode::RC_RDMA_READ_RESPONSE_LAST, 127, 1024), LIMIT),
             CompAction::ReadData { offset, completes: false, .. } if offset == 127 * 1024
         ));
-        assert_eq!(on_response(&mut s.clone(), Some(&w), &read_resp(Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 128, 1024), LIMIT), bad);
+        assert_eq!(
+            on_response(
+                &mut s.clone(),
+                Some(&w),
+                &read_resp(Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 128, 1024),
+                LIMIT
+            ),
+            bad
+        );
         assert!(matches!(
             on_response(&mut s, Some(&w), &read_resp(Opcode::RC_RDMA_READ_RESPONSE_FIRST, 128, 1024), LIMIT),
             CompAction::ReadData { offset, completes: false, .. } if offset == 128 * 1024
         ));
         assert!(matches!(
-            on_response(&mut s, Some(&w), &read_resp(Opcode::RC_RDMA_READ_RESPONSE_LAST, 129, 1024), LIMIT),
-            CompAction::ReadData { completes: true, .. }
+            on_response(
+                &mut s,
+                Some(&w),
+                &read_resp(Opcode::RC_RDMA_READ_RESPONSE_LAST, 129, 1024),
+                LIMIT
+            ),
+            CompAction::ReadData {
+                completes: true,
+                ..
+            }
         ));
     }
 
@@ -857,33 +1107,83 @@ mod tests {
         let mut s = state(30);
         let w = out(SendOpcode::RdmaRead, 30, 34, 5 * 1024);
         let r = |op, psn| read_resp(op, psn, 1024);
-        assert!(matches!(on_response(&mut s, Some(&w), &r(Opcode::RC_RDMA_READ_RESPONSE_FIRST, 30), LIMIT), CompAction::ReadData { .. }));
+        assert!(matches!(
+            on_response(
+                &mut s,
+                Some(&w),
+                &r(Opcode::RC_RDMA_READ_RESPONSE_FIRST, 30),
+                LIMIT
+            ),
+            CompAction::ReadData { .. }
+        ));
         // 31 lost: 32 asks again from 31; 33 and 34 of the first transmission change nothing.
         assert_eq!(
-            on_response(&mut s, Some(&w), &r(Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 32), LIMIT),
-            CompAction::Retry { from_psn: Psn::new(31) }
+            on_response(
+                &mut s,
+                Some(&w),
+                &r(Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 32),
+                LIMIT
+            ),
+            CompAction::Retry {
+                from_psn: Psn::new(31)
+            }
         );
-        assert_eq!(on_response(&mut s, Some(&w), &r(Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 33), LIMIT), CompAction::Ignore);
+        assert_eq!(
+            on_response(
+                &mut s,
+                Some(&w),
+                &r(Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 33),
+                LIMIT
+            ),
+            CompAction::Ignore
+        );
         assert_eq!(s.counters.retries_left(), 2);
         // The replay from 31 is progress: the counters refill; a new gap asks again.
-        assert!(matches!(on_response(&mut s, Some(&w), &r(Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 31), LIMIT), CompAction::ReadData { offset: 1024, .. }));
+        assert!(matches!(
+            on_response(
+                &mut s,
+                Some(&w),
+                &r(Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 31),
+                LIMIT
+            ),
+            CompAction::ReadData { offset: 1024, .. }
+        ));
         assert_eq!((s.counters.retries_left(), s.retry_pending), (3, false));
         assert_eq!(
-            on_response(&mut s, Some(&w), &r(Opcode::RC_RDMA_READ_RESPONSE_LAST, 34), LIMIT),
-            CompAction::Retry { from_psn: Psn::new(32) }
+            on_response(
+                &mut s,
+                Some(&w),
+                &r(Opcode::RC_RDMA_READ_RESPONSE_LAST, 34),
+                LIMIT
+            ),
+            CompAction::Retry {
+                from_psn: Psn::new(32)
+            }
         );
         // A READ whose later requests are not sent yet asks all the same.
         let mut s = state(30);
         let mut w2 = w;
         w2.fully_sent = false;
         assert_eq!(
-            on_response(&mut s, Some(&w2), &r(Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 32), LIMIT),
-            CompAction::Retry { from_psn: Psn::new(30) }
+            on_response(
+                &mut s,
+                Some(&w2),
+                &r(Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 32),
+                LIMIT
+            ),
+            CompAction::Retry {
+                from_psn: Psn::new(30)
+            }
         );
         // An atomic's responses have no gap to ask about.
         let mut s = state(30);
         let a = out(SendOpcode::FetchAndAdd, 30, 30, 8);
-        assert_eq!(on_response(&mut s, Some(&a), &ack(31, ACK), LIMIT), CompAction::Retry { from_psn: Psn::new(30) });
+        assert_eq!(
+            on_response(&mut s, Some(&a), &ack(31, ACK), LIMIT),
+            CompAction::Retry {
+                from_psn: Psn::new(30)
+            }
+        );
     }
 
     #[test]
@@ -891,17 +1191,38 @@ mod tests {
         let mut s = state(70);
         let w = out(SendOpcode::Send, 70, 70, 8);
         for _ in 0..3 {
-            assert_eq!(on_ack_timeout(&mut s, Some(&w), LIMIT), CompAction::Retry { from_psn: Psn::new(70) });
+            assert_eq!(
+                on_ack_timeout(&mut s, Some(&w), LIMIT),
+                CompAction::Retry {
+                    from_psn: Psn::new(70)
+                }
+            );
         }
-        assert_eq!(on_ack_timeout(&mut s, Some(&w), LIMIT), CompAction::Error { status: WcStatus::RetryExcErr });
+        assert_eq!(
+            on_ack_timeout(&mut s, Some(&w), LIMIT),
+            CompAction::Error {
+                status: WcStatus::RetryExcErr
+            }
+        );
         // Progress refills the counters.
         let mut s = state(70);
-        assert_eq!(on_ack_timeout(&mut s, Some(&w), LIMIT), CompAction::Retry { from_psn: Psn::new(70) });
-        assert_eq!(on_response(&mut s, Some(&w), &ack(70, ACK), LIMIT), CompAction::Complete);
+        assert_eq!(
+            on_ack_timeout(&mut s, Some(&w), LIMIT),
+            CompAction::Retry {
+                from_psn: Psn::new(70)
+            }
+        );
+        assert_eq!(
+            on_response(&mut s, Some(&w), &ack(70, ACK), LIMIT),
+            CompAction::Complete
+        );
         assert_eq!((s.counters.retries_left(), s.retry_pending), (3, false));
         // Nothing outstanding: nothing to do.
         assert_eq!(on_ack_timeout(&mut s, None, LIMIT), CompAction::Ignore);
-        assert_eq!(on_ack_timeout(&mut s, Some(&w), Psn::new(71)), CompAction::Ignore);
+        assert_eq!(
+            on_ack_timeout(&mut s, Some(&w), Psn::new(71)),
+            CompAction::Ignore
+        );
     }
 
     #[test]
@@ -910,9 +1231,15 @@ mod tests {
         let mut w = out(SendOpcode::Send, 80, 81, 2000);
         w.fully_sent = false;
         // The ACK of the first transmission arrives while the WQE is being sent again.
-        assert_eq!(on_response(&mut s, Some(&w), &ack(81, ACK), LIMIT), CompAction::Progress);
+        assert_eq!(
+            on_response(&mut s, Some(&w), &ack(81, ACK), LIMIT),
+            CompAction::Progress
+        );
         w.fully_sent = true;
-        assert_eq!(on_response(&mut s, Some(&w), &ack(81, ACK), LIMIT), CompAction::Complete);
+        assert_eq!(
+            on_response(&mut s, Some(&w), &ack(81, ACK), LIMIT),
+            CompAction::Complete
+        );
     }
 
     #[test]
@@ -955,7 +1282,14 @@ mod tests {
             length: 9000,
             payload: super::super::wqe::Payload::Sges { num: 1 },
         };
-        let o = Outstanding::of(&wqe, &WqeProgress { first_psn: Psn::new(0xff_fffc), psns_used: 9 }, &cfg);
+        let o = Outstanding::of(
+            &wqe,
+            &WqeProgress {
+                first_psn: Psn::new(0xff_fffc),
+                psns_used: 9,
+            },
+            &cfg,
+        );
         assert_eq!(
             o,
             Outstanding {

@@ -309,7 +309,10 @@ impl Cqe {
         }
         let mut cqe = Cqe::new(wqe.wr_id, status, wc_opcode_for_send(wqe.opcode), qp_num);
         cqe.byte_len = wqe.length;
-        if matches!(wqe.opcode, SendOpcode::SendWithImm | SendOpcode::RdmaWriteWithImm) {
+        if matches!(
+            wqe.opcode,
+            SendOpcode::SendWithImm | SendOpcode::RdmaWriteWithImm
+        ) {
             cqe.wc_flags = wc_flags::WITH_IMM;
         }
         cqe
@@ -328,7 +331,11 @@ impl Cqe {
 
     /// A successful receive completion; see [`RecvCompletion`] for the fields.
     pub const fn recv(r: &RecvCompletion) -> Cqe {
-        let opcode = if r.rdma_write_with_imm { WcOpcode::RecvRdmaWithImm } else { WcOpcode::Recv };
+        let opcode = if r.rdma_write_with_imm {
+            WcOpcode::RecvRdmaWithImm
+        } else {
+            WcOpcode::Recv
+        };
         let mut cqe = Cqe::new(r.wr_id, WcStatus::Success, opcode, r.qp_num);
         cqe.byte_len = r.byte_len;
         cqe.port_num = r.port_num;
@@ -453,7 +460,10 @@ mod tests {
         assert_eq!(WcOpcode::Recv.as_raw(), 128);
         assert_eq!(WcOpcode::RecvRdmaWithImm.as_raw(), 129);
         assert!(WcOpcode::RecvRdmaWithImm.is_recv() && !WcOpcode::AtomicWrite.is_recv());
-        assert_eq!((wc_flags::GRH, wc_flags::WITH_IMM, wc_flags::WITH_INVALIDATE), (1, 2, 4));
+        assert_eq!(
+            (wc_flags::GRH, wc_flags::WITH_IMM, wc_flags::WITH_INVALIDATE),
+            (1, 2, 4)
+        );
     }
 
     #[test]
@@ -524,24 +534,41 @@ mod tests {
         assert_eq!(b[24..28], [0xca, 0xfe, 0xba, 0xbe]);
         assert_eq!(b[28..32], 0x12u32.to_ne_bytes());
         assert_eq!(b[32..36], 0x33u32.to_ne_bytes());
-        assert_eq!(b[36..40], (wc_flags::GRH | wc_flags::WITH_IMM).to_ne_bytes());
+        assert_eq!(
+            b[36..40],
+            (wc_flags::GRH | wc_flags::WITH_IMM).to_ne_bytes()
+        );
         assert_eq!(b[40..42], 2u16.to_ne_bytes());
         assert_eq!(b[42..48], [0, 0, 0, 0, 1, 0]);
 
-        let inv = Cqe::recv(&RecvCompletion { invalidated_rkey: Some(0x0102_0304), ..RecvCompletion::default() });
+        let inv = Cqe::recv(&RecvCompletion {
+            invalidated_rkey: Some(0x0102_0304),
+            ..RecvCompletion::default()
+        });
         let b = inv.to_bytes();
         assert_eq!(b[24..28], 0x0102_0304u32.to_ne_bytes());
         assert_eq!(b[36..40], wc_flags::WITH_INVALIDATE.to_ne_bytes());
 
-        let w = Cqe::recv(&RecvCompletion { rdma_write_with_imm: true, ..RecvCompletion::default() });
+        let w = Cqe::recv(&RecvCompletion {
+            rdma_write_with_imm: true,
+            ..RecvCompletion::default()
+        });
         assert_eq!(w.opcode, WcOpcode::RecvRdmaWithImm);
     }
 
     #[test]
     fn signalling() {
         assert!(send_completion_wanted(true, 0, WcStatus::Success));
-        assert!(send_completion_wanted(false, send_flags::SIGNALED, WcStatus::Success));
-        assert!(!send_completion_wanted(false, send_flags::FENCE, WcStatus::Success));
+        assert!(send_completion_wanted(
+            false,
+            send_flags::SIGNALED,
+            WcStatus::Success
+        ));
+        assert!(!send_completion_wanted(
+            false,
+            send_flags::FENCE,
+            WcStatus::Success
+        ));
         assert!(send_completion_wanted(false, 0, WcStatus::WrFlushErr));
     }
 }

@@ -5,7 +5,16 @@
 /// The EUI-64 built from a 48-bit MAC (RFC 4291 appendix A): flip the universal/local bit and
 /// insert `ff:fe` in the middle. The bytes are in wire order, ready to be used as a `__be64`.
 pub const fn eui64_from_mac(mac: [u8; 6]) -> [u8; 8] {
-    [mac[0] ^ 0x02, mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5]]
+    [
+        mac[0] ^ 0x02,
+        mac[1],
+        mac[2],
+        0xff,
+        0xfe,
+        mac[3],
+        mac[4],
+        mac[5],
+    ]
 }
 
 #[cfg(test)]

@@ -64,7 +64,11 @@ static CRC32_TABLE: [u32; 256] = {
         let mut crc = byte as u32;
         let mut bit = 0;
         while bit < 8 {
-            crc = if crc & 1 != 0 { (crc >> 1) ^ CRC32_POLY_REFLECTED } else { crc >> 1 };
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ CRC32_POLY_REFLECTED
+            } else {
+                crc >> 1
+            };
             bit += 1;
         }
         // Compile-time evaluation: an out-of-range index would be a build error.
@@ -131,17 +135,26 @@ impl<'e, C: Crc32 + ?Sized> Icrc<'e, C> {
     /// Starts an ICRC: feeds the masked LRH, the masked `ip` and `udp_hdr`, then `transport`,
     /// which begins with the BTH (masked) and may continue with any prefix of the rest of the
     /// covered bytes. Feed the remainder with [`Icrc::update`].
-    pub fn begin(engine: &'e C, ip: IpHeader<'_>, udp_hdr: &[u8], transport: &[u8]) -> Result<Self, IcrcError> {
+    pub fn begin(
+        engine: &'e C,
+        ip: IpHeader<'_>,
+        udp_hdr: &[u8],
+        transport: &[u8],
+    ) -> Result<Self, IcrcError> {
         let udp: &[u8; UDP_LEN] = udp_hdr.try_into().map_err(|_| IcrcError::BadUdpHeader)?;
-        let (bth, after_bth) =
-            transport.split_first_chunk::<{ super::opcode::BTH_LEN }>().ok_or(IcrcError::ShortBth)?;
+        let (bth, after_bth) = transport
+            .split_first_chunk::<{ super::opcode::BTH_LEN }>()
+            .ok_or(IcrcError::ShortBth)?;
 
         let mut register = MASKED_LRH_CRC;
         match ip {
             IpHeader::V4(hdr) => {
                 let ihl_len = usize::from(hdr.first().copied().unwrap_or(0) & 0x0f) * 4;
                 let version = hdr.first().copied().unwrap_or(0) >> 4;
-                if !(IPV4_MIN_LEN..=IPV4_MAX_LEN).contains(&hdr.len()) || version != 4 || ihl_len != hdr.len() {
+                if !(IPV4_MIN_LEN..=IPV4_MAX_LEN).contains(&hdr.len())
+                    || version != 4
+                    || ihl_len != hdr.len()
+                {
                     return Err(IcrcError::BadIpHeader);
                 }
                 let mut copy = [0u8; IPV4_MAX_LEN];
@@ -155,7 +168,8 @@ impl<'e, C: Crc32 + ?Sized> Icrc<'e, C> {
                 register = engine.crc32_le(register, masked);
             }
             IpHeader::V6(hdr) => {
-                let mut copy: [u8; IPV6_LEN] = hdr.try_into().map_err(|_| IcrcError::BadIpHeader)?;
+                let mut copy: [u8; IPV6_LEN] =
+                    hdr.try_into().map_err(|_| IcrcError::BadIpHeader)?;
                 if copy.first().copied().unwrap_or(0) >> 4 != 6 {
                     return Err(IcrcError::BadIpHeader);
                 }
@@ -250,7 +264,10 @@ mod tests {
 
     fn hex(s: &str) -> Vec<u8> {
         let s: std::string::String = s.split_whitespace().collect();
-        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
     }
 
     #[test]
@@ -316,7 +333,10 @@ mod tests {
     #[test]
     fn known_answer_ipv6() {
         let (ip, udp, transport) = ipv6_send();
-        assert_eq!(icrc_ipv6(&SoftCrc32, &ip, &udp, &transport), Ok(0x398b_2904));
+        assert_eq!(
+            icrc_ipv6(&SoftCrc32, &ip, &udp, &transport),
+            Ok(0x398b_2904)
+        );
     }
 
     #[test]
@@ -326,7 +346,11 @@ mod tests {
         for (off, val) in [(1, 0x03u8), (8, 1), (10, 0), (11, 0x12)] {
             let mut ip2 = ip.clone();
             ip2[off] = val;
-            assert_eq!(icrc_ipv4(&SoftCrc32, &ip2, &udp, &transport).unwrap(), base, "ip byte {off}");
+            assert_eq!(
+                icrc_ipv4(&SoftCrc32, &ip2, &udp, &transport).unwrap(),
+                base,
+                "ip byte {off}"
+            );
         }
         let mut udp2 = udp.clone();
         udp2[6] = 0;
@@ -344,7 +368,10 @@ mod tests {
         v[2] = 0xab;
         v[3] = 0xcd;
         v[7] = 1;
-        assert_eq!(icrc_ipv6(&SoftCrc32, &v, &udp6, &transport6).unwrap(), base6);
+        assert_eq!(
+            icrc_ipv6(&SoftCrc32, &v, &udp6, &transport6).unwrap(),
+            base6
+        );
     }
 
     #[test]
@@ -355,26 +382,42 @@ mod tests {
         for off in [3, 5, 9, 12, 19] {
             let mut ip2 = ip.clone();
             ip2[off] ^= 1;
-            assert_ne!(icrc_ipv4(&SoftCrc32, &ip2, &udp, &transport).unwrap(), base, "ip byte {off}");
+            assert_ne!(
+                icrc_ipv4(&SoftCrc32, &ip2, &udp, &transport).unwrap(),
+                base,
+                "ip byte {off}"
+            );
         }
         // UDP ports and length.
         for off in [0, 3, 5] {
             let mut udp2 = udp.clone();
             udp2[off] ^= 1;
-            assert_ne!(icrc_ipv4(&SoftCrc32, &ip, &udp2, &transport).unwrap(), base, "udp byte {off}");
+            assert_ne!(
+                icrc_ipv4(&SoftCrc32, &ip, &udp2, &transport).unwrap(),
+                base,
+                "udp byte {off}"
+            );
         }
         // Every BTH byte except the fifth, and the payload.
         for off in (0..transport.len()).filter(|&o| o != 4) {
             let mut t2 = transport.clone();
             t2[off] ^= 0x10;
-            assert_ne!(icrc_ipv4(&SoftCrc32, &ip, &udp, &t2).unwrap(), base, "transport byte {off}");
+            assert_ne!(
+                icrc_ipv4(&SoftCrc32, &ip, &udp, &t2).unwrap(),
+                base,
+                "transport byte {off}"
+            );
         }
         let (ip6, udp6, transport6) = ipv6_send();
         let base6 = icrc_ipv6(&SoftCrc32, &ip6, &udp6, &transport6).unwrap();
         for off in [4, 6, 8, 39] {
             let mut v = ip6.clone();
             v[off] ^= 1;
-            assert_ne!(icrc_ipv6(&SoftCrc32, &v, &udp6, &transport6).unwrap(), base6, "ipv6 byte {off}");
+            assert_ne!(
+                icrc_ipv6(&SoftCrc32, &v, &udp6, &transport6).unwrap(),
+                base6,
+                "ipv6 byte {off}"
+            );
         }
     }
 
@@ -399,17 +442,38 @@ mod tests {
     fn malformed_headers_are_errors() {
         let (ip, udp, transport) = scapy_uc_send();
         let e = &SoftCrc32;
-        assert_eq!(icrc_ipv4(e, &ip[..19], &udp, &transport), Err(IcrcError::BadIpHeader));
-        assert_eq!(icrc_ipv4(e, &[], &udp, &transport), Err(IcrcError::BadIpHeader));
+        assert_eq!(
+            icrc_ipv4(e, &ip[..19], &udp, &transport),
+            Err(IcrcError::BadIpHeader)
+        );
+        assert_eq!(
+            icrc_ipv4(e, &[], &udp, &transport),
+            Err(IcrcError::BadIpHeader)
+        );
         let mut v6 = ip.clone();
         v6[0] = 0x65;
-        assert_eq!(icrc_ipv4(e, &v6, &udp, &transport), Err(IcrcError::BadIpHeader));
+        assert_eq!(
+            icrc_ipv4(e, &v6, &udp, &transport),
+            Err(IcrcError::BadIpHeader)
+        );
         let mut ihl = ip.clone();
         ihl[0] = 0x46; // claims 24 bytes
-        assert_eq!(icrc_ipv4(e, &ihl, &udp, &transport), Err(IcrcError::BadIpHeader));
-        assert_eq!(icrc_ipv6(e, &ip, &udp, &transport), Err(IcrcError::BadIpHeader));
-        assert_eq!(icrc_ipv4(e, &ip, &udp[..7], &transport), Err(IcrcError::BadUdpHeader));
-        assert_eq!(icrc_ipv4(e, &ip, &udp, &transport[..11]), Err(IcrcError::ShortBth));
+        assert_eq!(
+            icrc_ipv4(e, &ihl, &udp, &transport),
+            Err(IcrcError::BadIpHeader)
+        );
+        assert_eq!(
+            icrc_ipv6(e, &ip, &udp, &transport),
+            Err(IcrcError::BadIpHeader)
+        );
+        assert_eq!(
+            icrc_ipv4(e, &ip, &udp[..7], &transport),
+            Err(IcrcError::BadUdpHeader)
+        );
+        assert_eq!(
+            icrc_ipv4(e, &ip, &udp, &transport[..11]),
+            Err(IcrcError::ShortBth)
+        );
         // IPv4 options are covered as they are.
         let mut opts = ip.clone();
         opts[0] = 0x46;

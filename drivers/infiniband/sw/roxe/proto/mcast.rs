@@ -55,8 +55,14 @@ mod tests {
 
     #[test]
     fn ipv4_groups_map_low_23_bits() {
-        assert_eq!(mac_for_group(&v4([239, 129, 2, 3])), Some([0x01, 0x00, 0x5e, 0x01, 2, 3]));
-        assert_eq!(mac_for_group(&v4([224, 0, 0, 251])), Some([0x01, 0x00, 0x5e, 0, 0, 251]));
+        assert_eq!(
+            mac_for_group(&v4([239, 129, 2, 3])),
+            Some([0x01, 0x00, 0x5e, 0x01, 2, 3])
+        );
+        assert_eq!(
+            mac_for_group(&v4([224, 0, 0, 251])),
+            Some([0x01, 0x00, 0x5e, 0, 0, 251])
+        );
         assert_eq!(mac_for_group(&v4([192, 168, 77, 1])), None);
         assert!(!is_multicast_gid(&v4([240, 0, 0, 1])));
     }
@@ -67,7 +73,10 @@ mod tests {
         g[0] = 0xff;
         g[1] = 0x0e;
         g[12..].copy_from_slice(&[0xde, 0xad, 0xbe, 0xef]);
-        assert_eq!(mac_for_group(&g), Some([0x33, 0x33, 0xde, 0xad, 0xbe, 0xef]));
+        assert_eq!(
+            mac_for_group(&g),
+            Some([0x33, 0x33, 0xde, 0xad, 0xbe, 0xef])
+        );
         let mut unicast = g;
         unicast[0] = 0xfd;
         assert_eq!(mac_for_group(&unicast), None);

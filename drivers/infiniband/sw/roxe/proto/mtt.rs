@@ -110,7 +110,13 @@ impl MttGeometry {
             return Err(MttError::TooManyPages);
         }
         // INVARIANT: checked above.
-        Ok(MttGeometry { iova, length, page_shift, first_page_offset, npages: pages as usize })
+        Ok(MttGeometry {
+            iova,
+            length,
+            page_shift,
+            first_page_offset,
+            npages: pages as usize,
+        })
     }
 
     /// The geometry of a user MR (`reg_user_mr`): `length` bytes pinned from user address
@@ -523,7 +529,10 @@ mod tests {
     use std::vec::Vec;
 
     fn collect(g: &MttGeometry, va: u64, len: u64) -> Vec<(usize, usize, usize)> {
-        g.chunks(va, len).unwrap().map(|c| (c.page_index, c.offset_in_page, c.len)).collect()
+        g.chunks(va, len)
+            .unwrap()
+            .map(|c| (c.page_index, c.offset_in_page, c.len))
+            .collect()
     }
 
     #[test]
@@ -537,13 +546,25 @@ mod tests {
             [(0, 0xf00, 256), (1, 0, 4096), (2, 0, 4096), (3, 0, 1552)]
         );
         assert_eq!(collect(&g, 0x1000_1000, 1), [(1, 0, 1)]);
-        assert_eq!(g.locate(0x1000_0f00), Ok(PagePos { page_index: 0, offset_in_page: 0xf00 }));
+        assert_eq!(
+            g.locate(0x1000_0f00),
+            Ok(PagePos {
+                page_index: 0,
+                offset_in_page: 0xf00
+            })
+        );
         assert_eq!(
             g.locate(0x1000_0f00 + 9_999),
-            Ok(PagePos { page_index: 3, offset_in_page: 0x60f })
+            Ok(PagePos {
+                page_index: 3,
+                offset_in_page: 0x60f
+            })
         );
         assert_eq!(g.locate(0x1000_0f00 + 10_000), Err(MttError::OutOfRange));
-        assert_eq!(g.chunks(0x1000_0f00, 10_001).err(), Some(MttError::OutOfRange));
+        assert_eq!(
+            g.chunks(0x1000_0f00, 10_001).err(),
+            Some(MttError::OutOfRange)
+        );
         assert_eq!(g.chunks(0x1000_0eff, 1).err(), Some(MttError::OutOfRange));
     }
 
@@ -576,11 +597,26 @@ mod tests {
         assert_eq!(MttGeometry::new(0, 1, 0, 0), Err(MttError::BadPageShift));
         assert_eq!(MttGeometry::new(0, 1, 11, 0), Err(MttError::BadPageShift));
         assert_eq!(MttGeometry::new(0, 1, 32, 0), Err(MttError::BadPageShift));
-        assert_eq!(MttGeometry::new(0, 1, 12, 4096), Err(MttError::BadFirstPageOffset));
-        assert_eq!(MttGeometry::new(u64::MAX, 1, 12, 0), Err(MttError::Overflow));
-        assert_eq!(MttGeometry::new(0, u64::MAX, 12, 1), Err(MttError::Overflow));
-        assert_eq!(MttGeometry::for_user(0x1001, 0x2002, 1, 12), Err(MttError::OffsetMismatch));
-        assert_eq!(MttGeometry::for_user(u64::MAX - 10, 0xff5, 5, 12), Err(MttError::Overflow));
+        assert_eq!(
+            MttGeometry::new(0, 1, 12, 4096),
+            Err(MttError::BadFirstPageOffset)
+        );
+        assert_eq!(
+            MttGeometry::new(u64::MAX, 1, 12, 0),
+            Err(MttError::Overflow)
+        );
+        assert_eq!(
+            MttGeometry::new(0, u64::MAX, 12, 1),
+            Err(MttError::Overflow)
+        );
+        assert_eq!(
+            MttGeometry::for_user(0x1001, 0x2002, 1, 12),
+            Err(MttError::OffsetMismatch)
+        );
+        assert_eq!(
+            MttGeometry::for_user(u64::MAX - 10, 0xff5, 5, 12),
+            Err(MttError::Overflow)
+        );
         // The largest region: everything from 0, 2^52 pages.
         let g = MttGeometry::new(0, u64::MAX, 12, 0).unwrap();
         assert_eq!(g.npages() as u64, 1 << 52);
@@ -609,8 +645,11 @@ mod tests {
         assert!(!MemKey::from_raw(0).is_mw());
     }
 
-    const ALL_CAPS: MrCaps =
-        MrCaps { on_demand_paging: false, flush_global: true, flush_persistent: true };
+    const ALL_CAPS: MrCaps = MrCaps {
+        on_demand_paging: false,
+        flush_global: true,
+        flush_persistent: true,
+    };
 
     #[test]
     fn access_flags() {
@@ -625,19 +664,40 @@ mod tests {
         assert_eq!(ok(4), Ok(Access::REMOTE_READ));
         assert_eq!(ok(1 << 10), Err(MttError::AccessInvalid));
         assert_eq!(ok(1 << 30), Err(MttError::AccessInvalid));
-        assert_eq!(ok(Access::ON_DEMAND.bits()), Err(MttError::AccessNotSupported));
-        assert_eq!(ok(Access::ZERO_BASED.bits()), Err(MttError::AccessNotSupported));
-        assert_eq!(ok(Access::HUGETLB.bits()), Err(MttError::AccessNotSupported));
-        assert_eq!(ok(Access::RELAXED_ORDERING.bits() | 1), Ok(Access::from_bits(0x10_0001)));
+        assert_eq!(
+            ok(Access::ON_DEMAND.bits()),
+            Err(MttError::AccessNotSupported)
+        );
+        assert_eq!(
+            ok(Access::ZERO_BASED.bits()),
+            Err(MttError::AccessNotSupported)
+        );
+        assert_eq!(
+            ok(Access::HUGETLB.bits()),
+            Err(MttError::AccessNotSupported)
+        );
+        assert_eq!(
+            ok(Access::RELAXED_ORDERING.bits() | 1),
+            Ok(Access::from_bits(0x10_0001))
+        );
         assert_eq!(ok(Access::FLUSH_GLOBAL.bits()), Ok(Access::FLUSH_GLOBAL));
         assert_eq!(
             validate_reg_access(Access::FLUSH_PERSISTENT.bits(), MrCaps::default()),
             Err(MttError::AccessNotSupported)
         );
         // The LOCAL_WRITE rule comes first, as in the core.
-        assert_eq!(ok(2 | Access::ON_DEMAND.bits()), Err(MttError::AccessInvalid));
-        assert!(permits(Access::LOCAL_WRITE | Access::REMOTE_READ, Access::REMOTE_READ));
-        assert!(!permits(Access::REMOTE_READ, Access::REMOTE_READ | Access::REMOTE_WRITE));
+        assert_eq!(
+            ok(2 | Access::ON_DEMAND.bits()),
+            Err(MttError::AccessInvalid)
+        );
+        assert!(permits(
+            Access::LOCAL_WRITE | Access::REMOTE_READ,
+            Access::REMOTE_READ
+        ));
+        assert!(!permits(
+            Access::REMOTE_READ,
+            Access::REMOTE_READ | Access::REMOTE_WRITE
+        ));
         assert!(permits(Access::NONE, Access::NONE));
     }
 }

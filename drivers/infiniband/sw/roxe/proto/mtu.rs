@@ -88,8 +88,14 @@ mod tests {
     #[test]
     fn jumbo_frames_give_4096() {
         assert_eq!(IbMtu::for_netdev_mtu(9000), IbMtu::Mtu4096);
-        assert_eq!(IbMtu::for_netdev_mtu(4096 + ROCE_MAX_HDR_LEN), IbMtu::Mtu4096);
-        assert_eq!(IbMtu::for_netdev_mtu(4096 + ROCE_MAX_HDR_LEN - 1), IbMtu::Mtu2048);
+        assert_eq!(
+            IbMtu::for_netdev_mtu(4096 + ROCE_MAX_HDR_LEN),
+            IbMtu::Mtu4096
+        );
+        assert_eq!(
+            IbMtu::for_netdev_mtu(4096 + ROCE_MAX_HDR_LEN - 1),
+            IbMtu::Mtu2048
+        );
     }
 
     #[test]
@@ -103,7 +109,10 @@ mod tests {
         for mtu in 68..20000u32 {
             let ib = IbMtu::for_netdev_mtu(mtu);
             if mtu >= 256 + ROCE_MAX_HDR_LEN {
-                assert!(ib.bytes() + ROCE_MAX_HDR_LEN <= mtu, "netdev mtu {mtu} -> {ib:?}");
+                assert!(
+                    ib.bytes() + ROCE_MAX_HDR_LEN <= mtu,
+                    "netdev mtu {mtu} -> {ib:?}"
+                );
             }
         }
     }

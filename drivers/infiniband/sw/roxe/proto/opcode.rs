@@ -301,12 +301,18 @@ impl OpcodeInfo {
     /// Whether a responder sends it (READ response data, ACK/NAK, atomic ACK). rxe calls all of
     /// these "ack" packets.
     pub const fn is_response(&self) -> bool {
-        matches!(self.operation, Operation::RdmaReadResponse | Operation::Acknowledge | Operation::AtomicAcknowledge)
+        matches!(
+            self.operation,
+            Operation::RdmaReadResponse | Operation::Acknowledge | Operation::AtomicAcknowledge
+        )
     }
 
     /// Whether it is a pure acknowledgement (ACK/NAK or atomic ACK), carrying no read data.
     pub const fn is_ack(&self) -> bool {
-        matches!(self.operation, Operation::Acknowledge | Operation::AtomicAcknowledge)
+        matches!(
+            self.operation,
+            Operation::Acknowledge | Operation::AtomicAcknowledge
+        )
     }
 
     /// Whether it belongs to a SEND.
@@ -456,11 +462,13 @@ impl Opcode {
     /// RC RDMA WRITE Last.
     pub const RC_RDMA_WRITE_LAST: Opcode = Opcode(RC | op::RDMA_WRITE_LAST);
     /// RC RDMA WRITE Last with Immediate.
-    pub const RC_RDMA_WRITE_LAST_WITH_IMMEDIATE: Opcode = Opcode(RC | op::RDMA_WRITE_LAST_WITH_IMMEDIATE);
+    pub const RC_RDMA_WRITE_LAST_WITH_IMMEDIATE: Opcode =
+        Opcode(RC | op::RDMA_WRITE_LAST_WITH_IMMEDIATE);
     /// RC RDMA WRITE Only.
     pub const RC_RDMA_WRITE_ONLY: Opcode = Opcode(RC | op::RDMA_WRITE_ONLY);
     /// RC RDMA WRITE Only with Immediate.
-    pub const RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE: Opcode = Opcode(RC | op::RDMA_WRITE_ONLY_WITH_IMMEDIATE);
+    pub const RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE: Opcode =
+        Opcode(RC | op::RDMA_WRITE_ONLY_WITH_IMMEDIATE);
     /// RC RDMA READ Request.
     pub const RC_RDMA_READ_REQUEST: Opcode = Opcode(RC | op::RDMA_READ_REQUEST);
     /// RC RDMA READ Response First.
@@ -507,11 +515,13 @@ impl Opcode {
     /// UC RDMA WRITE Last.
     pub const UC_RDMA_WRITE_LAST: Opcode = Opcode(UC | op::RDMA_WRITE_LAST);
     /// UC RDMA WRITE Last with Immediate.
-    pub const UC_RDMA_WRITE_LAST_WITH_IMMEDIATE: Opcode = Opcode(UC | op::RDMA_WRITE_LAST_WITH_IMMEDIATE);
+    pub const UC_RDMA_WRITE_LAST_WITH_IMMEDIATE: Opcode =
+        Opcode(UC | op::RDMA_WRITE_LAST_WITH_IMMEDIATE);
     /// UC RDMA WRITE Only.
     pub const UC_RDMA_WRITE_ONLY: Opcode = Opcode(UC | op::RDMA_WRITE_ONLY);
     /// UC RDMA WRITE Only with Immediate.
-    pub const UC_RDMA_WRITE_ONLY_WITH_IMMEDIATE: Opcode = Opcode(UC | op::RDMA_WRITE_ONLY_WITH_IMMEDIATE);
+    pub const UC_RDMA_WRITE_ONLY_WITH_IMMEDIATE: Opcode =
+        Opcode(UC | op::RDMA_WRITE_ONLY_WITH_IMMEDIATE);
 
     /// UD SEND Only.
     pub const UD_SEND_ONLY: Opcode = Opcode(UD | op::SEND_ONLY);
@@ -568,7 +578,15 @@ const fn entry(
         // Every entry below has a valid transport; RC is an inert stand-in the tests rule out.
         None => Transport::Rc,
     };
-    OpcodeInfo { opcode, name, transport, operation, position, headers, has_payload }
+    OpcodeInfo {
+        opcode,
+        name,
+        transport,
+        operation,
+        position,
+        headers,
+        has_payload,
+    }
 }
 
 use ExtHeader as H;
@@ -592,9 +610,30 @@ const DETH_IMM: ExtHeaders = DETH.with(H::ImmDt);
 macro_rules! send_write_family {
     ($t:expr, $p:literal) => {
         [
-            entry(Opcode($t | op::SEND_FIRST), concat!($p, "_SEND_FIRST"), O::Send, P::First, NO_EXT, true),
-            entry(Opcode($t | op::SEND_MIDDLE), concat!($p, "_SEND_MIDDLE"), O::Send, P::Middle, NO_EXT, true),
-            entry(Opcode($t | op::SEND_LAST), concat!($p, "_SEND_LAST"), O::Send, P::Last, NO_EXT, true),
+            entry(
+                Opcode($t | op::SEND_FIRST),
+                concat!($p, "_SEND_FIRST"),
+                O::Send,
+                P::First,
+                NO_EXT,
+                true,
+            ),
+            entry(
+                Opcode($t | op::SEND_MIDDLE),
+                concat!($p, "_SEND_MIDDLE"),
+                O::Send,
+                P::Middle,
+                NO_EXT,
+                true,
+            ),
+            entry(
+                Opcode($t | op::SEND_LAST),
+                concat!($p, "_SEND_LAST"),
+                O::Send,
+                P::Last,
+                NO_EXT,
+                true,
+            ),
             entry(
                 Opcode($t | op::SEND_LAST_WITH_IMMEDIATE),
                 concat!($p, "_SEND_LAST_WITH_IMMEDIATE"),
@@ -603,7 +642,14 @@ macro_rules! send_write_family {
                 IMM,
                 true,
             ),
-            entry(Opcode($t | op::SEND_ONLY), concat!($p, "_SEND_ONLY"), O::Send, P::Only, NO_EXT, true),
+            entry(
+                Opcode($t | op::SEND_ONLY),
+                concat!($p, "_SEND_ONLY"),
+                O::Send,
+                P::Only,
+                NO_EXT,
+                true,
+            ),
             entry(
                 Opcode($t | op::SEND_ONLY_WITH_IMMEDIATE),
                 concat!($p, "_SEND_ONLY_WITH_IMMEDIATE"),
@@ -644,7 +690,14 @@ macro_rules! send_write_family {
                 IMM,
                 true,
             ),
-            entry(Opcode($t | op::RDMA_WRITE_ONLY), concat!($p, "_RDMA_WRITE_ONLY"), O::RdmaWrite, P::Only, RETH, true),
+            entry(
+                Opcode($t | op::RDMA_WRITE_ONLY),
+                concat!($p, "_RDMA_WRITE_ONLY"),
+                O::RdmaWrite,
+                P::Only,
+                RETH,
+                true,
+            ),
             entry(
                 Opcode($t | op::RDMA_WRITE_ONLY_WITH_IMMEDIATE),
                 concat!($p, "_RDMA_WRITE_ONLY_WITH_IMMEDIATE"),
@@ -662,7 +715,14 @@ const UC_FAMILY: [OpcodeInfo; 12] = send_write_family!(UC, "UC");
 
 /// The RC opcodes beyond SEND and RDMA WRITE.
 const RC_OTHERS: [OpcodeInfo; 13] = [
-    entry(Opcode::RC_RDMA_READ_REQUEST, "RC_RDMA_READ_REQUEST", O::RdmaReadRequest, P::Only, RETH, false),
+    entry(
+        Opcode::RC_RDMA_READ_REQUEST,
+        "RC_RDMA_READ_REQUEST",
+        O::RdmaReadRequest,
+        P::Only,
+        RETH,
+        false,
+    ),
     entry(
         Opcode::RC_RDMA_READ_RESPONSE_FIRST,
         "RC_RDMA_READ_RESPONSE_FIRST",
@@ -680,9 +740,30 @@ const RC_OTHERS: [OpcodeInfo; 13] = [
         NO_EXT,
         true,
     ),
-    entry(Opcode::RC_RDMA_READ_RESPONSE_LAST, "RC_RDMA_READ_RESPONSE_LAST", O::RdmaReadResponse, P::Last, AETH, true),
-    entry(Opcode::RC_RDMA_READ_RESPONSE_ONLY, "RC_RDMA_READ_RESPONSE_ONLY", O::RdmaReadResponse, P::Only, AETH, true),
-    entry(Opcode::RC_ACKNOWLEDGE, "RC_ACKNOWLEDGE", O::Acknowledge, P::Only, AETH, false),
+    entry(
+        Opcode::RC_RDMA_READ_RESPONSE_LAST,
+        "RC_RDMA_READ_RESPONSE_LAST",
+        O::RdmaReadResponse,
+        P::Last,
+        AETH,
+        true,
+    ),
+    entry(
+        Opcode::RC_RDMA_READ_RESPONSE_ONLY,
+        "RC_RDMA_READ_RESPONSE_ONLY",
+        O::RdmaReadResponse,
+        P::Only,
+        AETH,
+        true,
+    ),
+    entry(
+        Opcode::RC_ACKNOWLEDGE,
+        "RC_ACKNOWLEDGE",
+        O::Acknowledge,
+        P::Only,
+        AETH,
+        false,
+    ),
     entry(
         Opcode::RC_ATOMIC_ACKNOWLEDGE,
         "RC_ATOMIC_ACKNOWLEDGE",
@@ -691,23 +772,80 @@ const RC_OTHERS: [OpcodeInfo; 13] = [
         AETH_ATOMIC_ACK,
         false,
     ),
-    entry(Opcode::RC_COMPARE_SWAP, "RC_COMPARE_SWAP", O::CompareSwap, P::Only, ATOMIC, false),
-    entry(Opcode::RC_FETCH_ADD, "RC_FETCH_ADD", O::FetchAdd, P::Only, ATOMIC, false),
-    entry(Opcode::RC_SEND_LAST_WITH_INVALIDATE, "RC_SEND_LAST_WITH_INVALIDATE", O::Send, P::Last, IETH, true),
-    entry(Opcode::RC_SEND_ONLY_WITH_INVALIDATE, "RC_SEND_ONLY_WITH_INVALIDATE", O::Send, P::Only, IETH, true),
+    entry(
+        Opcode::RC_COMPARE_SWAP,
+        "RC_COMPARE_SWAP",
+        O::CompareSwap,
+        P::Only,
+        ATOMIC,
+        false,
+    ),
+    entry(
+        Opcode::RC_FETCH_ADD,
+        "RC_FETCH_ADD",
+        O::FetchAdd,
+        P::Only,
+        ATOMIC,
+        false,
+    ),
+    entry(
+        Opcode::RC_SEND_LAST_WITH_INVALIDATE,
+        "RC_SEND_LAST_WITH_INVALIDATE",
+        O::Send,
+        P::Last,
+        IETH,
+        true,
+    ),
+    entry(
+        Opcode::RC_SEND_ONLY_WITH_INVALIDATE,
+        "RC_SEND_ONLY_WITH_INVALIDATE",
+        O::Send,
+        P::Only,
+        IETH,
+        true,
+    ),
     // FLUSH names its range with a RETH after the FETH and moves no data (annex A19).
-    entry(Opcode::RC_FLUSH, "RC_FLUSH", O::Flush, P::Only, FETH_RETH, false),
+    entry(
+        Opcode::RC_FLUSH,
+        "RC_FLUSH",
+        O::Flush,
+        P::Only,
+        FETH_RETH,
+        false,
+    ),
     // ATOMIC WRITE carries its 8-byte value as payload after the RETH (annex A19).
-    entry(Opcode::RC_ATOMIC_WRITE, "RC_ATOMIC_WRITE", O::AtomicWrite, P::Only, RETH, true),
+    entry(
+        Opcode::RC_ATOMIC_WRITE,
+        "RC_ATOMIC_WRITE",
+        O::AtomicWrite,
+        P::Only,
+        RETH,
+        true,
+    ),
 ];
 
 const UD_SENDS: [OpcodeInfo; 2] = [
-    entry(Opcode::UD_SEND_ONLY, "UD_SEND_ONLY", O::Send, P::Only, DETH, true),
-    entry(Opcode::UD_SEND_ONLY_WITH_IMMEDIATE, "UD_SEND_ONLY_WITH_IMMEDIATE", O::Send, P::Only, DETH_IMM, true),
+    entry(
+        Opcode::UD_SEND_ONLY,
+        "UD_SEND_ONLY",
+        O::Send,
+        P::Only,
+        DETH,
+        true,
+    ),
+    entry(
+        Opcode::UD_SEND_ONLY_WITH_IMMEDIATE,
+        "UD_SEND_ONLY_WITH_IMMEDIATE",
+        O::Send,
+        P::Only,
+        DETH_IMM,
+        true,
+    ),
 ];
 
 /// Number of opcodes in the table.
-pub const OPCODE_COUNT: usize = RC_FAMILY.len() + RC_OTHERS.len() + UC_FAMILY.len() + UD_SENDS.len();
+pub const OPCODE_COUNT: usize =
+    RC_FAMILY.len() + RC_OTHERS.len() + UC_FAMILY.len() + UD_SENDS.len();
 
 /// Marks an opcode without a table entry in [`INDEX`].
 const NO_ENTRY: u8 = u8::MAX;
@@ -788,9 +926,14 @@ pub fn check_op_sequence(prev: Option<Opcode>, next: Opcode) -> SeqCheck {
         _ => None,
     };
     let next = next.info();
-    let next_continues = matches!(next.map(OpcodeInfo::position), Some(Position::Middle | Position::Last));
+    let next_continues = matches!(
+        next.map(OpcodeInfo::position),
+        Some(Position::Middle | Position::Last)
+    );
     match (in_progress, next) {
-        (Some(p), Some(n)) if next_continues && n.transport == p.transport && n.operation == p.operation => {
+        (Some(p), Some(n))
+            if next_continues && n.transport == p.transport && n.operation == p.operation =>
+        {
             SeqCheck::Ok
         }
         (Some(_), _) => SeqCheck::MissingLast,
@@ -808,7 +951,11 @@ mod tests {
         assert_eq!(OPCODE_COUNT, 39);
         for (slot, info) in OPCODES.iter().enumerate() {
             // Each opcode appears once and the index points back at it.
-            assert_eq!(INDEX[info.opcode.0 as usize] as usize, slot, "{}", info.name);
+            assert_eq!(
+                INDEX[info.opcode.0 as usize] as usize, slot,
+                "{}",
+                info.name
+            );
             assert_eq!(info.opcode.info(), Some(info));
             // The transport matches the name prefix and the opcode bits.
             let prefix = match info.transport {
@@ -823,7 +970,9 @@ mod tests {
             assert!(info.header_len() >= BTH_LEN);
             assert!(info.header_len() <= BTH_LEN + RETH_LEN + IMMDT_LEN + DETH_LEN);
         }
-        let known = (0..=255u8).filter(|&b| Opcode::new(b).info().is_some()).count();
+        let known = (0..=255u8)
+            .filter(|&b| Opcode::new(b).info().is_some())
+            .count();
         assert_eq!(known, OPCODE_COUNT);
     }
 
@@ -843,7 +992,10 @@ mod tests {
 
     #[test]
     fn unknown_opcodes_have_no_entry() {
-        for raw in [0x15u8, 0x18, 0x1b, 0x1e, 0x1f, 0x2c, 0x36, 0x40, 0x44, 0x60, 0x63, 0x66, 0x81, 0xa0, 0xc0, 0xff] {
+        for raw in [
+            0x15u8, 0x18, 0x1b, 0x1e, 0x1f, 0x2c, 0x36, 0x40, 0x44, 0x60, 0x63, 0x66, 0x81, 0xa0,
+            0xc0, 0xff,
+        ] {
             assert_eq!(Opcode::new(raw).info(), None, "{raw:#x}");
         }
         assert_eq!(Opcode::CNP.transport(), Some(Transport::Cnp));
@@ -860,13 +1012,25 @@ mod tests {
     fn header_offsets_match_rxe() {
         // Offsets from the BTH, as rxe_opcode.c lays them out.
         let w = info(Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE);
-        assert_eq!((w.offset(H::Reth), w.offset(H::ImmDt), w.header_len()), (Some(12), Some(28), 32));
+        assert_eq!(
+            (w.offset(H::Reth), w.offset(H::ImmDt), w.header_len()),
+            (Some(12), Some(28), 32)
+        );
         let a = info(Opcode::RC_ATOMIC_ACKNOWLEDGE);
-        assert_eq!((a.offset(H::Aeth), a.offset(H::AtomicAckEth), a.header_len()), (Some(12), Some(16), 24));
+        assert_eq!(
+            (a.offset(H::Aeth), a.offset(H::AtomicAckEth), a.header_len()),
+            (Some(12), Some(16), 24)
+        );
         let f = info(Opcode::RC_FLUSH);
-        assert_eq!((f.offset(H::Feth), f.offset(H::Reth), f.header_len()), (Some(12), Some(16), 32));
+        assert_eq!(
+            (f.offset(H::Feth), f.offset(H::Reth), f.header_len()),
+            (Some(12), Some(16), 32)
+        );
         let u = info(Opcode::UD_SEND_ONLY_WITH_IMMEDIATE);
-        assert_eq!((u.offset(H::Deth), u.offset(H::ImmDt), u.header_len()), (Some(12), Some(20), 24));
+        assert_eq!(
+            (u.offset(H::Deth), u.offset(H::ImmDt), u.header_len()),
+            (Some(12), Some(20), 24)
+        );
         let c = info(Opcode::RC_COMPARE_SWAP);
         assert_eq!((c.offset(H::AtomicEth), c.header_len()), (Some(12), 40));
         let i = info(Opcode::RC_SEND_LAST_WITH_INVALIDATE);
@@ -899,9 +1063,15 @@ mod tests {
         assert!(send_first.needs_recv_wqe() && !send_first.completes_recv_wqe());
         assert!(send_first.is_acknowledged());
         let send_last = info(Opcode::UC_SEND_LAST);
-        assert!(!send_last.needs_recv_wqe() && send_last.completes_recv_wqe() && !send_last.is_acknowledged());
+        assert!(
+            !send_last.needs_recv_wqe()
+                && send_last.completes_recv_wqe()
+                && !send_last.is_acknowledged()
+        );
         let write_imm = info(Opcode::RC_RDMA_WRITE_LAST_WITH_IMMEDIATE);
-        assert!(write_imm.is_write() && write_imm.needs_recv_wqe() && write_imm.completes_recv_wqe());
+        assert!(
+            write_imm.is_write() && write_imm.needs_recv_wqe() && write_imm.completes_recv_wqe()
+        );
         let write_only = info(Opcode::RC_RDMA_WRITE_ONLY);
         assert!(!write_only.needs_recv_wqe() && !write_only.completes_recv_wqe());
         let read_resp = info(Opcode::RC_RDMA_READ_RESPONSE_ONLY);
@@ -917,7 +1087,10 @@ mod tests {
         assert!(info(Opcode::UD_SEND_ONLY_WITH_IMMEDIATE).has_immediate());
         assert!(!info(Opcode::UD_SEND_ONLY).is_acknowledged());
         assert_eq!(info(Opcode::RC_SEND_MIDDLE).name(), "RC_SEND_MIDDLE");
-        assert_eq!(info(Opcode::UC_RDMA_WRITE_FIRST).name(), "UC_RDMA_WRITE_FIRST");
+        assert_eq!(
+            info(Opcode::UC_RDMA_WRITE_FIRST).name(),
+            "UC_RDMA_WRITE_FIRST"
+        );
     }
 
     #[test]
@@ -925,25 +1098,73 @@ mod tests {
         use Opcode as Op;
         let ok = |p: Option<Opcode>, n| check_op_sequence(p, n);
         // A message in progress continues with the same operation.
-        assert_eq!(ok(Some(Op::RC_SEND_FIRST), Op::RC_SEND_MIDDLE), SeqCheck::Ok);
-        assert_eq!(ok(Some(Op::RC_SEND_MIDDLE), Op::RC_SEND_LAST_WITH_INVALIDATE), SeqCheck::Ok);
-        assert_eq!(ok(Some(Op::UC_RDMA_WRITE_FIRST), Op::UC_RDMA_WRITE_LAST_WITH_IMMEDIATE), SeqCheck::Ok);
-        assert_eq!(ok(Some(Op::RC_RDMA_READ_RESPONSE_FIRST), Op::RC_RDMA_READ_RESPONSE_LAST), SeqCheck::Ok);
+        assert_eq!(
+            ok(Some(Op::RC_SEND_FIRST), Op::RC_SEND_MIDDLE),
+            SeqCheck::Ok
+        );
+        assert_eq!(
+            ok(Some(Op::RC_SEND_MIDDLE), Op::RC_SEND_LAST_WITH_INVALIDATE),
+            SeqCheck::Ok
+        );
+        assert_eq!(
+            ok(
+                Some(Op::UC_RDMA_WRITE_FIRST),
+                Op::UC_RDMA_WRITE_LAST_WITH_IMMEDIATE
+            ),
+            SeqCheck::Ok
+        );
+        assert_eq!(
+            ok(
+                Some(Op::RC_RDMA_READ_RESPONSE_FIRST),
+                Op::RC_RDMA_READ_RESPONSE_LAST
+            ),
+            SeqCheck::Ok
+        );
         // ... and nothing else.
-        assert_eq!(ok(Some(Op::RC_SEND_FIRST), Op::RC_SEND_ONLY), SeqCheck::MissingLast);
-        assert_eq!(ok(Some(Op::RC_SEND_FIRST), Op::RC_RDMA_WRITE_MIDDLE), SeqCheck::MissingLast);
-        assert_eq!(ok(Some(Op::RC_RDMA_WRITE_MIDDLE), Op::RC_RDMA_READ_REQUEST), SeqCheck::MissingLast);
-        assert_eq!(ok(Some(Op::RC_SEND_FIRST), Op::UC_SEND_LAST), SeqCheck::MissingLast);
-        assert_eq!(ok(Some(Op::UC_SEND_MIDDLE), Op::new(0x1f)), SeqCheck::MissingLast);
+        assert_eq!(
+            ok(Some(Op::RC_SEND_FIRST), Op::RC_SEND_ONLY),
+            SeqCheck::MissingLast
+        );
+        assert_eq!(
+            ok(Some(Op::RC_SEND_FIRST), Op::RC_RDMA_WRITE_MIDDLE),
+            SeqCheck::MissingLast
+        );
+        assert_eq!(
+            ok(Some(Op::RC_RDMA_WRITE_MIDDLE), Op::RC_RDMA_READ_REQUEST),
+            SeqCheck::MissingLast
+        );
+        assert_eq!(
+            ok(Some(Op::RC_SEND_FIRST), Op::UC_SEND_LAST),
+            SeqCheck::MissingLast
+        );
+        assert_eq!(
+            ok(Some(Op::UC_SEND_MIDDLE), Op::new(0x1f)),
+            SeqCheck::MissingLast
+        );
         // No message in progress: MIDDLE and LAST lack their FIRST.
         assert_eq!(ok(None, Op::RC_SEND_MIDDLE), SeqCheck::MissingFirst);
-        assert_eq!(ok(Some(Op::RC_SEND_LAST), Op::RC_RDMA_WRITE_LAST), SeqCheck::MissingFirst);
-        assert_eq!(ok(Some(Op::UC_SEND_ONLY), Op::UC_SEND_LAST_WITH_IMMEDIATE), SeqCheck::MissingFirst);
-        assert_eq!(ok(Some(Op::new(0xff)), Op::RC_SEND_MIDDLE), SeqCheck::MissingFirst);
+        assert_eq!(
+            ok(Some(Op::RC_SEND_LAST), Op::RC_RDMA_WRITE_LAST),
+            SeqCheck::MissingFirst
+        );
+        assert_eq!(
+            ok(Some(Op::UC_SEND_ONLY), Op::UC_SEND_LAST_WITH_IMMEDIATE),
+            SeqCheck::MissingFirst
+        );
+        assert_eq!(
+            ok(Some(Op::new(0xff)), Op::RC_SEND_MIDDLE),
+            SeqCheck::MissingFirst
+        );
         // New messages may start.
         assert_eq!(ok(None, Op::RC_SEND_FIRST), SeqCheck::Ok);
-        assert_eq!(ok(Some(Op::RC_SEND_LAST), Op::RC_COMPARE_SWAP), SeqCheck::Ok);
-        assert_eq!(ok(Some(Op::RC_RDMA_WRITE_ONLY), Op::RC_RDMA_WRITE_FIRST), SeqCheck::Ok);
+        assert_eq!(
+            ok(Some(Op::RC_SEND_LAST), Op::RC_COMPARE_SWAP),
+            SeqCheck::Ok
+        );
+        assert_eq!(
+            ok(Some(Op::RC_RDMA_WRITE_ONLY), Op::RC_RDMA_WRITE_FIRST),
+            SeqCheck::Ok
+        );
         assert_eq!(ok(None, Op::new(0x15)), SeqCheck::Ok);
         assert!(SeqCheck::Ok.is_ok() && !SeqCheck::MissingLast.is_ok());
     }

@@ -13,8 +13,8 @@
 
 use super::icrc::{self, ICRC_LEN};
 use super::opcode::{
-    ExtHeader, Opcode, OpcodeInfo, AETH_LEN, ATOMIC_ACK_ETH_LEN, ATOMIC_ETH_LEN, BTH_LEN, DETH_LEN, FETH_LEN, IETH_LEN,
-    IMMDT_LEN, RETH_LEN,
+    ExtHeader, Opcode, OpcodeInfo, AETH_LEN, ATOMIC_ACK_ETH_LEN, ATOMIC_ETH_LEN, BTH_LEN, DETH_LEN,
+    FETH_LEN, IETH_LEN, IMMDT_LEN, RETH_LEN,
 };
 use super::psn::Psn;
 
@@ -171,7 +171,11 @@ pub struct Reth {
 impl Reth {
     /// Decodes the header bytes.
     pub fn decode(b: &[u8; RETH_LEN]) -> Reth {
-        Reth { va: read_u64(b, 0), rkey: read_u32(b, 8), dma_len: read_u32(b, 12) }
+        Reth {
+            va: read_u64(b, 0),
+            rkey: read_u32(b, 8),
+            dma_len: read_u32(b, 12),
+        }
     }
 
     /// Encodes the header bytes.
@@ -298,7 +302,10 @@ impl Aeth {
     /// Decodes the header bytes.
     pub fn decode(b: &[u8; AETH_LEN]) -> Aeth {
         let word = read_u32(b, 0);
-        Aeth { syndrome: Syndrome::from_byte(read_u8(b, 0)), msn: Msn::new(word) }
+        Aeth {
+            syndrome: Syndrome::from_byte(read_u8(b, 0)),
+            msn: Msn::new(word),
+        }
     }
 
     /// Encodes the header bytes.
@@ -325,7 +332,12 @@ pub struct AtomicEth {
 impl AtomicEth {
     /// Decodes the header bytes.
     pub fn decode(b: &[u8; ATOMIC_ETH_LEN]) -> AtomicEth {
-        AtomicEth { va: read_u64(b, 0), rkey: read_u32(b, 8), swap_add: read_u64(b, 12), compare: read_u64(b, 20) }
+        AtomicEth {
+            va: read_u64(b, 0),
+            rkey: read_u32(b, 8),
+            swap_add: read_u64(b, 12),
+            compare: read_u64(b, 20),
+        }
     }
 
     /// Encodes the header bytes.
@@ -349,7 +361,9 @@ pub struct AtomicAckEth {
 impl AtomicAckEth {
     /// Decodes the header bytes.
     pub fn decode(b: &[u8; ATOMIC_ACK_ETH_LEN]) -> AtomicAckEth {
-        AtomicAckEth { orig: read_u64(b, 0) }
+        AtomicAckEth {
+            orig: read_u64(b, 0),
+        }
     }
 
     /// Encodes the header bytes.
@@ -370,7 +384,10 @@ pub struct Deth {
 impl Deth {
     /// Decodes the header bytes.
     pub fn decode(b: &[u8; DETH_LEN]) -> Deth {
-        Deth { qkey: read_u32(b, 0), src_qpn: read_u32(b, 4) & LOW_24 }
+        Deth {
+            qkey: read_u32(b, 0),
+            src_qpn: read_u32(b, 4) & LOW_24,
+        }
     }
 
     /// Encodes the header bytes; `src_qpn` is cut to 24 bits.
@@ -400,7 +417,9 @@ pub struct Ieth {
 impl Ieth {
     /// Decodes the header bytes.
     pub fn decode(b: &[u8; IETH_LEN]) -> Ieth {
-        Ieth { rkey: read_u32(b, 0) }
+        Ieth {
+            rkey: read_u32(b, 0),
+        }
     }
 
     /// Encodes the header bytes.
@@ -464,9 +483,14 @@ fn check(bytes: &[u8]) -> Result<&'static OpcodeInfo, PacketError> {
     if flags & bth::TVER_MASK != 0 {
         return Err(PacketError::BadVersion);
     }
-    let info = Opcode::new(read_u8(bytes, bth::OPCODE)).info().ok_or(PacketError::UnknownOpcode)?;
+    let info = Opcode::new(read_u8(bytes, bth::OPCODE))
+        .info()
+        .ok_or(PacketError::UnknownOpcode)?;
     // Header lengths are at most a few dozen bytes: no overflow.
-    let room = bytes.len().checked_sub(info.header_len() + ICRC_LEN).ok_or(PacketError::Truncated)?;
+    let room = bytes
+        .len()
+        .checked_sub(info.header_len() + ICRC_LEN)
+        .ok_or(PacketError::Truncated)?;
     if !info.has_payload() && room != 0 {
         return Err(PacketError::UnexpectedPayload);
     }
@@ -595,12 +619,14 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
     /// The AtomicETH, if the opcode has one.
     pub fn atomic_eth(&self) -> Option<AtomicEth> {
-        self.ext(ExtHeader::AtomicEth).map(|b| AtomicEth::decode(&b))
+        self.ext(ExtHeader::AtomicEth)
+            .map(|b| AtomicEth::decode(&b))
     }
 
     /// The AtomicAckETH, if the opcode has one.
     pub fn atomic_ack_eth(&self) -> Option<AtomicAckEth> {
-        self.ext(ExtHeader::AtomicAckEth).map(|b| AtomicAckEth::decode(&b))
+        self.ext(ExtHeader::AtomicAckEth)
+            .map(|b| AtomicAckEth::decode(&b))
     }
 
     /// The DETH, if the opcode has one.
@@ -631,7 +657,10 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// Where the payload ends: before the pad bytes and the ICRC.
     fn payload_end(&self) -> usize {
         // Cannot underflow for a checked packet; saturating keeps the arithmetic total.
-        self.buffer.as_ref().len().saturating_sub(ICRC_LEN + usize::from(self.pad_count()))
+        self.buffer
+            .as_ref()
+            .len()
+            .saturating_sub(ICRC_LEN + usize::from(self.pad_count()))
     }
 
     /// The payload: the bytes after the headers, without pad and ICRC.
@@ -676,7 +705,10 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         if bytes.len() < BTH_LEN + ICRC_LEN {
             return Err(PacketError::TooShort);
         }
-        let room = bytes.len().checked_sub(info.header_len() + ICRC_LEN).ok_or(PacketError::Truncated)?;
+        let room = bytes
+            .len()
+            .checked_sub(info.header_len() + ICRC_LEN)
+            .ok_or(PacketError::Truncated)?;
         if !info.has_payload() && room != 0 {
             return Err(PacketError::UnexpectedPayload);
         }
@@ -743,7 +775,11 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     }
 
     /// Writes extension header `h`, if the opcode has it.
-    fn set_ext<const N: usize>(&mut self, h: ExtHeader, bytes: [u8; N]) -> Result<(), NoSuchHeader> {
+    fn set_ext<const N: usize>(
+        &mut self,
+        h: ExtHeader,
+        bytes: [u8; N],
+    ) -> Result<(), NoSuchHeader> {
         let off = self.info.offset(h).ok_or(NoSuchHeader)?;
         write(self.bytes_mut(), off, bytes);
         Ok(())
@@ -812,7 +848,10 @@ mod tests {
 
     fn hex(s: &str) -> Vec<u8> {
         let s: std::string::String = s.split_whitespace().collect();
-        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
     }
 
     /// RC SEND Only, SE and MigReq set, pad 2, P_Key 0xffff, FECN, dest QP 0x123456, AckReq,
@@ -879,8 +918,14 @@ mod tests {
 
     #[test]
     fn reth_fixture() {
-        let reth = Reth { va: 0x0102_0304_0506_0708, rkey: 0x1122_3344, dma_len: 0x100 };
-        let buf = built(Opcode::RC_RDMA_WRITE_ONLY, &[9; 4], |p| p.set_reth(&reth).unwrap());
+        let reth = Reth {
+            va: 0x0102_0304_0506_0708,
+            rkey: 0x1122_3344,
+            dma_len: 0x100,
+        };
+        let buf = built(Opcode::RC_RDMA_WRITE_ONLY, &[9; 4], |p| {
+            p.set_reth(&reth).unwrap()
+        });
         assert_eq!(&buf[12..28], &hex("0102030405060708 11223344 00000100")[..]);
         let p = Packet::new_checked(&buf[..]).unwrap();
         assert_eq!(p.reth(), Some(reth));
@@ -890,7 +935,10 @@ mod tests {
 
     #[test]
     fn aeth_fixture() {
-        let aeth = Aeth { syndrome: Syndrome::Nak(NakCode::InvalidRequest), msn: Msn::new(0x102) };
+        let aeth = Aeth {
+            syndrome: Syndrome::Nak(NakCode::InvalidRequest),
+            msn: Msn::new(0x102),
+        };
         let buf = built(Opcode::RC_ACKNOWLEDGE, &[], |p| p.set_aeth(&aeth).unwrap());
         assert_eq!(&buf[12..16], &hex("61 000102")[..]);
         let p = Packet::new_checked(&buf[..]).unwrap();
@@ -898,14 +946,37 @@ mod tests {
         assert_eq!(p.payload(), b"");
         // The other syndrome types.
         let decode = |b: &str| Aeth::decode(&hex(b).try_into().unwrap());
-        assert_eq!(decode("1f ffffff").syndrome, Syndrome::Ack { credits: AETH_CREDITS_INVALID });
+        assert_eq!(
+            decode("1f ffffff").syndrome,
+            Syndrome::Ack {
+                credits: AETH_CREDITS_INVALID
+            }
+        );
         assert_eq!(decode("1f ffffff").msn, Msn::new(0xff_ffff));
-        assert_eq!(decode("2e 000000").syndrome, Syndrome::RnrNak { timer: 0x0e });
-        assert_eq!(decode("60 000000").syndrome, Syndrome::Nak(NakCode::PsnSequenceError));
-        assert_eq!(decode("62 000000").syndrome, Syndrome::Nak(NakCode::RemoteAccessError));
-        assert_eq!(decode("63 000000").syndrome, Syndrome::Nak(NakCode::RemoteOperationalError));
-        assert_eq!(decode("64 000000").syndrome, Syndrome::Nak(NakCode::InvalidRdRequest));
-        assert_eq!(decode("65 000000").syndrome, Syndrome::Nak(NakCode::Reserved(5)));
+        assert_eq!(
+            decode("2e 000000").syndrome,
+            Syndrome::RnrNak { timer: 0x0e }
+        );
+        assert_eq!(
+            decode("60 000000").syndrome,
+            Syndrome::Nak(NakCode::PsnSequenceError)
+        );
+        assert_eq!(
+            decode("62 000000").syndrome,
+            Syndrome::Nak(NakCode::RemoteAccessError)
+        );
+        assert_eq!(
+            decode("63 000000").syndrome,
+            Syndrome::Nak(NakCode::RemoteOperationalError)
+        );
+        assert_eq!(
+            decode("64 000000").syndrome,
+            Syndrome::Nak(NakCode::InvalidRdRequest)
+        );
+        assert_eq!(
+            decode("65 000000").syndrome,
+            Syndrome::Nak(NakCode::Reserved(5))
+        );
         assert_eq!(decode("40 000000").syndrome, Syndrome::Reserved(0x40));
         assert_eq!(decode("80 000000").syndrome, Syndrome::Reserved(0x80));
     }
@@ -920,13 +991,31 @@ mod tests {
 
     #[test]
     fn atomic_fixtures() {
-        let atomic = AtomicEth { va: 0x1000, rkey: 0xdead_beef, swap_add: 0x0a0b_0c0d_0e0f_1011, compare: 7 };
-        let buf = built(Opcode::RC_COMPARE_SWAP, &[], |p| p.set_atomic_eth(&atomic).unwrap());
-        assert_eq!(&buf[12..40], &hex("0000000000001000 deadbeef 0a0b0c0d0e0f1011 0000000000000007")[..]);
-        assert_eq!(Packet::new_checked(&buf[..]).unwrap().atomic_eth(), Some(atomic));
+        let atomic = AtomicEth {
+            va: 0x1000,
+            rkey: 0xdead_beef,
+            swap_add: 0x0a0b_0c0d_0e0f_1011,
+            compare: 7,
+        };
+        let buf = built(Opcode::RC_COMPARE_SWAP, &[], |p| {
+            p.set_atomic_eth(&atomic).unwrap()
+        });
+        assert_eq!(
+            &buf[12..40],
+            &hex("0000000000001000 deadbeef 0a0b0c0d0e0f1011 0000000000000007")[..]
+        );
+        assert_eq!(
+            Packet::new_checked(&buf[..]).unwrap().atomic_eth(),
+            Some(atomic)
+        );
 
-        let aeth = Aeth { syndrome: Syndrome::Ack { credits: 3 }, msn: Msn::new(9) };
-        let ack = AtomicAckEth { orig: 0x8877_6655_4433_2211 };
+        let aeth = Aeth {
+            syndrome: Syndrome::Ack { credits: 3 },
+            msn: Msn::new(9),
+        };
+        let ack = AtomicAckEth {
+            orig: 0x8877_6655_4433_2211,
+        };
         let buf = built(Opcode::RC_ATOMIC_ACKNOWLEDGE, &[], |p| {
             p.set_aeth(&aeth).unwrap();
             p.set_atomic_ack_eth(&ack).unwrap();
@@ -938,7 +1027,10 @@ mod tests {
 
     #[test]
     fn deth_and_immdt_fixture() {
-        let deth = Deth { qkey: 0x8001_0000, src_qpn: 0xab00_0001 };
+        let deth = Deth {
+            qkey: 0x8001_0000,
+            src_qpn: 0xab00_0001,
+        };
         let buf = built(Opcode::UD_SEND_ONLY_WITH_IMMEDIATE, b"abc", |p| {
             p.set_deth(&deth).unwrap();
             p.set_imm_data([0xca, 0xfe, 0xba, 0xbe]).unwrap();
@@ -947,28 +1039,55 @@ mod tests {
         assert_eq!(buf[1] & 0x30, 0x10); // one pad byte
         assert_eq!(buf[24..28], *b"abc\0");
         let p = Packet::new_checked(&buf[..]).unwrap();
-        assert_eq!(p.deth(), Some(Deth { qkey: 0x8001_0000, src_qpn: 1 }));
+        assert_eq!(
+            p.deth(),
+            Some(Deth {
+                qkey: 0x8001_0000,
+                src_qpn: 1
+            })
+        );
         assert_eq!(p.imm_data(), Some([0xca, 0xfe, 0xba, 0xbe]));
         assert_eq!(p.payload(), b"abc");
     }
 
     #[test]
     fn ieth_and_feth_fixtures() {
-        let buf = built(Opcode::RC_SEND_ONLY_WITH_INVALIDATE, b"", |p| p.set_ieth(&Ieth { rkey: 0x42 }).unwrap());
+        let buf = built(Opcode::RC_SEND_ONLY_WITH_INVALIDATE, b"", |p| {
+            p.set_ieth(&Ieth { rkey: 0x42 }).unwrap()
+        });
         assert_eq!(&buf[12..16], &hex("00000042")[..]);
-        assert_eq!(Packet::new_checked(&buf[..]).unwrap().ieth(), Some(Ieth { rkey: 0x42 }));
+        assert_eq!(
+            Packet::new_checked(&buf[..]).unwrap().ieth(),
+            Some(Ieth { rkey: 0x42 })
+        );
 
-        let feth = Feth { selectivity_level: Feth::LEVEL_MR, placement_type: Feth::PLACEMENT_PERSISTENT };
-        let reth = Reth { va: 0x2000, rkey: 5, dma_len: 64 };
+        let feth = Feth {
+            selectivity_level: Feth::LEVEL_MR,
+            placement_type: Feth::PLACEMENT_PERSISTENT,
+        };
+        let reth = Reth {
+            va: 0x2000,
+            rkey: 5,
+            dma_len: 64,
+        };
         let buf = built(Opcode::RC_FLUSH, &[], |p| {
             p.set_feth(&feth).unwrap();
             p.set_reth(&reth).unwrap();
         });
-        assert_eq!(&buf[12..32], &hex("00000012 0000000000002000 00000005 00000040")[..]);
+        assert_eq!(
+            &buf[12..32],
+            &hex("00000012 0000000000002000 00000005 00000040")[..]
+        );
         let p = Packet::new_checked(&buf[..]).unwrap();
         assert_eq!((p.feth(), p.reth()), (Some(feth), Some(reth)));
         // Reserved bits are ignored on receive.
-        assert_eq!(Feth::decode(&[0xff, 0xff, 0xff, 0xc1]), Feth { selectivity_level: 0, placement_type: 1 });
+        assert_eq!(
+            Feth::decode(&[0xff, 0xff, 0xff, 0xc1]),
+            Feth {
+                selectivity_level: 0,
+                placement_type: 1
+            }
+        );
     }
 
     #[test]
@@ -977,7 +1096,13 @@ mod tests {
         let mut p = Packet::build(&mut buf[..], Opcode::RC_SEND_MIDDLE, 0).unwrap();
         assert_eq!(p.set_reth(&Reth::default()), Err(NoSuchHeader));
         assert_eq!(p.set_imm_data([0; 4]), Err(NoSuchHeader));
-        assert_eq!(p.set_aeth(&Aeth { syndrome: Syndrome::Ack { credits: 0 }, msn: Msn::new(0) }), Err(NoSuchHeader));
+        assert_eq!(
+            p.set_aeth(&Aeth {
+                syndrome: Syndrome::Ack { credits: 0 },
+                msn: Msn::new(0)
+            }),
+            Err(NoSuchHeader)
+        );
         assert_eq!(buf, vec![1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
     }
 
@@ -985,26 +1110,42 @@ mod tests {
     fn rejects_malformed_packets() {
         let send = hex(SEND_ONLY);
         for n in 0..16 {
-            assert_eq!(Packet::new_checked(&send[..n]).err(), Some(PacketError::TooShort), "{n}");
+            assert_eq!(
+                Packet::new_checked(&send[..n]).err(),
+                Some(PacketError::TooShort),
+                "{n}"
+            );
         }
         let mut v = send.clone();
         v[1] |= 0x01;
-        assert_eq!(Packet::new_checked(&v[..]).err(), Some(PacketError::BadVersion));
+        assert_eq!(
+            Packet::new_checked(&v[..]).err(),
+            Some(PacketError::BadVersion)
+        );
         for op in [0x15u8, 0x40, 0x81, 0xff] {
             let mut u = send.clone();
             u[0] = op;
-            assert_eq!(Packet::new_checked(&u[..]).err(), Some(PacketError::UnknownOpcode));
+            assert_eq!(
+                Packet::new_checked(&u[..]).err(),
+                Some(PacketError::UnknownOpcode)
+            );
         }
         // RDMA WRITE Only needs 16 RETH bytes after the BTH, then the ICRC.
         let mut w = vec![0u8; 12 + 16 + 3];
         w[0] = Opcode::RC_RDMA_WRITE_ONLY.get();
-        assert_eq!(Packet::new_checked(&w[..]).err(), Some(PacketError::Truncated));
+        assert_eq!(
+            Packet::new_checked(&w[..]).err(),
+            Some(PacketError::Truncated)
+        );
         w.push(0);
         assert!(Packet::new_checked(&w[..]).is_ok());
         // An ACK with payload bytes.
         let mut a = vec![0u8; 12 + 4 + 4 + 4];
         a[0] = Opcode::RC_ACKNOWLEDGE.get();
-        assert_eq!(Packet::new_checked(&a[..]).err(), Some(PacketError::UnexpectedPayload));
+        assert_eq!(
+            Packet::new_checked(&a[..]).err(),
+            Some(PacketError::UnexpectedPayload)
+        );
         a.truncate(20);
         assert!(Packet::new_checked(&a[..]).is_ok());
         a[1] = 0x10;
@@ -1021,13 +1162,31 @@ mod tests {
     #[test]
     fn build_refuses_bad_layouts() {
         let mut buf = [0u8; 20];
-        assert_eq!(Packet::build(&mut buf[..], Opcode::new(0x15), 0).err(), Some(PacketError::UnknownOpcode));
-        assert_eq!(Packet::build(&mut buf[..], Opcode::RC_SEND_ONLY, 4).err(), Some(PacketError::BadPad));
-        assert_eq!(Packet::build(&mut buf[..12], Opcode::RC_SEND_ONLY, 0).err(), Some(PacketError::TooShort));
-        assert_eq!(Packet::build(&mut buf[..], Opcode::RC_RDMA_WRITE_ONLY, 0).err(), Some(PacketError::Truncated));
+        assert_eq!(
+            Packet::build(&mut buf[..], Opcode::new(0x15), 0).err(),
+            Some(PacketError::UnknownOpcode)
+        );
+        assert_eq!(
+            Packet::build(&mut buf[..], Opcode::RC_SEND_ONLY, 4).err(),
+            Some(PacketError::BadPad)
+        );
+        assert_eq!(
+            Packet::build(&mut buf[..12], Opcode::RC_SEND_ONLY, 0).err(),
+            Some(PacketError::TooShort)
+        );
+        assert_eq!(
+            Packet::build(&mut buf[..], Opcode::RC_RDMA_WRITE_ONLY, 0).err(),
+            Some(PacketError::Truncated)
+        );
         let mut ack = [0u8; 24];
-        assert_eq!(Packet::build(&mut ack[..], Opcode::RC_ACKNOWLEDGE, 0).err(), Some(PacketError::UnexpectedPayload));
-        assert_eq!(Packet::build(&mut buf[..17], Opcode::RC_SEND_ONLY, 2).err(), Some(PacketError::BadPad));
+        assert_eq!(
+            Packet::build(&mut ack[..], Opcode::RC_ACKNOWLEDGE, 0).err(),
+            Some(PacketError::UnexpectedPayload)
+        );
+        assert_eq!(
+            Packet::build(&mut buf[..17], Opcode::RC_SEND_ONLY, 2).err(),
+            Some(PacketError::BadPad)
+        );
         assert_eq!(pad_count_for(0), 0);
         assert_eq!(pad_count_for(5), 3);
         assert_eq!(pad_count_for(8), 0);

@@ -417,7 +417,10 @@ pub const fn transition_attrs(
         (Sqe, Reset) | (Sqe, Err) => BARE,
         (Sqe, Rts) => match qp_type {
             Rc => BARE,
-            Uc => attrs(EMPTY, AttrMask(AttrMask::CUR_STATE.0 | AttrMask::ACCESS_FLAGS.0)),
+            Uc => attrs(
+                EMPTY,
+                AttrMask(AttrMask::CUR_STATE.0 | AttrMask::ACCESS_FLAGS.0),
+            ),
             Ud | Gsi | Smi => attrs(EMPTY, CUR_QKEY),
         },
         (Sqe, _) => None,
@@ -450,7 +453,11 @@ pub const fn check_modify(
     if !unsupported.is_empty() {
         return Err(ModifyError::UnsupportedAttrs(unsupported));
     }
-    let next = if mask.contains(AttrMask::STATE) { next } else { cur };
+    let next = if mask.contains(AttrMask::STATE) {
+        next
+    } else {
+        cur
+    };
     let Some(cell) = transition_attrs(cur, next, qp_type) else {
         return Err(ModifyError::IllegalTransition);
     };
@@ -817,7 +824,10 @@ const RNR_TIMER_US: [u32; 32] = [
 /// the AETH syndrome, so only those bits count.
 pub fn rnr_timer_us(code: u8) -> u32 {
     // The mask keeps the index below 32; the fallback is unreachable.
-    RNR_TIMER_US.get(usize::from(code & 0x1f)).copied().unwrap_or(655_360)
+    RNR_TIMER_US
+        .get(usize::from(code & 0x1f))
+        .copied()
+        .unwrap_or(655_360)
 }
 
 /// What happens to a work request posted in a given state.
@@ -904,7 +914,11 @@ mod tests {
         let cur_qkey = M::CUR_STATE | M::QKEY;
         for t in [Ud, Gsi, Smi] {
             let pkey_qkey = M::PKEY_INDEX | M::QKEY;
-            let init = if t == Ud { pkey_qkey | M::PORT } else { pkey_qkey };
+            let init = if t == Ud {
+                pkey_qkey | M::PORT
+            } else {
+                pkey_qkey
+            };
             rows.push((Reset, Init, t, init, e));
             rows.push((Init, Init, t, e, init));
             rows.push((Init, Rtr, t, e, pkey_qkey));
@@ -919,10 +933,24 @@ mod tests {
             rows.push((Reset, Init, t, init, e));
             rows.push((Init, Init, t, e, init));
             let rtr = M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN;
-            let rtr = if t == Rc { rtr | M::MAX_DEST_RD_ATOMIC | M::MIN_RNR_TIMER } else { rtr };
-            rows.push((Init, Rtr, t, rtr, M::ALT_PATH | M::ACCESS_FLAGS | M::PKEY_INDEX));
+            let rtr = if t == Rc {
+                rtr | M::MAX_DEST_RD_ATOMIC | M::MIN_RNR_TIMER
+            } else {
+                rtr
+            };
+            rows.push((
+                Init,
+                Rtr,
+                t,
+                rtr,
+                M::ALT_PATH | M::ACCESS_FLAGS | M::PKEY_INDEX,
+            ));
             let back_to_rts = M::CUR_STATE | M::ALT_PATH | M::ACCESS_FLAGS | M::PATH_MIG_STATE;
-            let back_to_rts = if t == Rc { back_to_rts | M::MIN_RNR_TIMER } else { back_to_rts };
+            let back_to_rts = if t == Rc {
+                back_to_rts | M::MIN_RNR_TIMER
+            } else {
+                back_to_rts
+            };
             let rts_req = if t == Rc {
                 M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::SQ_PSN | M::MAX_QP_RD_ATOMIC
             } else {
@@ -969,8 +997,10 @@ mod tests {
         for cur in QpState::ALL {
             for next in QpState::ALL {
                 for t in QpType::ALL {
-                    let want: Vec<_> =
-                        rows.iter().filter(|r| r.0 == cur && r.1 == next && r.2 == t).collect();
+                    let want: Vec<_> = rows
+                        .iter()
+                        .filter(|r| r.0 == cur && r.1 == next && r.2 == t)
+                        .collect();
                     assert!(want.len() <= 1, "duplicate row {cur:?}->{next:?} {t:?}");
                     let got = transition_attrs(cur, next, t);
                     match want.first() {
@@ -978,7 +1008,10 @@ mod tests {
                             seen += 1;
                             assert_eq!(
                                 got,
-                                Some(TransitionAttrs { required: r.3, optional: r.4 }),
+                                Some(TransitionAttrs {
+                                    required: r.3,
+                                    optional: r.4
+                                }),
                                 "{cur:?}->{next:?} {t:?}"
                             );
                         }
@@ -1010,9 +1043,17 @@ mod tests {
     fn rc_bring_up() {
         let rc = QpType::Rc;
         let init = M::STATE | M::PKEY_INDEX | M::PORT | M::ACCESS_FLAGS;
-        assert_eq!(check_modify(QpState::Reset, QpState::Init, rc, init), Ok(()));
         assert_eq!(
-            check_modify(QpState::Reset, QpState::Init, rc, M::STATE | M::PKEY_INDEX | M::PORT),
+            check_modify(QpState::Reset, QpState::Init, rc, init),
+            Ok(())
+        );
+        assert_eq!(
+            check_modify(
+                QpState::Reset,
+                QpState::Init,
+                rc,
+                M::STATE | M::PKEY_INDEX | M::PORT
+            ),
             Err(ModifyError::MissingAttrs(M::ACCESS_FLAGS))
         );
         assert_eq!(
@@ -1030,7 +1071,10 @@ mod tests {
         let rts =
             M::STATE | M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::SQ_PSN | M::MAX_QP_RD_ATOMIC;
         assert_eq!(check_modify(QpState::Rtr, QpState::Rts, rc, rts), Ok(()));
-        assert_eq!(check_modify(QpState::Rtr, QpState::Rts, rc, rts | M::CUR_STATE), Ok(()));
+        assert_eq!(
+            check_modify(QpState::Rtr, QpState::Rts, rc, rts | M::CUR_STATE),
+            Ok(())
+        );
         assert_eq!(
             check_modify(QpState::Init, QpState::Rts, rc, rts),
             Err(ModifyError::IllegalTransition)
@@ -1040,13 +1084,19 @@ mod tests {
     #[test]
     fn mask_without_state_checks_the_stay_cell() {
         // QKey change on an RTS UD QP, next ignored.
-        assert_eq!(check_modify(QpState::Rts, QpState::Reset, QpType::Ud, M::QKEY), Ok(()));
+        assert_eq!(
+            check_modify(QpState::Rts, QpState::Reset, QpType::Ud, M::QKEY),
+            Ok(())
+        );
         // RTR -> RTR does not exist.
         assert_eq!(
             check_modify(QpState::Rtr, QpState::Rts, QpType::Rc, M::EMPTY),
             Err(ModifyError::IllegalTransition)
         );
-        assert_eq!(check_modify(QpState::Reset, QpState::Init, QpType::Rc, M::EMPTY), Ok(()));
+        assert_eq!(
+            check_modify(QpState::Reset, QpState::Init, QpType::Rc, M::EMPTY),
+            Ok(())
+        );
     }
 
     #[test]
@@ -1156,10 +1206,19 @@ mod tests {
         assert_eq!(check_port(2), Err(ModifyError::BadPort));
         assert_eq!(check_pkey_index(0, 1), Ok(()));
         assert_eq!(check_pkey_index(1, 1), Err(ModifyError::BadPkeyIndex));
-        assert_eq!(check_path_mtu(0, IbMtu::Mtu4096), Err(ModifyError::BadPathMtu));
+        assert_eq!(
+            check_path_mtu(0, IbMtu::Mtu4096),
+            Err(ModifyError::BadPathMtu)
+        );
         assert_eq!(check_path_mtu(5, IbMtu::Mtu4096), Ok(IbMtu::Mtu4096));
-        assert_eq!(check_path_mtu(6, IbMtu::Mtu4096), Err(ModifyError::BadPathMtu));
-        assert_eq!(check_path_mtu(4, IbMtu::Mtu1024), Err(ModifyError::BadPathMtu));
+        assert_eq!(
+            check_path_mtu(6, IbMtu::Mtu4096),
+            Err(ModifyError::BadPathMtu)
+        );
+        assert_eq!(
+            check_path_mtu(4, IbMtu::Mtu1024),
+            Err(ModifyError::BadPathMtu)
+        );
         assert_eq!(check_timeout(31), Ok(()));
         assert_eq!(check_timeout(32), Err(ModifyError::BadTimeout));
         assert_eq!(check_retry_cnt(7), Ok(()));
@@ -1168,15 +1227,27 @@ mod tests {
         assert!(rnr_retry_is_infinite(7));
         assert_eq!(check_min_rnr_timer(32), Err(ModifyError::BadMinRnrTimer));
         assert_eq!(check_max_rd_atomic(128, 128), Ok(()));
-        assert_eq!(check_max_rd_atomic(129, 128), Err(ModifyError::TooManyRdAtomic));
-        assert_eq!(check_max_dest_rd_atomic(129, 128), Err(ModifyError::TooManyDestRdAtomic));
+        assert_eq!(
+            check_max_rd_atomic(129, 128),
+            Err(ModifyError::TooManyRdAtomic)
+        );
+        assert_eq!(
+            check_max_dest_rd_atomic(129, 128),
+            Err(ModifyError::TooManyDestRdAtomic)
+        );
         let all_known = qp_access::LOCAL_WRITE
             | qp_access::REMOTE_WRITE
             | qp_access::REMOTE_READ
             | qp_access::REMOTE_ATOMIC;
         assert_eq!(check_qp_access_flags(all_known | (1 << 20)), Ok(()));
-        assert_eq!(check_qp_access_flags(1 << 5), Err(ModifyError::BadAccessFlags));
-        assert_eq!(check_qp_access_flags(1 << 30), Err(ModifyError::BadAccessFlags));
+        assert_eq!(
+            check_qp_access_flags(1 << 5),
+            Err(ModifyError::BadAccessFlags)
+        );
+        assert_eq!(
+            check_qp_access_flags(1 << 30),
+            Err(ModifyError::BadAccessFlags)
+        );
         assert_eq!(psn_from_attr(0x1ab_cdef).get(), 0xab_cdef);
         assert_eq!(rd_atomic_slots(0), 0);
         assert_eq!(rd_atomic_slots(3), 4);
@@ -1192,9 +1263,18 @@ mod tests {
             retry_cnt: 9,
             ..AttrValues::default()
         };
-        assert_eq!(check_attr_values(M::QKEY | M::SQ_PSN, &bad, &LIMITS), Ok(()));
-        assert_eq!(check_attr_values(M::PORT, &bad, &LIMITS), Err(ModifyError::BadPort));
-        assert_eq!(check_attr_values(M::TIMEOUT, &bad, &LIMITS), Err(ModifyError::BadTimeout));
+        assert_eq!(
+            check_attr_values(M::QKEY | M::SQ_PSN, &bad, &LIMITS),
+            Ok(())
+        );
+        assert_eq!(
+            check_attr_values(M::PORT, &bad, &LIMITS),
+            Err(ModifyError::BadPort)
+        );
+        assert_eq!(
+            check_attr_values(M::TIMEOUT, &bad, &LIMITS),
+            Err(ModifyError::BadTimeout)
+        );
         assert_eq!(
             check_attr_values(M::ALT_PATH, &AttrValues::default(), &LIMITS),
             Err(ModifyError::AltPathUnsupported)
@@ -1241,8 +1321,22 @@ mod tests {
     fn post_verdicts() {
         use PostVerdict::*;
         let send: Vec<_> = QpState::ALL.iter().map(|s| send_verdict(*s)).collect();
-        assert_eq!(send, [Reject, Reject, Reject, Queue, Queue, FlushWithError, FlushWithError]);
+        assert_eq!(
+            send,
+            [
+                Reject,
+                Reject,
+                Reject,
+                Queue,
+                Queue,
+                FlushWithError,
+                FlushWithError
+            ]
+        );
         let recv: Vec<_> = QpState::ALL.iter().map(|s| recv_verdict(*s)).collect();
-        assert_eq!(recv, [Reject, Queue, Queue, Queue, Queue, Queue, FlushWithError]);
+        assert_eq!(
+            recv,
+            [Reject, Queue, Queue, Queue, Queue, Queue, FlushWithError]
+        );
     }
 }

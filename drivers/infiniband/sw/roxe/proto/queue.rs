@@ -71,7 +71,10 @@ impl Geometry {
             .ok_or(GeometryError::TooLarge)?;
         // INVARIANT: both are powers of two (checked_next_power_of_two), slots >= 2 because
         // num_elem >= 1, elem >= MIN_ELEM_SIZE, and the byte size was checked above.
-        Ok(Geometry { slots, log2_elem_size: elem.trailing_zeros() })
+        Ok(Geometry {
+            slots,
+            log2_elem_size: elem.trailing_zeros(),
+        })
     }
 
     /// Number of slots (a power of two).
@@ -153,7 +156,10 @@ mod tests {
         assert_eq!(g.buffer_size(), 384 + 128 * 64);
         // Exactly a power of two asks for one more slot.
         let g = Geometry::new(128, 208, 1 << 20).unwrap();
-        assert_eq!((g.slots(), g.elem_size(), g.log2_elem_size()), (256, 256, 8));
+        assert_eq!(
+            (g.slots(), g.elem_size(), g.log2_elem_size()),
+            (256, 256, 8)
+        );
     }
 
     #[test]
@@ -161,8 +167,14 @@ mod tests {
         assert_eq!(Geometry::new(0, 64, 10), Err(GeometryError::Empty));
         assert_eq!(Geometry::new(10, 0, 10), Err(GeometryError::Empty));
         assert_eq!(Geometry::new(11, 64, 10), Err(GeometryError::TooLarge));
-        assert_eq!(Geometry::new(u32::MAX, 64, u32::MAX), Err(GeometryError::TooLarge));
-        assert_eq!(Geometry::new(1 << 20, usize::MAX / 2, u32::MAX), Err(GeometryError::TooLarge));
+        assert_eq!(
+            Geometry::new(u32::MAX, 64, u32::MAX),
+            Err(GeometryError::TooLarge)
+        );
+        assert_eq!(
+            Geometry::new(1 << 20, usize::MAX / 2, u32::MAX),
+            Err(GeometryError::TooLarge)
+        );
     }
 
     #[test]

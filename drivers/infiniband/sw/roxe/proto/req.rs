@@ -24,7 +24,9 @@ use super::cqe::WcStatus;
 use super::icrc::ICRC_LEN;
 use super::mtu::IbMtu;
 use super::opcode::{ExtHeader, Opcode, OpcodeInfo, Transport};
-use super::packet::{pad_count_for, AtomicEth, Deth, Feth, Ieth, ImmDt, NoSuchHeader, Packet, Reth};
+use super::packet::{
+    pad_count_for, AtomicEth, Deth, Feth, Ieth, ImmDt, NoSuchHeader, Packet, Reth,
+};
 use super::psn::Psn;
 use super::wqe::{send_flags, QpType, SendOpcode, SendWqe};
 
@@ -149,7 +151,10 @@ const fn min_u32(a: u32, b: u32) -> u32 {
 
 /// Whether the operation runs on the local HCA only and sends nothing.
 pub const fn is_local_op(op: SendOpcode) -> bool {
-    matches!(op, SendOpcode::LocalInv | SendOpcode::BindMw | SendOpcode::RegMr)
+    matches!(
+        op,
+        SendOpcode::LocalInv | SendOpcode::BindMw | SendOpcode::RegMr
+    )
 }
 
 /// Whether the operation occupies one of the initiator depth's slots until its response
@@ -176,7 +181,10 @@ pub const fn needs_rd_atomic_credit(op: SendOpcode) -> bool {
 pub const fn psns_of(wqe: &SendWqe, cfg: &ReqConfig) -> u32 {
     match wqe.opcode {
         SendOpcode::LocalInv | SendOpcode::BindMw | SendOpcode::RegMr => 0,
-        SendOpcode::CmpAndSwp | SendOpcode::FetchAndAdd | SendOpcode::Flush | SendOpcode::AtomicWrite => 1,
+        SendOpcode::CmpAndSwp
+        | SendOpcode::FetchAndAdd
+        | SendOpcode::Flush
+        | SendOpcode::AtomicWrite => 1,
         _ if cfg.is_datagram() => 1,
         _ => packets_for(wqe.length, cfg.mtu),
     }
@@ -197,7 +205,10 @@ pub struct WqeProgress {
 impl WqeProgress {
     /// A WQE about to send its first packet with PSN `first_psn` (the QP's next PSN).
     pub const fn start(first_psn: Psn) -> WqeProgress {
-        WqeProgress { first_psn, psns_used: 0 }
+        WqeProgress {
+            first_psn,
+            psns_used: 0,
+        }
     }
 
     /// The PSN of the next packet; once the WQE is fully sent, the PSN of the next WQE.
@@ -232,12 +243,20 @@ impl WqeProgress {
     /// not one of the WQE's PSNs. PSNs are told apart within half the sequence space (IBA
     /// 9.7.1), so a WQE must use fewer than 2^23 PSNs; the maximum message size keeps it far
     /// below (8 MiB at MTU 256 is 32768).
-    pub const fn resume_at(wqe: &SendWqe, first_psn: Psn, from_psn: Psn, cfg: &ReqConfig) -> Option<WqeProgress> {
+    pub const fn resume_at(
+        wqe: &SendWqe,
+        first_psn: Psn,
+        from_psn: Psn,
+        cfg: &ReqConfig,
+    ) -> Option<WqeProgress> {
         let index = from_psn.diff(first_psn);
         if index < 0 || index as u32 >= psns_of(wqe, cfg) {
             return None;
         }
-        Some(WqeProgress { first_psn, psns_used: index as u32 })
+        Some(WqeProgress {
+            first_psn,
+            psns_used: index as u32,
+        })
     }
 }
 
@@ -276,7 +295,10 @@ pub struct RdmaWr {
 impl RdmaWr {
     /// Decodes the union bytes (`remote_addr` at 0, `rkey` at 8).
     pub fn decode(wr: &[u8; 32]) -> RdmaWr {
-        RdmaWr { remote_addr: union_u64(wr, 0), rkey: union_u32(wr, 8) }
+        RdmaWr {
+            remote_addr: union_u64(wr, 0),
+            rkey: union_u32(wr, 8),
+        }
     }
 }
 
@@ -413,7 +435,11 @@ impl RegMrWr {
     /// Decodes the union bytes (MR index in the low half of the 64-bit `mr` slot at 0, `key`
     /// at 8, `access` at 12).
     pub fn decode(wr: &[u8; 32]) -> RegMrWr {
-        RegMrWr { mr_index: union_u32(wr, 0), key: union_u32(wr, 8), access: union_u32(wr, 12) }
+        RegMrWr {
+            mr_index: union_u32(wr, 0),
+            key: union_u32(wr, 8),
+            access: union_u32(wr, 12),
+        }
     }
 }
 
@@ -499,7 +525,9 @@ impl PacketDesc {
             Some(info) => info.header_len(),
             None => 0,
         };
-        headers.saturating_add(self.payload_len as usize).saturating_add(usize::from(self.pad) + ICRC_LEN)
+        headers
+            .saturating_add(self.payload_len as usize)
+            .saturating_add(usize::from(self.pad) + ICRC_LEN)
     }
 
     /// Writes the BTH fields and the extension headers into a packet that `Packet::build` made
@@ -510,7 +538,10 @@ impl PacketDesc {
     /// APM state machine, in which every packet it sends carries MigReq = 1 (rxe sends 0;
     /// receivers ignore the bit outside APM). Fails only if the packet was built for another
     /// opcode.
-    pub fn write_headers<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut Packet<T>) -> Result<(), NoSuchHeader> {
+    pub fn write_headers<T: AsRef<[u8]> + AsMut<[u8]>>(
+        &self,
+        p: &mut Packet<T>,
+    ) -> Result<(), NoSuchHeader> {
         if p.opcode() != self.opcode {
             return Err(NoSuchHeader);
         }
@@ -592,7 +623,12 @@ const fn send_write_opcode(op: SendOpcode, starts: bool, ends: bool) -> Option<O
 /// The opcode of a packet of `op` on a QP of type `qp`, or `None` if that transport has none
 /// (IBA 9.2, table 35: UC lacks READ, atomics and SEND with invalidate; UD has only SEND Only
 /// with or without immediate).
-fn request_opcode(qp: QpType, op: SendOpcode, starts: bool, ends: bool) -> Option<&'static OpcodeInfo> {
+fn request_opcode(
+    qp: QpType,
+    op: SendOpcode,
+    starts: bool,
+    ends: bool,
+) -> Option<&'static OpcodeInfo> {
     let opcode = match (qp, op) {
         (QpType::Ud | QpType::Gsi, SendOpcode::Send) => Opcode::UD_SEND_ONLY,
         (QpType::Ud | QpType::Gsi, SendOpcode::SendWithImm) => Opcode::UD_SEND_ONLY_WITH_IMMEDIATE,
@@ -605,14 +641,22 @@ fn request_opcode(qp: QpType, op: SendOpcode, starts: bool, ends: bool) -> Optio
         (QpType::Rc, _) => send_write_opcode(op, starts, ends)?,
         // UC shares the SEND/WRITE operation codes with RC under its own transport bits; the
         // table answers `None` for the combinations UC lacks (e.g. SEND with invalidate).
-        (QpType::Uc, _) => Opcode::new(send_write_opcode(op, starts, ends)?.get() | Transport::Uc.bits()),
+        (QpType::Uc, _) => {
+            Opcode::new(send_write_opcode(op, starts, ends)?.get() | Transport::Uc.bits())
+        }
     };
     opcode.info()
 }
 
 /// The extension header values for a packet of `wqe` with table entry `info`, carrying the
 /// message from byte `offset` on.
-fn header_values(info: &OpcodeInfo, wqe: &SendWqe, offset: u32, read_len: u32, cfg: &ReqConfig) -> ExtValues {
+fn header_values(
+    info: &OpcodeInfo,
+    wqe: &SendWqe,
+    offset: u32,
+    read_len: u32,
+    cfg: &ReqConfig,
+) -> ExtValues {
     let mut h = ExtValues::default();
     if info.has(ExtHeader::Deth) {
         let ud = UdWr::decode(&wqe.wr);
@@ -623,11 +667,17 @@ fn header_values(info: &OpcodeInfo, wqe: &SendWqe, offset: u32, read_len: u32, c
         } else {
             ud.remote_qkey
         };
-        h.deth = Some(Deth { qkey, src_qpn: cfg.qp_num });
+        h.deth = Some(Deth {
+            qkey,
+            src_qpn: cfg.qp_num,
+        });
     }
     if info.has(ExtHeader::Feth) {
         let f = FlushWr::decode(&wqe.wr);
-        h.feth = Some(Feth { selectivity_level: f.selectivity_level, placement_type: f.placement_type });
+        h.feth = Some(Feth {
+            selectivity_level: f.selectivity_level,
+            placement_type: f.placement_type,
+        });
     }
     if info.has(ExtHeader::Reth) {
         // The RETH names the rest of the transfer from `offset`: the whole message for a first
@@ -636,15 +686,27 @@ fn header_values(info: &OpcodeInfo, wqe: &SendWqe, offset: u32, read_len: u32, c
         h.reth = Some(match wqe.opcode {
             SendOpcode::Flush => {
                 let f = FlushWr::decode(&wqe.wr);
-                Reth { va: f.remote_addr, rkey: f.rkey, dma_len: wqe.length }
+                Reth {
+                    va: f.remote_addr,
+                    rkey: f.rkey,
+                    dma_len: wqe.length,
+                }
             }
             SendOpcode::RdmaRead => {
                 let r = RdmaWr::decode(&wqe.wr);
-                Reth { va: r.remote_addr.wrapping_add(u64::from(offset)), rkey: r.rkey, dma_len: read_len }
+                Reth {
+                    va: r.remote_addr.wrapping_add(u64::from(offset)),
+                    rkey: r.rkey,
+                    dma_len: read_len,
+                }
             }
             _ => {
                 let r = RdmaWr::decode(&wqe.wr);
-                Reth { va: r.remote_addr.wrapping_add(u64::from(offset)), rkey: r.rkey, dma_len: remaining }
+                Reth {
+                    va: r.remote_addr.wrapping_add(u64::from(offset)),
+                    rkey: r.rkey,
+                    dma_len: remaining,
+                }
             }
         });
     }
@@ -653,10 +715,18 @@ fn header_values(info: &OpcodeInfo, wqe: &SendWqe, offset: u32, read_len: u32, c
         // Compare and swap carries both operands; fetch and add puts its addend in the
         // swap/add field and leaves the compare field zero (IBA 9.3, AtomicETH).
         h.atomic_eth = Some(match wqe.opcode {
-            SendOpcode::CmpAndSwp => {
-                AtomicEth { va: a.remote_addr, rkey: a.rkey, swap_add: a.swap, compare: a.compare_add }
-            }
-            _ => AtomicEth { va: a.remote_addr, rkey: a.rkey, swap_add: a.compare_add, compare: 0 },
+            SendOpcode::CmpAndSwp => AtomicEth {
+                va: a.remote_addr,
+                rkey: a.rkey,
+                swap_add: a.swap,
+                compare: a.compare_add,
+            },
+            _ => AtomicEth {
+                va: a.remote_addr,
+                rkey: a.rkey,
+                swap_add: a.compare_add,
+                compare: 0,
+            },
         });
     }
     if info.has(ExtHeader::ImmDt) {
@@ -672,7 +742,9 @@ fn header_values(info: &OpcodeInfo, wqe: &SendWqe, offset: u32, read_len: u32, c
 /// The PSNs (response packets) of the RDMA READ request that starts at index `index` of a READ
 /// taking `total` PSNs: up to the next multiple of [`READ_REQUEST_PSNS`].
 const fn read_request_psns(index: u32, total: u32) -> u32 {
-    let boundary = (index / READ_REQUEST_PSNS).saturating_add(1).saturating_mul(READ_REQUEST_PSNS);
+    let boundary = (index / READ_REQUEST_PSNS)
+        .saturating_add(1)
+        .saturating_mul(READ_REQUEST_PSNS);
     let end = if boundary < total { boundary } else { total };
     end.saturating_sub(index)
 }
@@ -723,7 +795,12 @@ pub fn next_packet(wqe: &SendWqe, progress: &WqeProgress, cfg: &ReqConfig) -> Pa
         return PacketPlan::Done;
     }
     if cfg.is_datagram() && wqe.length > cfg.mtu.bytes() {
-        return PacketPlan::DiscardDatagram { after: WqeProgress { first_psn: progress.first_psn, psns_used: total } };
+        return PacketPlan::DiscardDatagram {
+            after: WqeProgress {
+                first_psn: progress.first_psn,
+                psns_used: total,
+            },
+        };
     }
 
     let offset = progress.offset(wqe, cfg);
@@ -733,7 +810,11 @@ pub fn next_packet(wqe: &SendWqe, progress: &WqeProgress, cfg: &ReqConfig) -> Pa
     // A READ request takes one PSN per response packet, up to the next multiple of
     // READ_REQUEST_PSNS; every other packet is one PSN. `index < total` here, so none of these
     // overflows; saturation keeps that obvious.
-    let psn_count = if is_read { read_request_psns(index, total) } else { 1 };
+    let psn_count = if is_read {
+        read_request_psns(index, total)
+    } else {
+        1
+    };
     let psns_after = index.saturating_add(psn_count);
     let last_of_wqe = psns_after >= total;
     let starts = index == 0;
@@ -748,10 +829,15 @@ pub fn next_packet(wqe: &SendWqe, progress: &WqeProgress, cfg: &ReqConfig) -> Pa
     } else {
         cfg.mtu.bytes()
     };
-    let ack_req = matches!(cfg.qp_type, QpType::Rc) && (last_of_wqe || index.saturating_add(1) % ACK_REQ_INTERVAL == 0);
+    let ack_req = matches!(cfg.qp_type, QpType::Rc)
+        && (last_of_wqe || index.saturating_add(1) % ACK_REQ_INTERVAL == 0);
     let completes_recv = info.is_send() || (info.is_write() && info.has_immediate());
     let solicited = wqe.flags & send_flags::SOLICITED != 0 && info.ends_message() && completes_recv;
-    let dest_qpn = if cfg.is_datagram() { UdWr::decode(&wqe.wr).remote_qpn & QPN_MASK } else { cfg.dest_qp_num };
+    let dest_qpn = if cfg.is_datagram() {
+        UdWr::decode(&wqe.wr).remote_qpn & QPN_MASK
+    } else {
+        cfg.dest_qp_num
+    };
     PacketPlan::Packet(PacketDesc {
         opcode: info.opcode(),
         psn: progress.next_psn(),
@@ -763,9 +849,18 @@ pub fn next_packet(wqe: &SendWqe, progress: &WqeProgress, cfg: &ReqConfig) -> Pa
         solicited,
         dest_qpn,
         pkey: cfg.pkey,
-        headers: header_values(info, wqe, offset, read_len(wqe, offset, psn_count, cfg), cfg),
+        headers: header_values(
+            info,
+            wqe,
+            offset,
+            read_len(wqe, offset, psn_count, cfg),
+            cfg,
+        ),
         last_of_wqe,
-        after: WqeProgress { first_psn: progress.first_psn, psns_used: psns_after },
+        after: WqeProgress {
+            first_psn: progress.first_psn,
+            psns_used: psns_after,
+        },
     })
 }
 
@@ -827,7 +922,12 @@ pub const fn psn_window_open(next: Psn, oldest_unacked: Psn) -> bool {
 /// - RDMA READ response window (RC): the READ's first request must fit beside the PSNs
 ///   outstanding within [`SINGLE_REQUEST_READ_WINDOW`] (one request asks for the whole READ)
 ///   or [`READ_RESPONSE_WINDOW`] (several do), unless nothing is outstanding.
-pub const fn may_start(wqe: &SendWqe, already_started: bool, state: &InFlight, cfg: &ReqConfig) -> StartVerdict {
+pub const fn may_start(
+    wqe: &SendWqe,
+    already_started: bool,
+    state: &InFlight,
+    cfg: &ReqConfig,
+) -> StartVerdict {
     if matches!(wqe.opcode, SendOpcode::LocalInv) && state.earlier_wqes_pending {
         return StartVerdict::WaitEarlierWqes;
     }
@@ -835,16 +935,24 @@ pub const fn may_start(wqe: &SendWqe, already_started: bool, state: &InFlight, c
         return StartVerdict::WaitFence;
     }
     if is_local_op(wqe.opcode) {
-        return StartVerdict::Go { takes_credit: false };
+        return StartVerdict::Go {
+            takes_credit: false,
+        };
     }
-    if matches!(cfg.qp_type, QpType::Rc) && !psn_window_open(state.next_psn, state.oldest_unacked_psn) {
+    if matches!(cfg.qp_type, QpType::Rc)
+        && !psn_window_open(state.next_psn, state.oldest_unacked_psn)
+    {
         return StartVerdict::WaitPsnWindow;
     }
     if matches!(wqe.opcode, SendOpcode::RdmaRead) && matches!(cfg.qp_type, QpType::Rc) {
         let outstanding = state.next_psn.diff(state.oldest_unacked_psn);
         let psns = psns_of(wqe, cfg);
         let first_request = min_u32(psns, READ_REQUEST_PSNS);
-        let window = if psns <= READ_REQUEST_PSNS { SINGLE_REQUEST_READ_WINDOW } else { READ_RESPONSE_WINDOW };
+        let window = if psns <= READ_REQUEST_PSNS {
+            SINGLE_REQUEST_READ_WINDOW
+        } else {
+            READ_RESPONSE_WINDOW
+        };
         if outstanding > 0 && (outstanding as u32).saturating_add(first_request) > window {
             return StartVerdict::WaitPsnWindow;
         }
@@ -865,13 +973,19 @@ pub const fn may_start(wqe: &SendWqe, already_started: bool, state: &InFlight, c
 /// request of a long RDMA READ ([`READ_REQUEST_PSNS`]) waits until every PSN before it is
 /// acknowledged, so that one request per WQE is outstanding.
 pub const fn may_continue(wqe: &SendWqe, state: &InFlight, cfg: &ReqConfig) -> StartVerdict {
-    if matches!(cfg.qp_type, QpType::Rc) && !psn_window_open(state.next_psn, state.oldest_unacked_psn) {
+    if matches!(cfg.qp_type, QpType::Rc)
+        && !psn_window_open(state.next_psn, state.oldest_unacked_psn)
+    {
         return StartVerdict::WaitPsnWindow;
     }
-    if matches!(wqe.opcode, SendOpcode::RdmaRead) && state.next_psn.diff(state.oldest_unacked_psn) > 0 {
+    if matches!(wqe.opcode, SendOpcode::RdmaRead)
+        && state.next_psn.diff(state.oldest_unacked_psn) > 0
+    {
         return StartVerdict::WaitPsnWindow;
     }
-    StartVerdict::Go { takes_credit: false }
+    StartVerdict::Go {
+        takes_credit: false,
+    }
 }
 
 /// What the requester does with a WQE it has finished itself, with no response to wait for: a
@@ -914,11 +1028,27 @@ mod tests {
     use std::vec::Vec;
 
     fn cfg(qp_type: QpType, mtu: IbMtu) -> ReqConfig {
-        ReqConfig { qp_type, mtu, qp_num: 0x11, dest_qp_num: 0x22, qkey: 0x1234, pkey: 0xffff, max_rd_atomic: 2 }
+        ReqConfig {
+            qp_type,
+            mtu,
+            qp_num: 0x11,
+            dest_qp_num: 0x22,
+            qkey: 0x1234,
+            pkey: 0xffff,
+            max_rd_atomic: 2,
+        }
     }
 
     fn wqe(opcode: SendOpcode, length: u32) -> SendWqe {
-        SendWqe { wr_id: 1, opcode, flags: 0, ex: 0, wr: [0; 32], length, payload: Payload::Sges { num: 1 } }
+        SendWqe {
+            wr_id: 1,
+            opcode,
+            flags: 0,
+            ex: 0,
+            wr: [0; 32],
+            length,
+            payload: Payload::Sges { num: 1 },
+        }
     }
 
     fn union(fields: &[(usize, &[u8])]) -> [u8; 32] {
@@ -951,17 +1081,44 @@ mod tests {
         let w = wqe(SendOpcode::Send, 10_000);
         let p = packets(&w, &c, Psn::new(100));
         let ops: Vec<_> = p.iter().map(|d| d.opcode).collect();
-        assert_eq!(ops, [Opcode::RC_SEND_FIRST, Opcode::RC_SEND_MIDDLE, Opcode::RC_SEND_LAST]);
-        assert_eq!(p.iter().map(|d| d.payload_len).collect::<Vec<_>>(), [4096, 4096, 1808]);
-        assert_eq!(p.iter().map(|d| d.payload_offset).collect::<Vec<_>>(), [0, 4096, 8192]);
+        assert_eq!(
+            ops,
+            [
+                Opcode::RC_SEND_FIRST,
+                Opcode::RC_SEND_MIDDLE,
+                Opcode::RC_SEND_LAST
+            ]
+        );
+        assert_eq!(
+            p.iter().map(|d| d.payload_len).collect::<Vec<_>>(),
+            [4096, 4096, 1808]
+        );
+        assert_eq!(
+            p.iter().map(|d| d.payload_offset).collect::<Vec<_>>(),
+            [0, 4096, 8192]
+        );
         assert_eq!(p.iter().map(|d| d.pad).collect::<Vec<_>>(), [0, 0, 0]);
-        assert_eq!(p.iter().map(|d| d.psn.get()).collect::<Vec<_>>(), [100, 101, 102]);
-        assert_eq!(p.iter().map(|d| d.ack_req).collect::<Vec<_>>(), [false, false, true]);
-        assert_eq!(p.iter().map(|d| d.last_of_wqe).collect::<Vec<_>>(), [false, false, true]);
-        assert!(p.iter().all(|d| d.dest_qpn == 0x22 && d.headers == ExtValues::default()));
+        assert_eq!(
+            p.iter().map(|d| d.psn.get()).collect::<Vec<_>>(),
+            [100, 101, 102]
+        );
+        assert_eq!(
+            p.iter().map(|d| d.ack_req).collect::<Vec<_>>(),
+            [false, false, true]
+        );
+        assert_eq!(
+            p.iter().map(|d| d.last_of_wqe).collect::<Vec<_>>(),
+            [false, false, true]
+        );
+        assert!(p
+            .iter()
+            .all(|d| d.dest_qpn == 0x22 && d.headers == ExtValues::default()));
         assert_eq!(psns_of(&w, &c), 3);
         assert_eq!(p[2].after.next_psn(), Psn::new(103));
-        assert_eq!(WqeProgress::start(Psn::new(100)).last_psn(&w, &c), Psn::new(102));
+        assert_eq!(
+            WqeProgress::start(Psn::new(100)).last_psn(&w, &c),
+            Psn::new(102)
+        );
         // The packet length: BTH + payload + pad + ICRC.
         assert_eq!(p[2].packet_len(), 12 + 1808 + 4);
     }
@@ -975,7 +1132,10 @@ mod tests {
         let p = packets(&w, &c, Psn::new(7));
         assert_eq!(p.len(), 1);
         assert_eq!(p[0].opcode, Opcode::UC_SEND_ONLY_WITH_IMMEDIATE);
-        assert_eq!((p[0].payload_len, p[0].pad, p[0].ack_req, p[0].solicited), (5, 3, false, true));
+        assert_eq!(
+            (p[0].payload_len, p[0].pad, p[0].ack_req, p[0].solicited),
+            (5, 3, false, true)
+        );
         assert_eq!(p[0].headers.imm, Some([0xca, 0xfe, 0xba, 0xbe]));
         assert_eq!(p[0].packet_len(), 12 + 4 + 5 + 3 + 4);
     }
@@ -985,20 +1145,33 @@ mod tests {
         let c = cfg(QpType::Rc, IbMtu::Mtu256);
         let p = packets(&wqe(SendOpcode::Send, 0), &c, Psn::new(0));
         assert_eq!(p.len(), 1);
-        assert_eq!((p[0].opcode, p[0].payload_len, p[0].pad), (Opcode::RC_SEND_ONLY, 0, 0));
+        assert_eq!(
+            (p[0].opcode, p[0].payload_len, p[0].pad),
+            (Opcode::RC_SEND_ONLY, 0, 0)
+        );
     }
 
     #[test]
     fn write_with_imm_puts_reth_first_and_imm_last() {
         let c = cfg(QpType::Rc, IbMtu::Mtu1024);
         let mut w = wqe(SendOpcode::RdmaWriteWithImm, 2048);
-        w.wr = union(&[(0, &0x1000_0000u64.to_ne_bytes()), (8, &0x77u32.to_ne_bytes())]);
+        w.wr = union(&[
+            (0, &0x1000_0000u64.to_ne_bytes()),
+            (8, &0x77u32.to_ne_bytes()),
+        ]);
         w.ex = 0x0102_0304;
         w.flags = send_flags::SOLICITED;
         let p = packets(&w, &c, Psn::new(1));
         assert_eq!(p.len(), 2);
         assert_eq!(p[0].opcode, Opcode::RC_RDMA_WRITE_FIRST);
-        assert_eq!(p[0].headers.reth, Some(Reth { va: 0x1000_0000, rkey: 0x77, dma_len: 2048 }));
+        assert_eq!(
+            p[0].headers.reth,
+            Some(Reth {
+                va: 0x1000_0000,
+                rkey: 0x77,
+                dma_len: 2048
+            })
+        );
         assert_eq!(p[0].headers.imm, None);
         assert!(!p[0].solicited);
         assert_eq!(p[1].opcode, Opcode::RC_RDMA_WRITE_LAST_WITH_IMMEDIATE);
@@ -1021,10 +1194,20 @@ mod tests {
             (Opcode::RC_RDMA_READ_REQUEST, Psn::new(0xff_fffe), 9, 0)
         );
         assert!(r.ack_req && r.last_of_wqe);
-        assert_eq!(r.headers.reth, Some(Reth { va: 0xaaaa_0000, rkey: 5, dma_len: 9000 }));
+        assert_eq!(
+            r.headers.reth,
+            Some(Reth {
+                va: 0xaaaa_0000,
+                rkey: 5,
+                dma_len: 9000
+            })
+        );
         // The PSNs wrap: 0xfffffe + 9 = 7.
         assert_eq!(r.after.next_psn(), Psn::new(7));
-        assert_eq!(WqeProgress::start(Psn::new(0xff_fffe)).last_psn(&w, &c), Psn::new(6));
+        assert_eq!(
+            WqeProgress::start(Psn::new(0xff_fffe)).last_psn(&w, &c),
+            Psn::new(6)
+        );
         // A read of 0 or of exactly one MTU still takes one PSN.
         assert_eq!(psns_of(&wqe(SendOpcode::RdmaRead, 0), &c), 1);
         assert_eq!(psns_of(&wqe(SendOpcode::RdmaRead, 1024), &c), 1);
@@ -1040,12 +1223,27 @@ mod tests {
         // Three response packets arrived (PSNs 0xfffffe, 0xffffff, 0); retry from PSN 1.
         let p = WqeProgress::resume_at(&w, first, Psn::new(1), &c).unwrap();
         assert_eq!((p.psns_used, p.offset(&w, &c)), (3, 3072));
-        let PacketPlan::Packet(r) = next_packet(&w, &p, &c) else { panic!() };
-        assert_eq!((r.psn, r.psn_count, r.payload_offset), (Psn::new(1), 6, 3072));
-        assert_eq!(r.headers.reth, Some(Reth { va: 0xaaaa_0000 + 3072, rkey: 5, dma_len: 9000 - 3072 }));
+        let PacketPlan::Packet(r) = next_packet(&w, &p, &c) else {
+            panic!()
+        };
+        assert_eq!(
+            (r.psn, r.psn_count, r.payload_offset),
+            (Psn::new(1), 6, 3072)
+        );
+        assert_eq!(
+            r.headers.reth,
+            Some(Reth {
+                va: 0xaaaa_0000 + 3072,
+                rkey: 5,
+                dma_len: 9000 - 3072
+            })
+        );
         assert_eq!(r.after.next_psn(), Psn::new(7));
         assert_eq!(WqeProgress::resume_at(&w, first, Psn::new(7), &c), None);
-        assert_eq!(WqeProgress::resume_at(&w, first, Psn::new(0xff_fffd), &c), None);
+        assert_eq!(
+            WqeProgress::resume_at(&w, first, Psn::new(0xff_fffd), &c),
+            None
+        );
     }
 
     #[test]
@@ -1053,9 +1251,16 @@ mod tests {
         let c = cfg(QpType::Rc, IbMtu::Mtu256);
         let w = wqe(SendOpcode::SendWithInv, 1000);
         let p = WqeProgress::resume_at(&w, Psn::new(10), Psn::new(12), &c).unwrap();
-        let PacketPlan::Packet(d) = next_packet(&w, &p, &c) else { panic!() };
-        assert_eq!((d.opcode, d.payload_offset, d.payload_len), (Opcode::RC_SEND_MIDDLE, 512, 256));
-        let PacketPlan::Packet(d) = next_packet(&w, &d.after, &c) else { panic!() };
+        let PacketPlan::Packet(d) = next_packet(&w, &p, &c) else {
+            panic!()
+        };
+        assert_eq!(
+            (d.opcode, d.payload_offset, d.payload_len),
+            (Opcode::RC_SEND_MIDDLE, 512, 256)
+        );
+        let PacketPlan::Packet(d) = next_packet(&w, &d.after, &c) else {
+            panic!()
+        };
         assert_eq!(
             (d.opcode, d.payload_offset, d.payload_len, d.pad),
             (Opcode::RC_SEND_LAST_WITH_INVALIDATE, 768, 232, 0)
@@ -1075,47 +1280,123 @@ mod tests {
         let mut cas = wqe(SendOpcode::CmpAndSwp, 8);
         cas.wr = wr;
         let p = packets(&cas, &c, Psn::new(3));
-        assert_eq!((p.len(), p[0].opcode, p[0].payload_len, p[0].ack_req), (1, Opcode::RC_COMPARE_SWAP, 0, true));
-        assert_eq!(p[0].headers.atomic_eth, Some(AtomicEth { va: 0x8000, rkey: 0x42, swap_add: 9, compare: 3 }));
+        assert_eq!(
+            (p.len(), p[0].opcode, p[0].payload_len, p[0].ack_req),
+            (1, Opcode::RC_COMPARE_SWAP, 0, true)
+        );
+        assert_eq!(
+            p[0].headers.atomic_eth,
+            Some(AtomicEth {
+                va: 0x8000,
+                rkey: 0x42,
+                swap_add: 9,
+                compare: 3
+            })
+        );
         let mut faa = wqe(SendOpcode::FetchAndAdd, 8);
         faa.wr = wr;
         let p = packets(&faa, &c, Psn::new(3));
-        assert_eq!(p[0].headers.atomic_eth, Some(AtomicEth { va: 0x8000, rkey: 0x42, swap_add: 3, compare: 0 }));
+        assert_eq!(
+            p[0].headers.atomic_eth,
+            Some(AtomicEth {
+                va: 0x8000,
+                rkey: 0x42,
+                swap_add: 3,
+                compare: 0
+            })
+        );
     }
 
     #[test]
     fn flush_and_atomic_write() {
         let c = cfg(QpType::Rc, IbMtu::Mtu1024);
         let mut f = wqe(SendOpcode::Flush, 4096);
-        f.wr = union(&[(0, &0x2000u64.to_ne_bytes()), (12, &0x9u32.to_ne_bytes()), (16, &[2, 1])]);
+        f.wr = union(&[
+            (0, &0x2000u64.to_ne_bytes()),
+            (12, &0x9u32.to_ne_bytes()),
+            (16, &[2, 1]),
+        ]);
         let p = packets(&f, &c, Psn::new(0));
-        assert_eq!((p.len(), p[0].opcode, p[0].payload_len), (1, Opcode::RC_FLUSH, 0));
-        assert_eq!(p[0].headers.feth, Some(Feth { selectivity_level: 1, placement_type: 2 }));
-        assert_eq!(p[0].headers.reth, Some(Reth { va: 0x2000, rkey: 9, dma_len: 4096 }));
+        assert_eq!(
+            (p.len(), p[0].opcode, p[0].payload_len),
+            (1, Opcode::RC_FLUSH, 0)
+        );
+        assert_eq!(
+            p[0].headers.feth,
+            Some(Feth {
+                selectivity_level: 1,
+                placement_type: 2
+            })
+        );
+        assert_eq!(
+            p[0].headers.reth,
+            Some(Reth {
+                va: 0x2000,
+                rkey: 9,
+                dma_len: 4096
+            })
+        );
 
         let mut a = wqe(SendOpcode::AtomicWrite, 8);
         a.payload = Payload::Inline { len: 8 };
         a.wr = union(&[(0, &0x3000u64.to_ne_bytes()), (8, &0x8u32.to_ne_bytes())]);
         let p = packets(&a, &c, Psn::new(0));
-        assert_eq!((p.len(), p[0].opcode, p[0].payload_len, p[0].pad), (1, Opcode::RC_ATOMIC_WRITE, 8, 0));
-        assert_eq!(p[0].headers.reth, Some(Reth { va: 0x3000, rkey: 8, dma_len: 8 }));
+        assert_eq!(
+            (p.len(), p[0].opcode, p[0].payload_len, p[0].pad),
+            (1, Opcode::RC_ATOMIC_WRITE, 8, 0)
+        );
+        assert_eq!(
+            p[0].headers.reth,
+            Some(Reth {
+                va: 0x3000,
+                rkey: 8,
+                dma_len: 8
+            })
+        );
     }
 
     #[test]
     fn datagrams() {
         let mut c = cfg(QpType::Ud, IbMtu::Mtu1024);
         let mut w = wqe(SendOpcode::Send, 1024);
-        w.wr = union(&[(0, &0x0100_0005u32.to_ne_bytes()), (4, &0x55u32.to_ne_bytes()), (12, &3u32.to_ne_bytes())]);
-        assert_eq!(UdWr::decode(&w.wr), UdWr { remote_qpn: 0x0100_0005, remote_qkey: 0x55, pkey_index: 0, ah_num: 3 });
+        w.wr = union(&[
+            (0, &0x0100_0005u32.to_ne_bytes()),
+            (4, &0x55u32.to_ne_bytes()),
+            (12, &3u32.to_ne_bytes()),
+        ]);
+        assert_eq!(
+            UdWr::decode(&w.wr),
+            UdWr {
+                remote_qpn: 0x0100_0005,
+                remote_qkey: 0x55,
+                pkey_index: 0,
+                ah_num: 3
+            }
+        );
         let p = packets(&w, &c, Psn::new(0));
-        assert_eq!((p.len(), p[0].opcode, p[0].ack_req), (1, Opcode::UD_SEND_ONLY, false));
+        assert_eq!(
+            (p.len(), p[0].opcode, p[0].ack_req),
+            (1, Opcode::UD_SEND_ONLY, false)
+        );
         // The destination QP is cut to 24 bits.
         assert_eq!(p[0].dest_qpn, 5);
-        assert_eq!(p[0].headers.deth, Some(Deth { qkey: 0x55, src_qpn: 0x11 }));
+        assert_eq!(
+            p[0].headers.deth,
+            Some(Deth {
+                qkey: 0x55,
+                src_qpn: 0x11
+            })
+        );
         // A Q_Key with bit 31 set means the QP's own.
         w.wr = union(&[(4, &0x8000_0055u32.to_ne_bytes())]);
         let p = packets(&w, &c, Psn::new(0));
-        assert_eq!(p[0].headers.deth, Some(Deth { qkey: 0x1234, src_qpn: 0x11 }));
+        assert_eq!(
+            p[0].headers.deth,
+            Some(Deth {
+                qkey: 0x1234,
+                src_qpn: 0x11
+            })
+        );
         // GSI always sends the well-known Q_Key.
         c.qp_type = QpType::Gsi;
         let p = packets(&w, &c, Psn::new(0));
@@ -1123,10 +1404,22 @@ mod tests {
         // Over the MTU: nothing is sent, one PSN is used.
         let big = wqe(SendOpcode::SendWithImm, 1025);
         let plan = next_packet(&big, &WqeProgress::start(Psn::new(9)), &c);
-        assert_eq!(plan, PacketPlan::DiscardDatagram { after: WqeProgress { first_psn: Psn::new(9), psns_used: 1 } });
+        assert_eq!(
+            plan,
+            PacketPlan::DiscardDatagram {
+                after: WqeProgress {
+                    first_psn: Psn::new(9),
+                    psns_used: 1
+                }
+            }
+        );
         // UD cannot read.
         assert_eq!(
-            next_packet(&wqe(SendOpcode::RdmaRead, 8), &WqeProgress::start(Psn::new(0)), &c),
+            next_packet(
+                &wqe(SendOpcode::RdmaRead, 8),
+                &WqeProgress::start(Psn::new(0)),
+                &c
+            ),
             PacketPlan::Error(WcStatus::LocQpOpErr)
         );
     }
@@ -1134,11 +1427,22 @@ mod tests {
     #[test]
     fn uc_has_no_send_with_invalidate() {
         let c = cfg(QpType::Uc, IbMtu::Mtu1024);
-        let plan = next_packet(&wqe(SendOpcode::SendWithInv, 8), &WqeProgress::start(Psn::new(0)), &c);
+        let plan = next_packet(
+            &wqe(SendOpcode::SendWithInv, 8),
+            &WqeProgress::start(Psn::new(0)),
+            &c,
+        );
         assert_eq!(plan, PacketPlan::Error(WcStatus::LocQpOpErr));
         let p = packets(&wqe(SendOpcode::RdmaWrite, 3000), &c, Psn::new(0));
         let ops: Vec<_> = p.iter().map(|d| d.opcode).collect();
-        assert_eq!(ops, [Opcode::UC_RDMA_WRITE_FIRST, Opcode::UC_RDMA_WRITE_MIDDLE, Opcode::UC_RDMA_WRITE_LAST]);
+        assert_eq!(
+            ops,
+            [
+                Opcode::UC_RDMA_WRITE_FIRST,
+                Opcode::UC_RDMA_WRITE_MIDDLE,
+                Opcode::UC_RDMA_WRITE_LAST
+            ]
+        );
         assert!(p.iter().all(|d| !d.ack_req));
     }
 
@@ -1174,10 +1478,19 @@ mod tests {
             (24, &3u32.to_ne_bytes()),
             (28, &4u32.to_ne_bytes()),
         ]);
-        let PacketPlan::Local(op) = next_packet(&bind, &WqeProgress::start(Psn::new(0)), &c) else { panic!() };
+        let PacketPlan::Local(op) = next_packet(&bind, &WqeProgress::start(Psn::new(0)), &c) else {
+            panic!()
+        };
         assert_eq!(
             op,
-            LocalOp::BindMw(MwWr { addr: 0x1000, length: 0x2000, mr_lkey: 1, mw_rkey: 2, rkey: 3, access: 4 })
+            LocalOp::BindMw(MwWr {
+                addr: 0x1000,
+                length: 0x2000,
+                mr_lkey: 1,
+                mw_rkey: 2,
+                rkey: 3,
+                access: 4
+            })
         );
         assert_eq!(op.failure_status(), WcStatus::MwBindErr);
     }
@@ -1188,7 +1501,12 @@ mod tests {
         let w = wqe(SendOpcode::RdmaWrite, 256 * 200);
         let p = packets(&w, &c, Psn::new(0));
         assert_eq!(p.len(), 200);
-        let asked: Vec<usize> = p.iter().enumerate().filter(|(_, d)| d.ack_req).map(|(i, _)| i).collect();
+        let asked: Vec<usize> = p
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| d.ack_req)
+            .map(|(i, _)| i)
+            .collect();
         assert_eq!(asked, [63, 127, 191, 199]);
         let mut prev = None;
         for d in &p {
@@ -1201,15 +1519,22 @@ mod tests {
     fn headers_land_in_the_packet() {
         let c = cfg(QpType::Rc, IbMtu::Mtu1024);
         let mut w = wqe(SendOpcode::RdmaWriteWithImm, 5);
-        w.wr = union(&[(0, &0x0102_0304_0506_0708u64.to_ne_bytes()), (8, &0x1122_3344u32.to_ne_bytes())]);
+        w.wr = union(&[
+            (0, &0x0102_0304_0506_0708u64.to_ne_bytes()),
+            (8, &0x1122_3344u32.to_ne_bytes()),
+        ]);
         w.ex = u32::from_ne_bytes([9, 8, 7, 6]);
-        let PacketPlan::Packet(d) = next_packet(&w, &WqeProgress::start(Psn::new(0xabcdef)), &c) else { panic!() };
+        let PacketPlan::Packet(d) = next_packet(&w, &WqeProgress::start(Psn::new(0xabcdef)), &c)
+        else {
+            panic!()
+        };
         let mut buf = std::vec![0u8; d.packet_len()];
         let mut p = Packet::build(&mut buf[..], d.opcode, d.pad).unwrap();
         d.write_headers(&mut p).unwrap();
         p.payload_mut().copy_from_slice(b"hello");
         let bth_reth_imm = [
-            0x0b, 0x70, 0xff, 0xff, 0x00, 0x00, 0x00, 0x22, 0x80, 0xab, 0xcd, 0xef, // BTH: MigReq, pad 3
+            0x0b, 0x70, 0xff, 0xff, 0x00, 0x00, 0x00, 0x22, 0x80, 0xab, 0xcd,
+            0xef, // BTH: MigReq, pad 3
             1, 2, 3, 4, 5, 6, 7, 8, 0x11, 0x22, 0x33, 0x44, 0, 0, 0, 5, // RETH
             9, 8, 7, 6, // ImmDt
         ];
@@ -1231,35 +1556,115 @@ mod tests {
             earlier_wqes_pending: false,
         };
         let read = wqe(SendOpcode::RdmaRead, 8);
-        assert_eq!(may_start(&read, false, &idle, &c), StartVerdict::Go { takes_credit: true });
-        assert_eq!(may_start(&read, true, &idle, &c), StartVerdict::Go { takes_credit: false });
-        let busy = InFlight { rd_atomic_in_flight: 2, earlier_wqes_pending: true, ..idle };
-        assert_eq!(may_start(&read, false, &busy, &c), StartVerdict::WaitRdAtomicCredit);
+        assert_eq!(
+            may_start(&read, false, &idle, &c),
+            StartVerdict::Go { takes_credit: true }
+        );
+        assert_eq!(
+            may_start(&read, true, &idle, &c),
+            StartVerdict::Go {
+                takes_credit: false
+            }
+        );
+        let busy = InFlight {
+            rd_atomic_in_flight: 2,
+            earlier_wqes_pending: true,
+            ..idle
+        };
+        assert_eq!(
+            may_start(&read, false, &busy, &c),
+            StartVerdict::WaitRdAtomicCredit
+        );
         let mut fenced = wqe(SendOpcode::Send, 8);
         fenced.flags = send_flags::FENCE;
-        assert_eq!(may_start(&fenced, false, &busy, &c), StartVerdict::WaitFence);
-        assert_eq!(may_start(&fenced, true, &busy, &c), StartVerdict::Go { takes_credit: false });
-        assert_eq!(may_start(&fenced, false, &idle, &c), StartVerdict::Go { takes_credit: false });
-        assert_eq!(may_start(&wqe(SendOpcode::LocalInv, 0), false, &busy, &c), StartVerdict::WaitEarlierWqes);
-        assert_eq!(may_start(&wqe(SendOpcode::BindMw, 0), false, &busy, &c), StartVerdict::Go { takes_credit: false });
-        let no_depth = ReqConfig { max_rd_atomic: 0, ..c };
+        assert_eq!(
+            may_start(&fenced, false, &busy, &c),
+            StartVerdict::WaitFence
+        );
+        assert_eq!(
+            may_start(&fenced, true, &busy, &c),
+            StartVerdict::Go {
+                takes_credit: false
+            }
+        );
+        assert_eq!(
+            may_start(&fenced, false, &idle, &c),
+            StartVerdict::Go {
+                takes_credit: false
+            }
+        );
+        assert_eq!(
+            may_start(&wqe(SendOpcode::LocalInv, 0), false, &busy, &c),
+            StartVerdict::WaitEarlierWqes
+        );
+        assert_eq!(
+            may_start(&wqe(SendOpcode::BindMw, 0), false, &busy, &c),
+            StartVerdict::Go {
+                takes_credit: false
+            }
+        );
+        let no_depth = ReqConfig {
+            max_rd_atomic: 0,
+            ..c
+        };
         assert_eq!(
             may_start(&wqe(SendOpcode::FetchAndAdd, 8), false, &idle, &no_depth),
             StartVerdict::Refuse(WcStatus::LocQpOpErr)
         );
         // The window: 127 PSNs ahead is open, 128 is not, across the wrap too.
-        let at = |next: u32| InFlight { oldest_unacked_psn: Psn::new(0xff_ffc0), next_psn: Psn::new(next), ..idle };
+        let at = |next: u32| InFlight {
+            oldest_unacked_psn: Psn::new(0xff_ffc0),
+            next_psn: Psn::new(next),
+            ..idle
+        };
         let send = wqe(SendOpcode::Send, 8);
-        assert_eq!(may_start(&send, false, &at(0x3f), &c), StartVerdict::Go { takes_credit: false });
-        assert_eq!(may_start(&send, false, &at(0x40), &c), StartVerdict::WaitPsnWindow);
-        assert_eq!(may_start(&read, false, &at(0x40), &c), StartVerdict::WaitPsnWindow);
-        assert_eq!(may_continue(&send, &at(0x40), &c), StartVerdict::WaitPsnWindow);
-        assert_eq!(may_continue(&send, &at(0x3f), &c), StartVerdict::Go { takes_credit: false });
-        assert_eq!(may_continue(&send, &at(0x40), &cfg(QpType::Uc, IbMtu::Mtu1024)), StartVerdict::Go { takes_credit: false });
+        assert_eq!(
+            may_start(&send, false, &at(0x3f), &c),
+            StartVerdict::Go {
+                takes_credit: false
+            }
+        );
+        assert_eq!(
+            may_start(&send, false, &at(0x40), &c),
+            StartVerdict::WaitPsnWindow
+        );
+        assert_eq!(
+            may_start(&read, false, &at(0x40), &c),
+            StartVerdict::WaitPsnWindow
+        );
+        assert_eq!(
+            may_continue(&send, &at(0x40), &c),
+            StartVerdict::WaitPsnWindow
+        );
+        assert_eq!(
+            may_continue(&send, &at(0x3f), &c),
+            StartVerdict::Go {
+                takes_credit: false
+            }
+        );
+        assert_eq!(
+            may_continue(&send, &at(0x40), &cfg(QpType::Uc, IbMtu::Mtu1024)),
+            StartVerdict::Go {
+                takes_credit: false
+            }
+        );
         // A READ's next request waits for every response before it.
-        assert_eq!(may_continue(&read, &at(0x3f), &c), StartVerdict::WaitPsnWindow);
-        assert_eq!(may_continue(&read, &at(0xff_ffc0), &c), StartVerdict::Go { takes_credit: false });
-        assert_eq!(may_continue(&read, &at(0xff_ffbf), &c), StartVerdict::Go { takes_credit: false });
+        assert_eq!(
+            may_continue(&read, &at(0x3f), &c),
+            StartVerdict::WaitPsnWindow
+        );
+        assert_eq!(
+            may_continue(&read, &at(0xff_ffc0), &c),
+            StartVerdict::Go {
+                takes_credit: false
+            }
+        );
+        assert_eq!(
+            may_continue(&read, &at(0xff_ffbf), &c),
+            StartVerdict::Go {
+                takes_credit: false
+            }
+        );
     }
 
     #[test]
@@ -1274,24 +1679,56 @@ mod tests {
         // 64 KiB: 64 response PSNs, one request; the next may start once half of the last
         // one's responses have arrived.
         let read64k = wqe(SendOpcode::RdmaRead, 64 * 1024);
-        assert_eq!(may_start(&read64k, false, &outstanding(0), &c), StartVerdict::Go { takes_credit: true });
-        assert_eq!(may_start(&read64k, false, &outstanding(32), &c), StartVerdict::Go { takes_credit: true });
-        assert_eq!(may_start(&read64k, false, &outstanding(33), &c), StartVerdict::WaitPsnWindow);
-        assert_eq!(may_start(&read64k, false, &outstanding(64), &c), StartVerdict::WaitPsnWindow);
+        assert_eq!(
+            may_start(&read64k, false, &outstanding(0), &c),
+            StartVerdict::Go { takes_credit: true }
+        );
+        assert_eq!(
+            may_start(&read64k, false, &outstanding(32), &c),
+            StartVerdict::Go { takes_credit: true }
+        );
+        assert_eq!(
+            may_start(&read64k, false, &outstanding(33), &c),
+            StartVerdict::WaitPsnWindow
+        );
+        assert_eq!(
+            may_start(&read64k, false, &outstanding(64), &c),
+            StartVerdict::WaitPsnWindow
+        );
         // Small READs fill the window up to SINGLE_REQUEST_READ_WINDOW PSNs.
         let small = wqe(SendOpcode::RdmaRead, 8);
         let full = SINGLE_REQUEST_READ_WINDOW;
-        assert_eq!(may_start(&small, false, &outstanding(full - 1), &c), StartVerdict::Go { takes_credit: true });
-        assert_eq!(may_start(&small, false, &outstanding(full), &c), StartVerdict::WaitPsnWindow);
+        assert_eq!(
+            may_start(&small, false, &outstanding(full - 1), &c),
+            StartVerdict::Go { takes_credit: true }
+        );
+        assert_eq!(
+            may_start(&small, false, &outstanding(full), &c),
+            StartVerdict::WaitPsnWindow
+        );
         // A READ of several requests starts only if its first fits within READ_RESPONSE_WINDOW,
         // or when nothing is outstanding.
         let long = wqe(SendOpcode::RdmaRead, 300 * 1024);
-        assert_eq!(may_start(&long, false, &outstanding(0), &c), StartVerdict::Go { takes_credit: true });
-        assert_eq!(may_start(&long, false, &outstanding(1), &c), StartVerdict::WaitPsnWindow);
+        assert_eq!(
+            may_start(&long, false, &outstanding(0), &c),
+            StartVerdict::Go { takes_credit: true }
+        );
+        assert_eq!(
+            may_start(&long, false, &outstanding(1), &c),
+            StartVerdict::WaitPsnWindow
+        );
         let two_requests = wqe(SendOpcode::RdmaRead, 65 * 1024);
-        assert_eq!(may_start(&two_requests, false, &outstanding(1), &c), StartVerdict::WaitPsnWindow);
+        assert_eq!(
+            may_start(&two_requests, false, &outstanding(1), &c),
+            StartVerdict::WaitPsnWindow
+        );
         // Other requests and other transports are not held by it.
-        assert_eq!(may_start(&wqe(SendOpcode::RdmaWrite, 8), false, &outstanding(100), &c), StartVerdict::Go { takes_credit: false });
+        assert_eq!(
+            may_start(&wqe(SendOpcode::RdmaWrite, 8), false, &outstanding(100), &c),
+            StartVerdict::Go {
+                takes_credit: false
+            }
+        );
     }
 
     #[test]
@@ -1304,7 +1741,14 @@ mod tests {
         let mut seen = Vec::new();
         while let PacketPlan::Packet(d) = next_packet(&w, &p, &c) {
             let reth = d.headers.reth.unwrap();
-            seen.push((d.psn.get(), d.psn_count, reth.va, reth.dma_len, d.payload_offset, d.last_of_wqe));
+            seen.push((
+                d.psn.get(),
+                d.psn_count,
+                reth.va,
+                reth.dma_len,
+                d.payload_offset,
+                d.last_of_wqe,
+            ));
             p = d.after;
         }
         assert_eq!(
@@ -1312,22 +1756,58 @@ mod tests {
             [
                 (1000, 64, 0x10_0000, 64 * 1024, 0, false),
                 (1064, 64, 0x10_0000 + 64 * 1024, 64 * 1024, 64 * 1024, false),
-                (1128, 64, 0x10_0000 + 128 * 1024, 64 * 1024, 128 * 1024, false),
-                (1192, 64, 0x10_0000 + 192 * 1024, 64 * 1024, 192 * 1024, false),
-                (1256, 44, 0x10_0000 + 256 * 1024, 44 * 1024, 256 * 1024, true),
+                (
+                    1128,
+                    64,
+                    0x10_0000 + 128 * 1024,
+                    64 * 1024,
+                    128 * 1024,
+                    false
+                ),
+                (
+                    1192,
+                    64,
+                    0x10_0000 + 192 * 1024,
+                    64 * 1024,
+                    192 * 1024,
+                    false
+                ),
+                (
+                    1256,
+                    44,
+                    0x10_0000 + 256 * 1024,
+                    44 * 1024,
+                    256 * 1024,
+                    true
+                ),
             ]
         );
         // A retry from PSN 1130 asks for the rest of the third request only (its part of the
         // responder's cached request), then the fourth.
         let r = WqeProgress::resume_at(&w, Psn::new(1000), Psn::new(1130), &c).unwrap();
-        let PacketPlan::Packet(d) = next_packet(&w, &r, &c) else { panic!() };
-        assert_eq!((d.psn.get(), d.psn_count, d.headers.reth.unwrap().dma_len), (1130, 62, 62 * 1024));
+        let PacketPlan::Packet(d) = next_packet(&w, &r, &c) else {
+            panic!()
+        };
+        assert_eq!(
+            (d.psn.get(), d.psn_count, d.headers.reth.unwrap().dma_len),
+            (1130, 62, 62 * 1024)
+        );
         // A short last part is not rounded up to the MTU.
         let mut odd = w;
         odd.length = 128 * 1024 + 5;
-        let PacketPlan::Packet(d) = next_packet(&odd, &WqeProgress { first_psn: Psn::new(0), psns_used: 128 }, &c) else {
+        let PacketPlan::Packet(d) = next_packet(
+            &odd,
+            &WqeProgress {
+                first_psn: Psn::new(0),
+                psns_used: 128,
+            },
+            &c,
+        ) else {
             panic!()
         };
-        assert_eq!((d.psn_count, d.headers.reth.unwrap().dma_len, d.last_of_wqe), (1, 5, true));
+        assert_eq!(
+            (d.psn_count, d.headers.reth.unwrap().dma_len, d.last_of_wqe),
+            (1, 5, true)
+        );
     }
 }

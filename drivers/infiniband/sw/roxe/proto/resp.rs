@@ -27,13 +27,18 @@
 //! message (rxe does the same for class D1 errors): the byte offset into it lives here, in
 //! [`RespState::message`], and restarts at zero.
 
-use core::cmp::Ordering;
 use super::mtt::{permits, Access};
 use super::mtu::IbMtu;
-use super::opcode::{check_op_sequence, ExtHeader, Opcode, OpcodeInfo, Operation, Position, SeqCheck, Transport};
-use super::packet::{pad_count_for, Aeth, AtomicEth, Feth, Msn, NakCode, Packet, Reth, Syndrome, AETH_CREDITS_INVALID};
+use super::opcode::{
+    check_op_sequence, ExtHeader, Opcode, OpcodeInfo, Operation, Position, SeqCheck, Transport,
+};
+use super::packet::{
+    pad_count_for, Aeth, AtomicEth, Feth, Msn, NakCode, Packet, Reth, Syndrome,
+    AETH_CREDITS_INVALID,
+};
 use super::psn::Psn;
 use super::qp_state::{qp_access, QpType};
+use core::cmp::Ordering;
 
 /// Bytes a UD (and GSI) receive buffer reserves for the GRH ahead of the payload: the verbs
 /// place the 40-byte IPv6 header, or an IPv4 header padded to the same size, first (rxe:
@@ -95,7 +100,9 @@ pub const fn transport_of(qp_type: QpType) -> Transport {
 pub const fn request_fits_qp(qp_type: QpType, info: &OpcodeInfo) -> bool {
     let same_transport = matches!(
         (transport_of(qp_type), info.transport()),
-        (Transport::Rc, Transport::Rc) | (Transport::Uc, Transport::Uc) | (Transport::Ud, Transport::Ud)
+        (Transport::Rc, Transport::Rc)
+            | (Transport::Uc, Transport::Uc)
+            | (Transport::Ud, Transport::Ud)
     );
     info.is_request() && same_transport
 }
@@ -252,7 +259,10 @@ impl RespState {
     /// The AETH of a response sent now: `syndrome` and the current MSN (every AETH carries the
     /// MSN of the last completed message).
     pub const fn aeth(&self, syndrome: Syndrome) -> Aeth {
-        Aeth { syndrome, msn: self.msn }
+        Aeth {
+            syndrome,
+            msn: self.msn,
+        }
     }
 
     /// Forgets the message in progress (UC: its remaining packets will not come, or will be
@@ -296,7 +306,9 @@ impl RespState {
         match cfg.qp_type {
             QpType::Rc => {
                 self.gap = Gap::RnrNakSent;
-                PageFaultAction::Reply(Syndrome::RnrNak { timer: cfg.min_rnr_timer & 0x1f })
+                PageFaultAction::Reply(Syndrome::RnrNak {
+                    timer: cfg.min_rnr_timer & 0x1f,
+                })
             }
             QpType::Ud | QpType::Gsi | QpType::Smi => PageFaultAction::Redeliver,
             QpType::Uc => PageFaultAction::Drop,
@@ -370,7 +382,9 @@ pub fn check_psn(state: &mut RespState, cfg: &RespConfig, req: &Request) -> PsnV
                         return PsnVerdict::Drop;
                     }
                     state.gap = Gap::SequenceNakSent;
-                    PsnVerdict::SequenceNak { expected: state.expected_psn }
+                    PsnVerdict::SequenceNak {
+                        expected: state.expected_psn,
+                    }
                 }
                 Ordering::Less => PsnVerdict::Duplicate,
                 Ordering::Equal => {
@@ -404,7 +418,11 @@ pub fn check_psn(state: &mut RespState, cfg: &RespConfig, req: &Request) -> PsnV
 /// On UC, a FIRST or ONLY that cuts into a message in progress abandons that message and is
 /// accepted: its LAST was lost, which UC tolerates (rxe drops the new packet too, and with it the
 /// whole next message).
-pub fn check_opcode(state: &mut RespState, cfg: &RespConfig, req: &Request) -> Result<(), RespError> {
+pub fn check_opcode(
+    state: &mut RespState,
+    cfg: &RespConfig,
+    req: &Request,
+) -> Result<(), RespError> {
     if !request_fits_qp(cfg.qp_type, req.info) {
         return Err(RespError::WrongTransport);
     }
@@ -441,7 +459,10 @@ pub fn check_op_allowed(cfg: &RespConfig, req: &Request) -> Result<(), RespError
             (placement & Feth::PLACEMENT_GLOBAL == 0 || has(qp_access::FLUSH_GLOBAL))
                 && (placement & Feth::PLACEMENT_PERSISTENT == 0 || has(qp_access::FLUSH_PERSISTENT))
         }
-        Operation::Send | Operation::RdmaReadResponse | Operation::Acknowledge | Operation::AtomicAcknowledge => true,
+        Operation::Send
+        | Operation::RdmaReadResponse
+        | Operation::Acknowledge
+        | Operation::AtomicAcknowledge => true,
     };
     if allowed {
         Ok(())
@@ -457,9 +478,14 @@ pub fn check_op_allowed(cfg: &RespConfig, req: &Request) -> Result<(), RespError
 ///
 /// Outstanding READ and atomic requests are not counted: keeping within `max_dest_rd_atomic` is
 /// the requester's job, and the cache recycles its oldest entry (as rxe does).
-pub fn check_resource(cfg: &RespConfig, req: &Request, recv_wqe_ready: bool) -> Result<(), RespError> {
+pub fn check_resource(
+    cfg: &RespConfig,
+    req: &Request,
+    recv_wqe_ready: bool,
+) -> Result<(), RespError> {
     let info = req.info;
-    if (info.is_read() || info.is_atomic() || info.is_atomic_write() || info.is_flush()) && cfg.max_dest_rd_atomic == 0
+    if (info.is_read() || info.is_atomic() || info.is_atomic_write() || info.is_flush())
+        && cfg.max_dest_rd_atomic == 0
     {
         return Err(RespError::NoRdAtomicResources);
     }
@@ -515,7 +541,12 @@ pub enum Placement {
 /// Atomics move [`ATOMIC_LEN`] bytes; an ATOMIC WRITE carries exactly that as payload, unpadded.
 /// A SEND must fit `recv_len`, the total length of the receive WQE's buffers (0 when there is
 /// none), after what its earlier packets placed; a UD SEND after the GRH.
-pub fn check_length(state: &RespState, cfg: &RespConfig, req: &Request, recv_len: u32) -> Result<Placement, RespError> {
+pub fn check_length(
+    state: &RespState,
+    cfg: &RespConfig,
+    req: &Request,
+    recv_len: u32,
+) -> Result<Placement, RespError> {
     let info = req.info;
     let mtu = cfg.mtu.bytes();
     let payload = req.payload_len;
@@ -555,7 +586,12 @@ pub fn check_length(state: &RespState, cfg: &RespConfig, req: &Request, recv_len
                 (reth.va, reth.rkey, reth.dma_len)
             } else {
                 match state.message {
-                    Message::Write { va, rkey, remaining, .. } => (va, rkey, remaining),
+                    Message::Write {
+                        va,
+                        rkey,
+                        remaining,
+                        ..
+                    } => (va, rkey, remaining),
                     _ => return Err(RespError::MissingFirst),
                 }
             };
@@ -766,7 +802,9 @@ impl Resource {
     pub const fn first_psn(&self) -> Psn {
         match *self {
             Resource::Read { first_psn, .. } => first_psn,
-            Resource::Atomic { psn, .. } | Resource::AtomicWrite { psn } | Resource::Flush { psn } => psn,
+            Resource::Atomic { psn, .. }
+            | Resource::AtomicWrite { psn }
+            | Resource::Flush { psn } => psn,
         }
     }
 
@@ -774,7 +812,9 @@ impl Resource {
     pub const fn last_psn(&self) -> Psn {
         match *self {
             Resource::Read { last_psn, .. } => last_psn,
-            Resource::Atomic { psn, .. } | Resource::AtomicWrite { psn } | Resource::Flush { psn } => psn,
+            Resource::Atomic { psn, .. }
+            | Resource::AtomicWrite { psn }
+            | Resource::Flush { psn } => psn,
         }
     }
 
@@ -801,7 +841,11 @@ pub struct ResponderResources<const N: usize> {
 impl<const N: usize> ResponderResources<N> {
     /// An empty ring holding up to `max_dest_rd_atomic` entries (at most `N`).
     pub const fn new(max_dest_rd_atomic: u32) -> Self {
-        ResponderResources { slots: [None; N], next: 0, capacity: Self::clamp(max_dest_rd_atomic) }
+        ResponderResources {
+            slots: [None; N],
+            next: 0,
+            capacity: Self::clamp(max_dest_rd_atomic),
+        }
     }
 
     const fn clamp(max_dest_rd_atomic: u32) -> usize {
@@ -977,7 +1021,9 @@ impl ReadStream {
             true
         } else {
             self.held_replay = true;
-            self.next_ms = self.next_ms.max(self.window_ms.saturating_add(self.window_len_ms));
+            self.next_ms = self
+                .next_ms
+                .max(self.window_ms.saturating_add(self.window_len_ms));
             false
         }
     }
@@ -995,7 +1041,10 @@ impl ReadStream {
         let reply = self.pending?;
         self.busy = true;
         self.held_replay = false;
-        Some(ReadBurst { reply, generation: self.generation })
+        Some(ReadBurst {
+            reply,
+            generation: self.generation,
+        })
     }
 
     /// The burst claimed as `generation` was built, which took `took_ms`: `rest` is what
@@ -1003,7 +1052,13 @@ impl ReadStream {
     /// What is left may go an interval after `now_ms`. A reply replaced since the claim keeps
     /// its place. The stream stays busy until [`ReadStream::sent`], so that nothing overtakes
     /// the burst on its way out.
-    pub fn finish_burst(&mut self, generation: u32, rest: Option<ReadReply>, now_ms: u64, took_ms: u64) {
+    pub fn finish_burst(
+        &mut self,
+        generation: u32,
+        rest: Option<ReadReply>,
+        now_ms: u64,
+        took_ms: u64,
+    ) {
         self.interval_ms = READ_REPLY_INTERVAL_MS.max(took_ms.saturating_mul(READ_REPLY_DUTY));
         if self.generation == generation {
             self.pending = rest;
@@ -1159,7 +1214,11 @@ impl Iterator for ReadResponses {
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        let n = if self.done { 0 } else { self.remaining.div_ceil(self.mtu).max(1) as usize };
+        let n = if self.done {
+            0
+        } else {
+            self.remaining.div_ceil(self.mtu).max(1) as usize
+        };
         (n, Some(n))
     }
 }
@@ -1199,7 +1258,9 @@ pub enum Response {
 /// sends the "invalid" credit code, as rxe does (`AETH_ACK_UNLIMITED`); requesters then go by
 /// their own limits.
 pub const fn ack_syndrome() -> Syndrome {
-    Syndrome::Ack { credits: AETH_CREDITS_INVALID }
+    Syndrome::Ack {
+        credits: AETH_CREDITS_INVALID,
+    }
 }
 
 /// What the responder makes of a retransmitted RC request (rxe `duplicate_request`).
@@ -1222,9 +1283,20 @@ pub fn handle_duplicate<const N: usize>(
     }
     let found = cache.find(req.psn);
     match req.info.operation() {
-        Operation::Send | Operation::RdmaWrite => Response::Ack { psn: Psn::new(state.ack_psn.get().wrapping_sub(1)) },
+        Operation::Send | Operation::RdmaWrite => Response::Ack {
+            psn: Psn::new(state.ack_psn.get().wrapping_sub(1)),
+        },
         Operation::RdmaReadRequest => match (found, req.reth) {
-            (Some(Resource::Read { first_psn, last_psn, va, rkey, len }), Some(reth)) => {
+            (
+                Some(Resource::Read {
+                    first_psn,
+                    last_psn,
+                    va,
+                    rkey,
+                    len,
+                }),
+                Some(reth),
+            ) => {
                 let resumes = req.psn != first_psn;
                 let count = i64::from(read_response_count(reth.dma_len, cfg.mtu));
                 let inside_psns = i64::from(last_psn.diff(req.psn)) >= count - 1;
@@ -1234,7 +1306,8 @@ pub fn handle_duplicate<const N: usize>(
                 };
                 // A zero-length restart reads nothing, so nothing about it needs to match.
                 let empty_restart = reth.dma_len == 0 && !resumes;
-                let matches = empty_restart || (reth.rkey == rkey && inside_range && reth.dma_len > 0);
+                let matches =
+                    empty_restart || (reth.rkey == rkey && inside_range && reth.dma_len > 0);
                 if matches && inside_psns {
                     Response::Read(ReadReply {
                         first_psn: req.psn,
@@ -1250,7 +1323,9 @@ pub fn handle_duplicate<const N: usize>(
             _ => Response::None,
         },
         Operation::CompareSwap | Operation::FetchAdd => match found {
-            Some(Resource::Atomic { psn, original }) if psn == req.psn => Response::AtomicAck { psn, original },
+            Some(Resource::Atomic { psn, original }) if psn == req.psn => {
+                Response::AtomicAck { psn, original }
+            }
             _ => Response::None,
         },
         Operation::AtomicWrite => match found {
@@ -1261,7 +1336,9 @@ pub fn handle_duplicate<const N: usize>(
             Some(Resource::Flush { psn }) if psn == req.psn => Response::EmptyRead { psn },
             _ => Response::None,
         },
-        Operation::RdmaReadResponse | Operation::Acknowledge | Operation::AtomicAcknowledge => Response::None,
+        Operation::RdmaReadResponse | Operation::Acknowledge | Operation::AtomicAcknowledge => {
+            Response::None
+        }
     }
 }
 
@@ -1308,7 +1385,11 @@ pub fn commit<const N: usize>(
     let info = req.info;
     let payload = req.payload_len;
     let reth = req.reth.unwrap_or_default();
-    let psn_count = if info.is_read() { read_response_count(reth.dma_len, cfg.mtu) } else { 1 };
+    let psn_count = if info.is_read() {
+        read_response_count(reth.dma_len, cfg.mtu)
+    } else {
+        1
+    };
     state.expected_psn = req.psn.add(psn_count);
     if !info.is_read() {
         state.ack_psn = state.expected_psn;
@@ -1336,22 +1417,31 @@ pub fn commit<const N: usize>(
             let placed = before.saturating_add(payload);
             if info.ends_message() {
                 state.message = Message::Idle;
-                recv = Some(RecvSuccess { byte_len: placed, rdma_with_imm: false });
+                recv = Some(RecvSuccess {
+                    byte_len: placed,
+                    rdma_with_imm: false,
+                });
             } else {
                 state.message = Message::Send { placed };
             }
         }
         Operation::RdmaWrite => {
             let (va, rkey, remaining, length) = match state.message {
-                Message::Write { va, rkey, remaining, length } if !info.starts_message() => {
-                    (va, rkey, remaining, length)
-                }
+                Message::Write {
+                    va,
+                    rkey,
+                    remaining,
+                    length,
+                } if !info.starts_message() => (va, rkey, remaining, length),
                 _ => (reth.va, reth.rkey, reth.dma_len, reth.dma_len),
             };
             if info.ends_message() {
                 state.message = Message::Idle;
                 if info.has_immediate() {
-                    recv = Some(RecvSuccess { byte_len: length, rdma_with_imm: true });
+                    recv = Some(RecvSuccess {
+                        byte_len: length,
+                        rdma_with_imm: true,
+                    });
                 }
             } else {
                 state.message = Message::Write {
@@ -1369,9 +1459,10 @@ pub fn commit<const N: usize>(
             rkey: reth.rkey,
             len: reth.dma_len,
         }),
-        Operation::CompareSwap | Operation::FetchAdd => {
-            cache.record(Resource::Atomic { psn: req.psn, original: atomic_original })
-        }
+        Operation::CompareSwap | Operation::FetchAdd => cache.record(Resource::Atomic {
+            psn: req.psn,
+            original: atomic_original,
+        }),
         Operation::AtomicWrite => cache.record(Resource::AtomicWrite { psn: req.psn }),
         Operation::Flush => cache.record(Resource::Flush { psn: req.psn }),
         Operation::RdmaReadResponse | Operation::Acknowledge | Operation::AtomicAcknowledge => {}
@@ -1388,9 +1479,10 @@ pub fn commit<const N: usize>(
                 len: reth.dma_len,
                 resumes: false,
             }),
-            Operation::CompareSwap | Operation::FetchAdd => {
-                Response::AtomicAck { psn: req.psn, original: atomic_original }
-            }
+            Operation::CompareSwap | Operation::FetchAdd => Response::AtomicAck {
+                psn: req.psn,
+                original: atomic_original,
+            },
             Operation::AtomicWrite | Operation::Flush => Response::EmptyRead { psn: req.psn },
             _ if req.ack_req || info.ends_message() => Response::Ack { psn: req.psn },
             _ => Response::None,
@@ -1523,8 +1615,12 @@ pub struct ErrorAction {
 
 impl ErrorAction {
     /// Drop the packet and carry on.
-    const DROP: ErrorAction =
-        ErrorAction { reply: None, recv_wqe: RecvWqeFate::Keep, qp_error: false, qp_access_event: false };
+    const DROP: ErrorAction = ErrorAction {
+        reply: None,
+        recv_wqe: RecvWqeFate::Keep,
+        qp_error: false,
+        qp_access_event: false,
+    };
 
     /// An error that moves the QP to the error state: NAK (on RC) and complete a held WQE.
     const fn fatal(rc: bool, nak: NakCode, status: RecvStatus) -> ErrorAction {
@@ -1548,13 +1644,22 @@ pub const fn error_action(cfg: &RespConfig, err: RespError) -> ErrorAction {
     let rc = cfg.is_rc();
     match err {
         RespError::WrongTransport => ErrorAction::DROP,
-        RespError::CqOverflow => {
-            ErrorAction { reply: None, recv_wqe: RecvWqeFate::Keep, qp_error: true, qp_access_event: false }
+        RespError::CqOverflow => ErrorAction {
+            reply: None,
+            recv_wqe: RecvWqeFate::Keep,
+            qp_error: true,
+            qp_access_event: false,
+        },
+        RespError::MalformedRecvWqe => {
+            ErrorAction::fatal(rc, NakCode::RemoteOperationalError, RecvStatus::LocQpOpErr)
         }
-        RespError::MalformedRecvWqe => ErrorAction::fatal(rc, NakCode::RemoteOperationalError, RecvStatus::LocQpOpErr),
-        RespError::RecvProtection => ErrorAction::fatal(rc, NakCode::RemoteOperationalError, RecvStatus::LocProtErr),
+        RespError::RecvProtection => {
+            ErrorAction::fatal(rc, NakCode::RemoteOperationalError, RecvStatus::LocProtErr)
+        }
         RespError::ReceiverNotReady if rc => ErrorAction {
-            reply: Some(Syndrome::RnrNak { timer: cfg.min_rnr_timer & 0x1f }),
+            reply: Some(Syndrome::RnrNak {
+                timer: cfg.min_rnr_timer & 0x1f,
+            }),
             recv_wqe: RecvWqeFate::Keep,
             qp_error: false,
             qp_access_event: false,
@@ -1571,7 +1676,9 @@ pub const fn error_action(cfg: &RespConfig, err: RespError) -> ErrorAction {
             qp_error: true,
             qp_access_event: true,
         },
-        RespError::RecvBufferTooSmall if rc => ErrorAction::fatal(true, NakCode::InvalidRequest, RecvStatus::LocLenErr),
+        RespError::RecvBufferTooSmall if rc => {
+            ErrorAction::fatal(true, NakCode::InvalidRequest, RecvStatus::LocLenErr)
+        }
         RespError::MissingFirst
         | RespError::MissingLast
         | RespError::OperationNotAllowed
@@ -1593,7 +1700,13 @@ mod tests {
     use std::vec::Vec;
 
     fn reply(psn: u32, len: u32) -> ReadReply {
-        ReadReply { first_psn: Psn::new(psn), va: 0x1000, rkey: 7, len, resumes: false }
+        ReadReply {
+            first_psn: Psn::new(psn),
+            va: 0x1000,
+            rkey: 7,
+            len,
+            resumes: false,
+        }
     }
 
     #[test]
@@ -1622,12 +1735,22 @@ mod tests {
         let mut s = ReadStream::default();
         s.start(reply(10, 1 << 20));
         let b = s.take_burst().unwrap();
-        s.finish_burst(b.generation, b.reply.rest_after(IbMtu::Mtu1024, READ_REPLY_BURST), 1000, 0);
+        s.finish_burst(
+            b.generation,
+            b.reply.rest_after(IbMtu::Mtu1024, READ_REPLY_BURST),
+            1000,
+            0,
+        );
         s.sent();
         // The first replay of the window goes at once: the budget covers one burst.
         assert!(s.replay(reply(10, 1 << 20), MIB_RESPONSES, 1000));
         let b = s.take_burst().unwrap();
-        s.finish_burst(b.generation, b.reply.rest_after(IbMtu::Mtu1024, READ_REPLY_BURST), 1000, 0);
+        s.finish_burst(
+            b.generation,
+            b.reply.rest_after(IbMtu::Mtu1024, READ_REPLY_BURST),
+            1000,
+            0,
+        );
         s.sent();
         // A flood of duplicates within the window: none goes, and none displaces the first
         // one held back.
@@ -1656,7 +1779,12 @@ mod tests {
             assert!(s.replay(r, r.responses(IbMtu::Mtu1024), 5000), "replay {i}");
             let b = s.take_burst().unwrap();
             assert_eq!(b.reply, r);
-            s.finish_burst(b.generation, b.reply.rest_after(IbMtu::Mtu1024, READ_REPLY_BURST), 5000, 0);
+            s.finish_burst(
+                b.generation,
+                b.reply.rest_after(IbMtu::Mtu1024, READ_REPLY_BURST),
+                5000,
+                0,
+            );
             s.sent();
             assert!(!s.active());
         }
@@ -1679,9 +1807,15 @@ mod tests {
         assert_eq!(reply(0, 1).responses(IbMtu::Mtu1024), 1);
         assert_eq!(reply(0, 1024).responses(IbMtu::Mtu1024), 1);
         assert_eq!(reply(0, 1025).responses(IbMtu::Mtu1024), 2);
-        assert_eq!(reply(0, u32::MAX).responses(IbMtu::Mtu256), u32::MAX.div_ceil(256));
+        assert_eq!(
+            reply(0, u32::MAX).responses(IbMtu::Mtu256),
+            u32::MAX.div_ceil(256)
+        );
         let r = reply(0, 300_000);
-        assert_eq!(r.responses(IbMtu::Mtu4096) as usize, r.packets(IbMtu::Mtu4096).count());
+        assert_eq!(
+            r.responses(IbMtu::Mtu4096) as usize,
+            r.packets(IbMtu::Mtu4096).count()
+        );
     }
 
     #[test]
@@ -1691,13 +1825,23 @@ mod tests {
         let b = s.take_burst().unwrap();
         // A burst that took 100 ms to build: the next one waits four times as long, and so
         // does the replay window that starts after it.
-        s.finish_burst(b.generation, b.reply.rest_after(IbMtu::Mtu1024, READ_REPLY_BURST), 1000, 100);
+        s.finish_burst(
+            b.generation,
+            b.reply.rest_after(IbMtu::Mtu1024, READ_REPLY_BURST),
+            1000,
+            100,
+        );
         s.sent();
         assert!(!s.due(1000 + READ_REPLY_INTERVAL_MS));
         assert!(s.due(1400));
         assert!(s.replay(reply(10, 1 << 20), MIB_RESPONSES, 1400));
         let b = s.take_burst().unwrap();
-        s.finish_burst(b.generation, b.reply.rest_after(IbMtu::Mtu1024, READ_REPLY_BURST), 1400, 100);
+        s.finish_burst(
+            b.generation,
+            b.reply.rest_after(IbMtu::Mtu1024, READ_REPLY_BURST),
+            1400,
+            100,
+        );
         s.sent();
         assert!(!s.replay(reply(10, 1 << 20), MIB_RESPONSES, 1401));
         assert!(!s.due(1799) && s.due(1800));
@@ -1711,7 +1855,12 @@ mod tests {
         // A replay arrives while the burst is being built: not due (busy), and the burst's
         // rest does not overwrite it.
         assert!(!s.replay(reply(300, 4096), 4, 0));
-        s.finish_burst(b.generation, b.reply.rest_after(IbMtu::Mtu1024, READ_REPLY_BURST), 5, 0);
+        s.finish_burst(
+            b.generation,
+            b.reply.rest_after(IbMtu::Mtu1024, READ_REPLY_BURST),
+            5,
+            0,
+        );
         s.sent();
         assert_eq!(s.take_burst().map(|b| b.reply), Some(reply(300, 4096)));
         // A clear (RESET) while a burst is out: nothing is left afterwards.
@@ -1719,13 +1868,24 @@ mod tests {
         s.start(reply(10, 1 << 20));
         let b = s.take_burst().unwrap();
         s.clear();
-        s.finish_burst(b.generation, b.reply.rest_after(IbMtu::Mtu1024, READ_REPLY_BURST), 5, 0);
+        s.finish_burst(
+            b.generation,
+            b.reply.rest_after(IbMtu::Mtu1024, READ_REPLY_BURST),
+            5,
+            0,
+        );
         s.sent();
         assert!(!s.active());
     }
 
     fn odp_cfg(qp_type: QpType) -> RespConfig {
-        RespConfig { qp_type, access_flags: 0, mtu: IbMtu::Mtu1024, max_dest_rd_atomic: 1, min_rnr_timer: 0x2c }
+        RespConfig {
+            qp_type,
+            access_flags: 0,
+            mtu: IbMtu::Mtu1024,
+            max_dest_rd_atomic: 1,
+            min_rnr_timer: 0x2c,
+        }
     }
 
     #[test]
@@ -1734,7 +1894,10 @@ mod tests {
         let mut st = RespState::new(Psn::new(7));
         let before = st;
         // The timer is the five-bit code.
-        assert_eq!(st.page_fault(&cfg), PageFaultAction::Reply(Syndrome::RnrNak { timer: 0x0c }));
+        assert_eq!(
+            st.page_fault(&cfg),
+            PageFaultAction::Reply(Syndrome::RnrNak { timer: 0x0c })
+        );
         // Nothing consumed: same expected PSN, MSN, message and opcode sequence.
         assert_eq!(st.expected_psn(), before.expected_psn());
         assert_eq!(st.msn(), before.msn());
@@ -1742,10 +1905,16 @@ mod tests {
         assert_eq!(st.last_opcode, before.last_opcode);
         // Packets behind it are dropped, not sequence-NAKed again.
         let info = Opcode::RC_SEND_MIDDLE.info().unwrap();
-        assert_eq!(check_psn(&mut st, &cfg, &Request::new(info, Psn::new(8), 1024)), PsnVerdict::Drop);
+        assert_eq!(
+            check_psn(&mut st, &cfg, &Request::new(info, Psn::new(8), 1024)),
+            PsnVerdict::Drop
+        );
         // The resend of the missed PSN goes on.
         let info = Opcode::RC_SEND_ONLY.info().unwrap();
-        assert_eq!(check_psn(&mut st, &cfg, &Request::new(info, Psn::new(7), 8)), PsnVerdict::Expected);
+        assert_eq!(
+            check_psn(&mut st, &cfg, &Request::new(info, Psn::new(7), 8)),
+            PsnVerdict::Expected
+        );
     }
 
     #[test]
@@ -1764,24 +1933,48 @@ mod tests {
 
     #[test]
     fn read_reply_continues_after_a_burst() {
-        let reply = ReadReply { first_psn: Psn::new(0xff_fffe), va: 0x1000, rkey: 9, len: 5 * 256 + 3, resumes: false };
+        let reply = ReadReply {
+            first_psn: Psn::new(0xff_fffe),
+            va: 0x1000,
+            rkey: 9,
+            len: 5 * 256 + 3,
+            resumes: false,
+        };
         let all: Vec<_> = reply.packets(IbMtu::Mtu256).collect();
         assert_eq!(all.len(), 6);
         // The rest after 2 responses is the same stream from the third on.
         let rest = reply.rest_after(IbMtu::Mtu256, 2).unwrap();
-        assert_eq!(rest, ReadReply { first_psn: Psn::new(0), va: 0x1200, rkey: 9, len: 3 * 256 + 3, resumes: true });
+        assert_eq!(
+            rest,
+            ReadReply {
+                first_psn: Psn::new(0),
+                va: 0x1200,
+                rkey: 9,
+                len: 3 * 256 + 3,
+                resumes: true
+            }
+        );
         let tail: Vec<_> = rest.packets(IbMtu::Mtu256).collect();
         for (a, b) in all[2..].iter().zip(&tail) {
-            assert_eq!((a.opcode, a.psn, a.len, a.has_aeth), (b.opcode, b.psn, b.len, b.has_aeth));
+            assert_eq!(
+                (a.opcode, a.psn, a.len, a.has_aeth),
+                (b.opcode, b.psn, b.len, b.has_aeth)
+            );
             assert_eq!(a.offset, b.offset + 0x200);
         }
         assert_eq!(tail.len(), 4);
         assert_eq!(reply.rest_after(IbMtu::Mtu256, 6), None);
-        assert_eq!(ReadReply { len: 0, ..reply }.rest_after(IbMtu::Mtu256, 1), None);
+        assert_eq!(
+            ReadReply { len: 0, ..reply }.rest_after(IbMtu::Mtu256, 1),
+            None
+        );
         // A last response alone.
         let last = reply.rest_after(IbMtu::Mtu256, 5).unwrap();
         let only: Vec<_> = last.packets(IbMtu::Mtu256).collect();
-        assert_eq!((only.len(), only[0].opcode, only[0].len), (1, Opcode::RC_RDMA_READ_RESPONSE_LAST, 3));
+        assert_eq!(
+            (only.len(), only[0].opcode, only[0].len),
+            (1, Opcode::RC_RDMA_READ_RESPONSE_LAST, 3)
+        );
     }
 
     const ALL_ACCESS: u32 = qp_access::REMOTE_WRITE
@@ -1791,7 +1984,13 @@ mod tests {
         | qp_access::FLUSH_PERSISTENT;
 
     fn cfg(qp_type: QpType) -> RespConfig {
-        RespConfig { qp_type, access_flags: ALL_ACCESS, mtu: IbMtu::Mtu256, max_dest_rd_atomic: 4, min_rnr_timer: 12 }
+        RespConfig {
+            qp_type,
+            access_flags: ALL_ACCESS,
+            mtu: IbMtu::Mtu256,
+            max_dest_rd_atomic: 4,
+            min_rnr_timer: 12,
+        }
     }
 
     fn req(op: Opcode, psn: u32, len: u32) -> Request {
@@ -1807,7 +2006,12 @@ mod tests {
 
     /// Runs the whole chain as the kernel would, with a receive WQE of `recv_len` bytes always
     /// available and every key valid; returns the commit or the error.
-    fn run(st: &mut RespState, cache: &mut Cache, c: &RespConfig, r: &Request) -> Result<Commit, RespError> {
+    fn run(
+        st: &mut RespState,
+        cache: &mut Cache,
+        c: &RespConfig,
+        r: &Request,
+    ) -> Result<Commit, RespError> {
         assert!(check_psn(st, c, r).proceeds());
         check_opcode(st, c, r)?;
         check_op_allowed(c, r)?;
@@ -1822,12 +2026,22 @@ mod tests {
         let mut st = RespState::new(Psn::new(100));
         let send = |psn| req(Opcode::RC_SEND_ONLY, psn, 8);
         assert_eq!(check_psn(&mut st, &c, &send(99)), PsnVerdict::Duplicate);
-        assert_eq!(check_psn(&mut st, &c, &send(102)), PsnVerdict::SequenceNak { expected: Psn::new(100) });
+        assert_eq!(
+            check_psn(&mut st, &c, &send(102)),
+            PsnVerdict::SequenceNak {
+                expected: Psn::new(100)
+            }
+        );
         assert_eq!(check_psn(&mut st, &c, &send(103)), PsnVerdict::Drop);
         assert_eq!(check_psn(&mut st, &c, &send(99)), PsnVerdict::Duplicate);
         assert_eq!(check_psn(&mut st, &c, &send(100)), PsnVerdict::Expected);
         // The gap is filled: a new one is NAKed again.
-        assert_eq!(check_psn(&mut st, &c, &send(105)), PsnVerdict::SequenceNak { expected: Psn::new(100) });
+        assert_eq!(
+            check_psn(&mut st, &c, &send(105)),
+            PsnVerdict::SequenceNak {
+                expected: Psn::new(100)
+            }
+        );
         // The expected PSN moves in commit only.
         assert_eq!(st.expected_psn(), Psn::new(100));
     }
@@ -1838,11 +2052,22 @@ mod tests {
         let mut st = RespState::new(Psn::new(Psn::MASK));
         assert_eq!(
             check_psn(&mut st, &c, &req(Opcode::RC_SEND_ONLY, 1, 0)),
-            PsnVerdict::SequenceNak { expected: Psn::new(Psn::MASK) }
+            PsnVerdict::SequenceNak {
+                expected: Psn::new(Psn::MASK)
+            }
         );
-        assert_eq!(check_psn(&mut st, &c, &req(Opcode::RC_SEND_ONLY, Psn::MASK - 1, 0)), PsnVerdict::Duplicate);
+        assert_eq!(
+            check_psn(&mut st, &c, &req(Opcode::RC_SEND_ONLY, Psn::MASK - 1, 0)),
+            PsnVerdict::Duplicate
+        );
         let mut cache = Cache::new(4);
-        run(&mut st, &mut cache, &c, &req(Opcode::RC_SEND_ONLY, Psn::MASK, 0)).unwrap();
+        run(
+            &mut st,
+            &mut cache,
+            &c,
+            &req(Opcode::RC_SEND_ONLY, Psn::MASK, 0),
+        )
+        .unwrap();
         assert_eq!(st.expected_psn(), Psn::new(0));
     }
 
@@ -1862,10 +2087,19 @@ mod tests {
         assert_eq!(a.reply, Some(Syndrome::RnrNak { timer: 12 }));
         assert!(!a.qp_error);
         // Packets behind the refused one: no sequence NAK.
-        assert_eq!(check_psn(&mut st, &c, &req(Opcode::RC_SEND_ONLY, 2, 0)), PsnVerdict::Drop);
+        assert_eq!(
+            check_psn(&mut st, &c, &req(Opcode::RC_SEND_ONLY, 2, 0)),
+            PsnVerdict::Drop
+        );
         // The retry continues the write where it was.
         let done = run(&mut st, &mut cache, &c, &last).unwrap();
-        assert_eq!(done.recv, Some(RecvSuccess { byte_len: 300, rdma_with_imm: true }));
+        assert_eq!(
+            done.recv,
+            Some(RecvSuccess {
+                byte_len: 300,
+                rdma_with_imm: true
+            })
+        );
         assert_eq!(done.response, Response::Ack { psn: Psn::new(1) });
         assert_eq!(st.msn(), Msn::new(1));
     }
@@ -1875,24 +2109,54 @@ mod tests {
         let c = cfg(QpType::Uc);
         let mut st = RespState::new(Psn::new(10));
         let mut cache = Cache::new(0);
-        run(&mut st, &mut cache, &c, &req(Opcode::UC_SEND_FIRST, 10, 256)).unwrap();
+        run(
+            &mut st,
+            &mut cache,
+            &c,
+            &req(Opcode::UC_SEND_FIRST, 10, 256),
+        )
+        .unwrap();
         assert_eq!(st.message(), Message::Send { placed: 256 });
         // PSN 11 lost: the MIDDLE at 12 is dropped with the partial message.
-        assert_eq!(check_psn(&mut st, &c, &req(Opcode::UC_SEND_MIDDLE, 12, 256)), PsnVerdict::Drop);
+        assert_eq!(
+            check_psn(&mut st, &c, &req(Opcode::UC_SEND_MIDDLE, 12, 256)),
+            PsnVerdict::Drop
+        );
         assert_eq!(st.message(), Message::Idle);
-        assert_eq!(check_psn(&mut st, &c, &req(Opcode::UC_SEND_LAST, 13, 1)), PsnVerdict::Drop);
+        assert_eq!(
+            check_psn(&mut st, &c, &req(Opcode::UC_SEND_LAST, 13, 1)),
+            PsnVerdict::Drop
+        );
         // A new message starts from its own PSN.
         let only = req(Opcode::UC_SEND_ONLY, 20, 5);
         assert_eq!(check_psn(&mut st, &c, &only), PsnVerdict::Resync);
         check_opcode(&mut st, &c, &only).unwrap();
         let done = commit(&mut st, &mut cache, &c, &only, 0);
-        assert_eq!(done.recv, Some(RecvSuccess { byte_len: 5, rdma_with_imm: false }));
+        assert_eq!(
+            done.recv,
+            Some(RecvSuccess {
+                byte_len: 5,
+                rdma_with_imm: false
+            })
+        );
         assert_eq!(done.response, Response::None);
         assert_eq!(st.expected_psn(), Psn::new(21));
         // Same PSN, but the sequence lost its LAST: the new FIRST is accepted, the old message
         // abandoned.
-        run(&mut st, &mut cache, &c, &req(Opcode::UC_SEND_FIRST, 21, 256)).unwrap();
-        run(&mut st, &mut cache, &c, &req(Opcode::UC_SEND_FIRST, 22, 256)).unwrap();
+        run(
+            &mut st,
+            &mut cache,
+            &c,
+            &req(Opcode::UC_SEND_FIRST, 21, 256),
+        )
+        .unwrap();
+        run(
+            &mut st,
+            &mut cache,
+            &c,
+            &req(Opcode::UC_SEND_FIRST, 22, 256),
+        )
+        .unwrap();
         assert_eq!(st.message(), Message::Send { placed: 256 });
     }
 
@@ -1907,23 +2171,48 @@ mod tests {
         let e = check_op_allowed(&c, &first).unwrap_err();
         assert_eq!(st.fail(&c, e), ErrorAction::DROP);
         // The expected PSN did not move and the MIDDLE is dropped; the next SEND is fine.
-        assert_eq!(check_psn(&mut st, &c, &req(Opcode::UC_RDMA_WRITE_MIDDLE, 1, 256)), PsnVerdict::Drop);
-        assert_eq!(check_psn(&mut st, &c, &req(Opcode::UC_SEND_ONLY, 3, 1)), PsnVerdict::Resync);
+        assert_eq!(
+            check_psn(&mut st, &c, &req(Opcode::UC_RDMA_WRITE_MIDDLE, 1, 256)),
+            PsnVerdict::Drop
+        );
+        assert_eq!(
+            check_psn(&mut st, &c, &req(Opcode::UC_SEND_ONLY, 3, 1)),
+            PsnVerdict::Resync
+        );
     }
 
     #[test]
     fn opcode_must_fit_the_qp() {
         let mut st = RespState::new(Psn::new(0));
         let rc_send = req(Opcode::RC_SEND_ONLY, 0, 0);
-        assert_eq!(check_opcode(&mut st, &cfg(QpType::Uc), &rc_send), Err(RespError::WrongTransport));
-        assert_eq!(check_psn(&mut st, &cfg(QpType::Uc), &rc_send), PsnVerdict::Drop);
-        let ud = cfg(QpType::Gsi);
-        assert_eq!(check_opcode(&mut st, &ud, &req(Opcode::UD_SEND_ONLY, 0, 0)), Ok(()));
-        assert_eq!(check_opcode(&mut st, &ud, &req(Opcode::UC_SEND_ONLY, 0, 0)), Err(RespError::WrongTransport));
-        let ack = req(Opcode::RC_ACKNOWLEDGE, 0, 0);
-        assert_eq!(check_opcode(&mut st, &cfg(QpType::Rc), &ack), Err(RespError::WrongTransport));
         assert_eq!(
-            check_opcode(&mut st, &cfg(QpType::Rc), &req(Opcode::RC_SEND_MIDDLE, 0, 256)),
+            check_opcode(&mut st, &cfg(QpType::Uc), &rc_send),
+            Err(RespError::WrongTransport)
+        );
+        assert_eq!(
+            check_psn(&mut st, &cfg(QpType::Uc), &rc_send),
+            PsnVerdict::Drop
+        );
+        let ud = cfg(QpType::Gsi);
+        assert_eq!(
+            check_opcode(&mut st, &ud, &req(Opcode::UD_SEND_ONLY, 0, 0)),
+            Ok(())
+        );
+        assert_eq!(
+            check_opcode(&mut st, &ud, &req(Opcode::UC_SEND_ONLY, 0, 0)),
+            Err(RespError::WrongTransport)
+        );
+        let ack = req(Opcode::RC_ACKNOWLEDGE, 0, 0);
+        assert_eq!(
+            check_opcode(&mut st, &cfg(QpType::Rc), &ack),
+            Err(RespError::WrongTransport)
+        );
+        assert_eq!(
+            check_opcode(
+                &mut st,
+                &cfg(QpType::Rc),
+                &req(Opcode::RC_SEND_MIDDLE, 0, 256)
+            ),
             Err(RespError::MissingFirst)
         );
         let a = st.fail(&cfg(QpType::Rc), RespError::MissingFirst);
@@ -1939,13 +2228,31 @@ mod tests {
         let read = req(Opcode::RC_RDMA_READ_REQUEST, 0, 0);
         assert_eq!(check_op_allowed(&c, &read), Ok(()));
         let write = req(Opcode::RC_RDMA_WRITE_ONLY, 0, 0);
-        assert_eq!(check_op_allowed(&c, &write), Err(RespError::OperationNotAllowed));
-        assert_eq!(check_op_allowed(&c, &req(Opcode::RC_ATOMIC_WRITE, 0, 8)), Err(RespError::OperationNotAllowed));
-        assert_eq!(check_op_allowed(&c, &req(Opcode::RC_FETCH_ADD, 0, 0)), Err(RespError::OperationNotAllowed));
-        assert_eq!(check_op_allowed(&c, &req(Opcode::RC_SEND_ONLY, 0, 0)), Ok(()));
+        assert_eq!(
+            check_op_allowed(&c, &write),
+            Err(RespError::OperationNotAllowed)
+        );
+        assert_eq!(
+            check_op_allowed(&c, &req(Opcode::RC_ATOMIC_WRITE, 0, 8)),
+            Err(RespError::OperationNotAllowed)
+        );
+        assert_eq!(
+            check_op_allowed(&c, &req(Opcode::RC_FETCH_ADD, 0, 0)),
+            Err(RespError::OperationNotAllowed)
+        );
+        assert_eq!(
+            check_op_allowed(&c, &req(Opcode::RC_SEND_ONLY, 0, 0)),
+            Ok(())
+        );
         let mut flush = req(Opcode::RC_FLUSH, 0, 0);
-        flush.feth = Some(Feth { selectivity_level: 0, placement_type: Feth::PLACEMENT_PERSISTENT });
-        assert_eq!(check_op_allowed(&c, &flush), Err(RespError::OperationNotAllowed));
+        flush.feth = Some(Feth {
+            selectivity_level: 0,
+            placement_type: Feth::PLACEMENT_PERSISTENT,
+        });
+        assert_eq!(
+            check_op_allowed(&c, &flush),
+            Err(RespError::OperationNotAllowed)
+        );
         c.access_flags |= qp_access::FLUSH_PERSISTENT;
         assert_eq!(check_op_allowed(&c, &flush), Ok(()));
         let a = error_action(&c, RespError::OperationNotAllowed);
@@ -1957,11 +2264,23 @@ mod tests {
         let mut c = cfg(QpType::Rc);
         c.max_dest_rd_atomic = 0;
         let read = req(Opcode::RC_RDMA_READ_REQUEST, 0, 0);
-        assert_eq!(check_resource(&c, &read, true), Err(RespError::NoRdAtomicResources));
-        assert_eq!(check_resource(&c, &req(Opcode::RC_SEND_MIDDLE, 0, 256), false), Ok(()));
-        assert_eq!(check_resource(&c, &req(Opcode::RC_SEND_FIRST, 0, 256), false), Err(RespError::ReceiverNotReady));
+        assert_eq!(
+            check_resource(&c, &read, true),
+            Err(RespError::NoRdAtomicResources)
+        );
+        assert_eq!(
+            check_resource(&c, &req(Opcode::RC_SEND_MIDDLE, 0, 256), false),
+            Ok(())
+        );
+        assert_eq!(
+            check_resource(&c, &req(Opcode::RC_SEND_FIRST, 0, 256), false),
+            Err(RespError::ReceiverNotReady)
+        );
         let ud = cfg(QpType::Ud);
-        assert_eq!(check_resource(&ud, &req(Opcode::UD_SEND_ONLY, 0, 1), false), Err(RespError::ReceiverNotReady));
+        assert_eq!(
+            check_resource(&ud, &req(Opcode::UD_SEND_ONLY, 0, 1), false),
+            Err(RespError::ReceiverNotReady)
+        );
         let mut st = RespState::new(Psn::new(0));
         assert_eq!(st.fail(&ud, RespError::ReceiverNotReady), ErrorAction::DROP);
     }
@@ -1971,11 +2290,20 @@ mod tests {
         let c = cfg(QpType::Rc);
         let st = RespState::new(Psn::new(0));
         let len = |op: Opcode, n| check_length(&st, &c, &req(op, 0, n), 1 << 20);
-        assert_eq!(len(Opcode::RC_SEND_ONLY, 256), Ok(Placement::Recv { offset: 0 }));
-        assert_eq!(len(Opcode::RC_SEND_ONLY, 0), Ok(Placement::Recv { offset: 0 }));
+        assert_eq!(
+            len(Opcode::RC_SEND_ONLY, 256),
+            Ok(Placement::Recv { offset: 0 })
+        );
+        assert_eq!(
+            len(Opcode::RC_SEND_ONLY, 0),
+            Ok(Placement::Recv { offset: 0 })
+        );
         assert_eq!(len(Opcode::RC_SEND_ONLY, 257), Err(RespError::Length));
         assert_eq!(len(Opcode::RC_SEND_FIRST, 255), Err(RespError::Length));
-        assert_eq!(len(Opcode::RC_SEND_FIRST, 256), Ok(Placement::Recv { offset: 0 }));
+        assert_eq!(
+            len(Opcode::RC_SEND_FIRST, 256),
+            Ok(Placement::Recv { offset: 0 })
+        );
         let mut sending = st;
         sending.message = Message::Send { placed: 512 };
         let mid = check_length(&sending, &c, &req(Opcode::RC_SEND_MIDDLE, 0, 256), 1 << 20);
@@ -1991,9 +2319,18 @@ mod tests {
         // UD: the GRH comes first; no MTU rule.
         let ud = cfg(QpType::Ud);
         let u = req(Opcode::UD_SEND_ONLY, 0, 100);
-        assert_eq!(check_length(&st, &ud, &u, 140), Ok(Placement::Recv { offset: UD_GRH_LEN }));
-        assert_eq!(check_length(&st, &ud, &u, 139), Err(RespError::RecvBufferTooSmall));
-        assert_eq!(error_action(&ud, RespError::RecvBufferTooSmall), ErrorAction::DROP);
+        assert_eq!(
+            check_length(&st, &ud, &u, 140),
+            Ok(Placement::Recv { offset: UD_GRH_LEN })
+        );
+        assert_eq!(
+            check_length(&st, &ud, &u, 139),
+            Err(RespError::RecvBufferTooSmall)
+        );
+        assert_eq!(
+            error_action(&ud, RespError::RecvBufferTooSmall),
+            ErrorAction::DROP
+        );
     }
 
     #[test]
@@ -2015,8 +2352,14 @@ mod tests {
         );
         run(&mut st, &mut cache, &c, &first).unwrap();
         // 256 bytes remain: a MIDDLE would leave nothing for the LAST.
-        assert_eq!(check_length(&st, &c, &req(Opcode::RC_RDMA_WRITE_MIDDLE, 1, 256), 0), Err(RespError::Length));
-        assert_eq!(check_length(&st, &c, &req(Opcode::RC_RDMA_WRITE_LAST, 1, 200), 0), Err(RespError::Length));
+        assert_eq!(
+            check_length(&st, &c, &req(Opcode::RC_RDMA_WRITE_MIDDLE, 1, 256), 0),
+            Err(RespError::Length)
+        );
+        assert_eq!(
+            check_length(&st, &c, &req(Opcode::RC_RDMA_WRITE_LAST, 1, 200), 0),
+            Err(RespError::Length)
+        );
         let last = req(Opcode::RC_RDMA_WRITE_LAST, 1, 256);
         match check_length(&st, &c, &last, 0) {
             Ok(Placement::Remote(a)) => assert_eq!((a.va, a.len, a.rkey), (0x1100, 256, 9)),
@@ -2026,12 +2369,26 @@ mod tests {
         badpad.pad = 1;
         assert_eq!(check_length(&st, &c, &badpad, 0), Err(RespError::Length));
         let done = run(&mut st, &mut cache, &c, &last).unwrap();
-        assert_eq!(done, Commit { recv: None, response: Response::Ack { psn: Psn::new(1) } });
+        assert_eq!(
+            done,
+            Commit {
+                recv: None,
+                response: Response::Ack { psn: Psn::new(1) }
+            }
+        );
         // Zero-length writes name no memory (C9-88).
         let empty = with_reth(req(Opcode::RC_RDMA_WRITE_ONLY, 2, 0), 0xdead, 0, 0);
         assert_eq!(check_length(&st, &c, &empty, 0), Ok(Placement::Nothing));
-        let huge = with_reth(req(Opcode::RC_RDMA_WRITE_FIRST, 2, 256), 0, 0, MAX_DMA_LEN + 1);
-        assert_eq!(check_length(&st, &c, &huge, 0), Err(RespError::DmaLengthTooLong));
+        let huge = with_reth(
+            req(Opcode::RC_RDMA_WRITE_FIRST, 2, 256),
+            0,
+            0,
+            MAX_DMA_LEN + 1,
+        );
+        assert_eq!(
+            check_length(&st, &c, &huge, 0),
+            Err(RespError::DmaLengthTooLong)
+        );
     }
 
     #[test]
@@ -2039,7 +2396,10 @@ mod tests {
         let c = cfg(QpType::Rc);
         let st = RespState::new(Psn::new(0));
         let aw = with_reth(req(Opcode::RC_ATOMIC_WRITE, 0, 8), 0x40, 1, 8);
-        assert!(matches!(check_length(&st, &c, &aw, 0), Ok(Placement::Remote(RemoteAccess { atomic: true, .. }))));
+        assert!(matches!(
+            check_length(&st, &c, &aw, 0),
+            Ok(Placement::Remote(RemoteAccess { atomic: true, .. }))
+        ));
         let short = with_reth(req(Opcode::RC_ATOMIC_WRITE, 0, 4), 0x40, 1, 8);
         assert_eq!(check_length(&st, &c, &short, 0), Err(RespError::Length));
         let long = with_reth(req(Opcode::RC_ATOMIC_WRITE, 0, 8), 0x40, 1, 16);
@@ -2067,36 +2427,106 @@ mod tests {
             whole_region: false,
             atomic: false,
         };
-        let good = mr(0x105, 0x1000, 0x100, Access::REMOTE_WRITE.union(Access::LOCAL_WRITE));
+        let good = mr(
+            0x105,
+            0x1000,
+            0x100,
+            Access::REMOTE_WRITE.union(Access::LOCAL_WRITE),
+        );
         assert_eq!(check_rkey(Some(&good), &acc), Ok(()));
         assert_eq!(check_rkey(None, &acc), Err(RespError::RemoteAccess));
         for bad in [
             KeyTarget { key: 0x106, ..good },
-            KeyTarget { same_pd: false, ..good },
-            KeyTarget { valid: false, ..good },
-            KeyTarget { qp_matches: false, ..good },
-            KeyTarget { access: Access::REMOTE_READ, ..good },
+            KeyTarget {
+                same_pd: false,
+                ..good
+            },
+            KeyTarget {
+                valid: false,
+                ..good
+            },
+            KeyTarget {
+                qp_matches: false,
+                ..good
+            },
+            KeyTarget {
+                access: Access::REMOTE_READ,
+                ..good
+            },
             mr(0x105, 0x1001, 0x100, Access::REMOTE_WRITE),
             mr(0x105, 0x1000, 0xff, Access::REMOTE_WRITE),
         ] {
-            assert_eq!(check_rkey(Some(&bad), &acc), Err(RespError::RemoteAccess), "{bad:?}");
+            assert_eq!(
+                check_rkey(Some(&bad), &acc),
+                Err(RespError::RemoteAccess),
+                "{bad:?}"
+            );
         }
-        assert_eq!(check_rkey(Some(&KeyTarget { bounds: KeyBounds::All, ..good }), &acc), Ok(()));
-        // No overflow at the top of the address space.
-        let top = RemoteAccess { va: u64::MAX - 7, len: 8, ..acc };
-        assert_eq!(check_rkey(Some(&mr(0x105, u64::MAX - 15, 16, Access::REMOTE_WRITE)), &top), Ok(()));
         assert_eq!(
-            check_rkey(Some(&mr(0x105, u64::MAX - 15, 15, Access::REMOTE_WRITE)), &top),
+            check_rkey(
+                Some(&KeyTarget {
+                    bounds: KeyBounds::All,
+                    ..good
+                }),
+                &acc
+            ),
+            Ok(())
+        );
+        // No overflow at the top of the address space.
+        let top = RemoteAccess {
+            va: u64::MAX - 7,
+            len: 8,
+            ..acc
+        };
+        assert_eq!(
+            check_rkey(
+                Some(&mr(0x105, u64::MAX - 15, 16, Access::REMOTE_WRITE)),
+                &top
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            check_rkey(
+                Some(&mr(0x105, u64::MAX - 15, 15, Access::REMOTE_WRITE)),
+                &top
+            ),
             Err(RespError::RemoteAccess)
         );
         // Atomics: the key first, then the alignment.
-        let atomic = RemoteAccess { va: 0x1004, len: 8, needed: Access::REMOTE_ATOMIC, atomic: true, ..acc };
+        let atomic = RemoteAccess {
+            va: 0x1004,
+            len: 8,
+            needed: Access::REMOTE_ATOMIC,
+            atomic: true,
+            ..acc
+        };
         let amr = mr(0x105, 0x1000, 0x100, Access::REMOTE_ATOMIC);
-        assert_eq!(check_rkey(Some(&amr), &atomic), Err(RespError::MisalignedAtomic));
-        assert_eq!(check_rkey(Some(&amr), &RemoteAccess { va: 0x1008, ..atomic }), Ok(()));
-        assert_eq!(check_rkey(Some(&good), &atomic), Err(RespError::RemoteAccess));
+        assert_eq!(
+            check_rkey(Some(&amr), &atomic),
+            Err(RespError::MisalignedAtomic)
+        );
+        assert_eq!(
+            check_rkey(
+                Some(&amr),
+                &RemoteAccess {
+                    va: 0x1008,
+                    ..atomic
+                }
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            check_rkey(Some(&good), &atomic),
+            Err(RespError::RemoteAccess)
+        );
         // FLUSH of a whole MR ignores the range.
-        let flush = RemoteAccess { va: 0, len: 0, needed: Access::NONE, whole_region: true, ..acc };
+        let flush = RemoteAccess {
+            va: 0,
+            len: 0,
+            needed: Access::NONE,
+            whole_region: true,
+            ..acc
+        };
         assert_eq!(check_rkey(Some(&good), &flush), Ok(()));
     }
 
@@ -2106,9 +2536,15 @@ mod tests {
         assert_eq!(rc.reply, Some(Syndrome::Nak(NakCode::RemoteAccessError)));
         assert_eq!(rc.recv_wqe, RecvWqeFate::Complete(RecvStatus::RemAccessErr));
         assert!(rc.qp_error && rc.qp_access_event);
-        assert_eq!(error_action(&cfg(QpType::Uc), RespError::RemoteAccess), ErrorAction::DROP);
+        assert_eq!(
+            error_action(&cfg(QpType::Uc), RespError::RemoteAccess),
+            ErrorAction::DROP
+        );
         let misaligned = error_action(&cfg(QpType::Rc), RespError::MisalignedAtomic);
-        assert_eq!(misaligned.reply, Some(Syndrome::Nak(NakCode::InvalidRequest)));
+        assert_eq!(
+            misaligned.reply,
+            Some(Syndrome::Nak(NakCode::InvalidRequest))
+        );
         let wqe = error_action(&cfg(QpType::Ud), RespError::MalformedRecvWqe);
         assert_eq!(wqe.reply, None);
         assert_eq!(wqe.recv_wqe, RecvWqeFate::Complete(RecvStatus::LocQpOpErr));
@@ -2120,14 +2556,26 @@ mod tests {
     }
 
     fn segments(reply: ReadReply, mtu: IbMtu) -> Vec<(Opcode, u32, u32, u32, bool)> {
-        reply.packets(mtu).map(|s| (s.opcode, s.psn.get(), s.offset, s.len, s.has_aeth)).collect()
+        reply
+            .packets(mtu)
+            .map(|s| (s.opcode, s.psn.get(), s.offset, s.len, s.has_aeth))
+            .collect()
     }
 
     #[test]
     fn read_response_segmentation() {
         use Opcode as O;
-        let reply = |len, resumes| ReadReply { first_psn: Psn::new(Psn::MASK), va: 0, rkey: 1, len, resumes };
-        assert_eq!(segments(reply(0, false), IbMtu::Mtu256), [(O::RC_RDMA_READ_RESPONSE_ONLY, Psn::MASK, 0, 0, true)]);
+        let reply = |len, resumes| ReadReply {
+            first_psn: Psn::new(Psn::MASK),
+            va: 0,
+            rkey: 1,
+            len,
+            resumes,
+        };
+        assert_eq!(
+            segments(reply(0, false), IbMtu::Mtu256),
+            [(O::RC_RDMA_READ_RESPONSE_ONLY, Psn::MASK, 0, 0, true)]
+        );
         assert_eq!(
             segments(reply(256, false), IbMtu::Mtu256),
             [(O::RC_RDMA_READ_RESPONSE_ONLY, Psn::MASK, 0, 256, true)]
@@ -2162,13 +2610,25 @@ mod tests {
         let mut read = with_reth(req(Opcode::RC_RDMA_READ_REQUEST, 50, 0), 0x2000, 3, 700);
         read.ack_req = true;
         let done = run(&mut st, &mut cache, &c, &read).unwrap();
-        let original = ReadReply { first_psn: Psn::new(50), va: 0x2000, rkey: 3, len: 700, resumes: false };
+        let original = ReadReply {
+            first_psn: Psn::new(50),
+            va: 0x2000,
+            rkey: 3,
+            len: 700,
+            resumes: false,
+        };
         assert_eq!(done.response, Response::Read(original));
         assert_eq!(st.expected_psn(), Psn::new(53));
         assert_eq!(st.msn(), Msn::new(1));
         assert_eq!(
             cache.find(Psn::new(52)),
-            Some(Resource::Read { first_psn: Psn::new(50), last_psn: Psn::new(52), va: 0x2000, rkey: 3, len: 700 })
+            Some(Resource::Read {
+                first_psn: Psn::new(50),
+                last_psn: Psn::new(52),
+                va: 0x2000,
+                rkey: 3,
+                len: 700
+            })
         );
         assert_eq!(original.access().map(|a| a.len), Some(700));
         // The whole request again.
@@ -2180,16 +2640,33 @@ mod tests {
         assert_eq!(dup(&read), Response::Read(original));
         // A retry from the second response, as a requester builds it.
         let mid = with_reth(req(Opcode::RC_RDMA_READ_REQUEST, 51, 0), 0x2100, 3, 444);
-        let replay = ReadReply { first_psn: Psn::new(51), va: 0x2100, rkey: 3, len: 444, resumes: true };
+        let replay = ReadReply {
+            first_psn: Psn::new(51),
+            va: 0x2100,
+            rkey: 3,
+            len: 444,
+            resumes: true,
+        };
         assert_eq!(dup(&mid), Response::Read(replay));
-        assert_eq!(segments(replay, IbMtu::Mtu256)[0].0, Opcode::RC_RDMA_READ_RESPONSE_MIDDLE);
+        assert_eq!(
+            segments(replay, IbMtu::Mtu256)[0].0,
+            Opcode::RC_RDMA_READ_RESPONSE_MIDDLE
+        );
         // Mismatches are dropped: other key, outside the range, past the original PSNs.
         assert_eq!(dup(&with_reth(read, 0x2000, 4, 700)), Response::None);
         assert_eq!(dup(&with_reth(read, 0x1fff, 3, 700)), Response::None);
         assert_eq!(dup(&with_reth(read, 0x2000, 3, 701)), Response::None);
         assert_eq!(dup(&with_reth(mid, 0x2000, 3, 700)), Response::None);
         // A PSN the cache never saw.
-        assert_eq!(dup(&with_reth(req(Opcode::RC_RDMA_READ_REQUEST, 40, 0), 0x2000, 3, 700)), Response::None);
+        assert_eq!(
+            dup(&with_reth(
+                req(Opcode::RC_RDMA_READ_REQUEST, 40, 0),
+                0x2000,
+                3,
+                700
+            )),
+            Response::None
+        );
     }
 
     #[test]
@@ -2198,19 +2675,40 @@ mod tests {
         let mut st = RespState::new(Psn::new(7));
         let mut cache = Cache::new(4);
         let mut fa = req(Opcode::RC_FETCH_ADD, 7, 0);
-        fa.atomic = Some(AtomicEth { va: 0x10, rkey: 1, swap_add: 1, compare: 0 });
+        fa.atomic = Some(AtomicEth {
+            va: 0x10,
+            rkey: 1,
+            swap_add: 1,
+            compare: 0,
+        });
         assert!(check_psn(&mut st, &c, &fa).proceeds());
         check_opcode(&mut st, &c, &fa).unwrap();
         check_op_allowed(&c, &fa).unwrap();
         check_resource(&c, &fa, false).unwrap();
         assert!(matches!(
             check_length(&st, &c, &fa, 0),
-            Ok(Placement::Remote(RemoteAccess { len: 8, atomic: true, .. }))
+            Ok(Placement::Remote(RemoteAccess {
+                len: 8,
+                atomic: true,
+                ..
+            }))
         ));
         let done = commit(&mut st, &mut cache, &c, &fa, 41);
-        assert_eq!(done.response, Response::AtomicAck { psn: Psn::new(7), original: 41 });
+        assert_eq!(
+            done.response,
+            Response::AtomicAck {
+                psn: Psn::new(7),
+                original: 41
+            }
+        );
         assert_eq!(check_psn(&mut st, &c, &fa), PsnVerdict::Duplicate);
-        assert_eq!(handle_duplicate(&st, &cache, &c, &fa), Response::AtomicAck { psn: Psn::new(7), original: 41 });
+        assert_eq!(
+            handle_duplicate(&st, &cache, &c, &fa),
+            Response::AtomicAck {
+                psn: Psn::new(7),
+                original: 41
+            }
+        );
         // A READ at an atomic's PSN does not match it.
         let read = with_reth(req(Opcode::RC_RDMA_READ_REQUEST, 7, 0), 0, 1, 8);
         assert_eq!(handle_duplicate(&st, &cache, &c, &read), Response::None);
@@ -2232,13 +2730,22 @@ mod tests {
             Response::EmptyRead { psn: Psn::new(0) }
         );
         let mut flush = with_reth(req(Opcode::RC_FLUSH, 1, 0), 0, 1, 0);
-        flush.feth = Some(Feth { selectivity_level: Feth::LEVEL_MR, placement_type: Feth::PLACEMENT_GLOBAL });
+        flush.feth = Some(Feth {
+            selectivity_level: Feth::LEVEL_MR,
+            placement_type: Feth::PLACEMENT_GLOBAL,
+        });
         assert_eq!(
             run(&mut st, &mut cache, &c, &flush).unwrap().response,
             Response::EmptyRead { psn: Psn::new(1) }
         );
-        assert_eq!(handle_duplicate(&st, &cache, &c, &aw), Response::EmptyRead { psn: Psn::new(0) });
-        assert_eq!(handle_duplicate(&st, &cache, &c, &flush), Response::EmptyRead { psn: Psn::new(1) });
+        assert_eq!(
+            handle_duplicate(&st, &cache, &c, &aw),
+            Response::EmptyRead { psn: Psn::new(0) }
+        );
+        assert_eq!(
+            handle_duplicate(&st, &cache, &c, &flush),
+            Response::EmptyRead { psn: Psn::new(1) }
+        );
         // A duplicate SEND after them still gets the last PSN.
         assert_eq!(
             handle_duplicate(&st, &cache, &c, &req(Opcode::RC_SEND_ONLY, 0, 0)),
@@ -2252,7 +2759,13 @@ mod tests {
         let mut st = RespState::new(Psn::new(0));
         let mut cache = Cache::new(4);
         run(&mut st, &mut cache, &c, &req(Opcode::RC_SEND_ONLY, 0, 1)).unwrap();
-        run(&mut st, &mut cache, &c, &with_reth(req(Opcode::RC_RDMA_READ_REQUEST, 1, 0), 0, 1, 1000)).unwrap();
+        run(
+            &mut st,
+            &mut cache,
+            &c,
+            &with_reth(req(Opcode::RC_RDMA_READ_REQUEST, 1, 0), 0, 1, 1000),
+        )
+        .unwrap();
         assert_eq!(st.expected_psn(), Psn::new(5));
         assert_eq!(
             handle_duplicate(&st, &cache, &c, &req(Opcode::RC_SEND_ONLY, 0, 1)),
@@ -2266,22 +2779,49 @@ mod tests {
         let mut st = RespState::new(Psn::new(0));
         let mut cache = Cache::new(4);
         let first = run(&mut st, &mut cache, &c, &req(Opcode::RC_SEND_FIRST, 0, 256)).unwrap();
-        assert_eq!(first, Commit { recv: None, response: Response::None });
+        assert_eq!(
+            first,
+            Commit {
+                recv: None,
+                response: Response::None
+            }
+        );
         let mut middle = req(Opcode::RC_SEND_MIDDLE, 1, 256);
         middle.ack_req = true;
-        assert_eq!(run(&mut st, &mut cache, &c, &middle).unwrap().response, Response::Ack { psn: Psn::new(1) });
+        assert_eq!(
+            run(&mut st, &mut cache, &c, &middle).unwrap().response,
+            Response::Ack { psn: Psn::new(1) }
+        );
         let last = run(&mut st, &mut cache, &c, &req(Opcode::RC_SEND_LAST, 2, 10)).unwrap();
         assert_eq!(last.response, Response::Ack { psn: Psn::new(2) });
-        assert_eq!(last.recv, Some(RecvSuccess { byte_len: 522, rdma_with_imm: false }));
+        assert_eq!(
+            last.recv,
+            Some(RecvSuccess {
+                byte_len: 522,
+                rdma_with_imm: false
+            })
+        );
         assert_eq!(st.msn(), Msn::new(1));
         assert_eq!(st.aeth(ack_syndrome()).encode(), [0x1f, 0, 0, 1]);
         // UD completes with the GRH counted and never answers.
         let ud = cfg(QpType::Ud);
         let mut ust = RespState::new(Psn::new(0));
-        let done = run(&mut ust, &mut cache, &ud, &req(Opcode::UD_SEND_ONLY_WITH_IMMEDIATE, 77, 60)).unwrap();
+        let done = run(
+            &mut ust,
+            &mut cache,
+            &ud,
+            &req(Opcode::UD_SEND_ONLY_WITH_IMMEDIATE, 77, 60),
+        )
+        .unwrap();
         assert_eq!(
             done,
-            Commit { recv: Some(RecvSuccess { byte_len: 100, rdma_with_imm: false }), response: Response::None }
+            Commit {
+                recv: Some(RecvSuccess {
+                    byte_len: 100,
+                    rdma_with_imm: false
+                }),
+                response: Response::None
+            }
         );
     }
 
@@ -2291,32 +2831,67 @@ mod tests {
         assert_eq!(cache.capacity(), 3);
         assert!(cache.is_empty());
         for psn in 0..5 {
-            cache.record(Resource::Atomic { psn: Psn::new(psn), original: u64::from(psn) });
+            cache.record(Resource::Atomic {
+                psn: Psn::new(psn),
+                original: u64::from(psn),
+            });
             assert!(cache.len() <= 3);
         }
         assert_eq!(cache.find(Psn::new(1)), None);
-        assert_eq!(cache.find(Psn::new(4)), Some(Resource::Atomic { psn: Psn::new(4), original: 4 }));
+        assert_eq!(
+            cache.find(Psn::new(4)),
+            Some(Resource::Atomic {
+                psn: Psn::new(4),
+                original: 4
+            })
+        );
         // The newest of two aliasing entries wins.
-        cache.record(Resource::Atomic { psn: Psn::new(4), original: 99 });
-        assert_eq!(cache.find(Psn::new(4)), Some(Resource::Atomic { psn: Psn::new(4), original: 99 }));
+        cache.record(Resource::Atomic {
+            psn: Psn::new(4),
+            original: 99,
+        });
+        assert_eq!(
+            cache.find(Psn::new(4)),
+            Some(Resource::Atomic {
+                psn: Psn::new(4),
+                original: 99
+            })
+        );
         cache.reset(0);
         cache.record(Resource::Flush { psn: Psn::new(0) });
         assert!(cache.is_empty() && cache.capacity() == 0);
         assert_eq!(cache.find(Psn::new(0)), None);
-        let wrap = Resource::Read { first_psn: Psn::new(Psn::MASK), last_psn: Psn::new(1), va: 0, rkey: 0, len: 0 };
-        assert!(wrap.contains(Psn::new(0)) && wrap.contains(Psn::new(Psn::MASK)) && !wrap.contains(Psn::new(2)));
+        let wrap = Resource::Read {
+            first_psn: Psn::new(Psn::MASK),
+            last_psn: Psn::new(1),
+            va: 0,
+            rkey: 0,
+            len: 0,
+        };
+        assert!(
+            wrap.contains(Psn::new(0))
+                && wrap.contains(Psn::new(Psn::MASK))
+                && !wrap.contains(Psn::new(2))
+        );
     }
 
     #[test]
     fn request_from_a_packet() {
-        let reth = Reth { va: 0x10, rkey: 5, dma_len: 3 };
+        let reth = Reth {
+            va: 0x10,
+            rkey: 5,
+            dma_len: 3,
+        };
         let mut buf = [0u8; 12 + 16 + 4 + 4];
         let mut p = Packet::build(&mut buf[..], Opcode::RC_RDMA_WRITE_ONLY, 1).unwrap();
         p.set_reth(&reth).unwrap();
         p.set_psn(Psn::new(9));
         p.set_ack_req(true);
         let r = Request::from_packet(&Packet::new_checked(&buf[..]).unwrap());
-        assert_eq!((r.psn, r.ack_req, r.payload_len, r.pad, r.reth), (Psn::new(9), true, 3, 1, Some(reth)));
+        assert_eq!(
+            (r.psn, r.ack_req, r.payload_len, r.pad, r.reth),
+            (Psn::new(9), true, 3, 1, Some(reth))
+        );
         assert_eq!(r.info.opcode(), Opcode::RC_RDMA_WRITE_ONLY);
     }
 }

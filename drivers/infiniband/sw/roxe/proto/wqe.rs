@@ -241,7 +241,9 @@ impl WqeError {
     pub const fn wc_status(self) -> u32 {
         match self {
             WqeError::Truncated | WqeError::BadOpcode | WqeError::TooManySges => WC_LOC_QP_OP_ERR,
-            WqeError::InlineTooLong | WqeError::TooLong | WqeError::BadAtomicLength => WC_LOC_LEN_ERR,
+            WqeError::InlineTooLong | WqeError::TooLong | WqeError::BadAtomicLength => {
+                WC_LOC_LEN_ERR
+            }
         }
     }
 }
@@ -263,12 +265,18 @@ fn read_u64(b: &[u8], off: usize) -> Option<u64> {
 /// Reads SGE `i` of a slot copy whose SGE array starts at `base`.
 pub fn sge_at(slot: &[u8], base: usize, i: u32) -> Option<Sge> {
     let off = base.checked_add((i as usize).checked_mul(SGE_SIZE)?)?;
-    Some(Sge { addr: read_u64(slot, off)?, length: read_u32(slot, off + 8)?, lkey: read_u32(slot, off + 12)? })
+    Some(Sge {
+        addr: read_u64(slot, off)?,
+        length: read_u32(slot, off + 8)?,
+        lkey: read_u32(slot, off + 12)?,
+    })
 }
 
 /// Sums the lengths of `num` SGEs at `base`; `None` if they overflow u32 or leave the slot.
 fn sum_sges(slot: &[u8], base: usize, num: u32) -> Option<u32> {
-    (0..num).try_fold(0u32, |acc, i| acc.checked_add(sge_at(slot, base, i)?.length))
+    (0..num).try_fold(0u32, |acc, i| {
+        acc.checked_add(sge_at(slot, base, i)?.length)
+    })
 }
 
 impl SendWqe {
@@ -302,9 +310,14 @@ impl SendWqe {
                 }
                 (8, Payload::Inline { len: 8 })
             }
-            SendOpcode::LocalInv | SendOpcode::BindMw | SendOpcode::RegMr => (0, Payload::Sges { num: 0 }),
+            SendOpcode::LocalInv | SendOpcode::BindMw | SendOpcode::RegMr => {
+                (0, Payload::Sges { num: 0 })
+            }
             SendOpcode::Flush => (rd32(L::DMA_LENGTH)?, Payload::Sges { num: 0 }),
-            _ if flags & send_flags::INLINE != 0 && opcode.has_payload() && opcode != SendOpcode::RdmaRead => {
+            _ if flags & send_flags::INLINE != 0
+                && opcode.has_payload()
+                && opcode != SendOpcode::RdmaRead =>
+            {
                 let len = rd32(L::DMA_LENGTH)?;
                 if len > limits.max_inline || len as usize > room {
                     return Err(WqeError::InlineTooLong);
@@ -335,7 +348,15 @@ impl SendWqe {
         if length > limits.max_msg && opcode != SendOpcode::Flush {
             return Err(WqeError::TooLong);
         }
-        Ok(SendWqe { wr_id, opcode, flags, ex, wr, length, payload })
+        Ok(SendWqe {
+            wr_id,
+            opcode,
+            flags,
+            ex,
+            wr,
+            length,
+            payload,
+        })
     }
 }
 
@@ -359,11 +380,17 @@ impl RecvWqe {
         }
         let wr_id = read_u64(slot, L::WR_ID).ok_or(WqeError::Truncated)?;
         let num_sge = read_u32(slot, L::DMA_NUM_SGE).ok_or(WqeError::Truncated)?;
-        if num_sge > max_sge || (num_sge as usize).saturating_mul(SGE_SIZE) > slot.len() - L::DMA_DATA {
+        if num_sge > max_sge
+            || (num_sge as usize).saturating_mul(SGE_SIZE) > slot.len() - L::DMA_DATA
+        {
             return Err(WqeError::TooManySges);
         }
         let length = sum_sges(slot, L::DMA_DATA, num_sge).ok_or(WqeError::TooLong)?;
-        Ok(RecvWqe { wr_id, num_sge, length })
+        Ok(RecvWqe {
+            wr_id,
+            num_sge,
+            length,
+        })
     }
 }
 
@@ -372,7 +399,11 @@ mod tests {
     use super::*;
     use send_layout as L;
 
-    const LIMITS: SqLimits = SqLimits { max_sge: 4, max_inline: 64, max_msg: 1 << 23 };
+    const LIMITS: SqLimits = SqLimits {
+        max_sge: 4,
+        max_inline: 64,
+        max_msg: 1 << 23,
+    };
 
     fn slot(size: usize) -> std::vec::Vec<u8> {
         std::vec![0u8; size]
@@ -405,7 +436,14 @@ mod tests {
         assert_eq!(w.opcode, SendOpcode::Send);
         assert_eq!(w.length, 128);
         assert_eq!(w.payload, Payload::Sges { num: 2 });
-        assert_eq!(sge_at(&s, L::DMA_DATA, 1), Some(Sge { addr: 0x2000, length: 28, lkey: 7 }));
+        assert_eq!(
+            sge_at(&s, L::DMA_DATA, 1),
+            Some(Sge {
+                addr: 0x2000,
+                length: 28,
+                lkey: 7
+            })
+        );
     }
 
     #[test]
@@ -414,9 +452,15 @@ mod tests {
         put32(&mut s, L::OPCODE, 2);
         put32(&mut s, L::SEND_FLAGS, send_flags::INLINE);
         put32(&mut s, L::DMA_LENGTH, 48);
-        assert_eq!(SendWqe::parse(&s, QpType::Ud, &LIMITS).unwrap().payload, Payload::Inline { len: 48 });
+        assert_eq!(
+            SendWqe::parse(&s, QpType::Ud, &LIMITS).unwrap().payload,
+            Payload::Inline { len: 48 }
+        );
         put32(&mut s, L::DMA_LENGTH, 65);
-        assert_eq!(SendWqe::parse(&s, QpType::Ud, &LIMITS), Err(WqeError::InlineTooLong));
+        assert_eq!(
+            SendWqe::parse(&s, QpType::Ud, &LIMITS),
+            Err(WqeError::InlineTooLong)
+        );
     }
 
     #[test]
@@ -425,11 +469,20 @@ mod tests {
         for raw in [10, 11, 12, 13, 16, 0xffff_ffff] {
             put32(&mut s, L::OPCODE, raw);
             assert_eq!(SendOpcode::from_raw(raw), None);
-            assert_eq!(SendWqe::parse(&s, QpType::Rc, &LIMITS), Err(WqeError::BadOpcode));
+            assert_eq!(
+                SendWqe::parse(&s, QpType::Rc, &LIMITS),
+                Err(WqeError::BadOpcode)
+            );
         }
         put32(&mut s, L::OPCODE, 4); // RDMA READ on UD
-        assert_eq!(SendWqe::parse(&s, QpType::Ud, &LIMITS), Err(WqeError::BadOpcode));
-        assert_eq!(SendWqe::parse(&s, QpType::Uc, &LIMITS), Err(WqeError::BadOpcode));
+        assert_eq!(
+            SendWqe::parse(&s, QpType::Ud, &LIMITS),
+            Err(WqeError::BadOpcode)
+        );
+        assert_eq!(
+            SendWqe::parse(&s, QpType::Uc, &LIMITS),
+            Err(WqeError::BadOpcode)
+        );
         assert_eq!(WqeError::BadOpcode.wc_status(), WC_LOC_QP_OP_ERR);
     }
 
@@ -438,17 +491,29 @@ mod tests {
         let mut s = slot(256);
         put32(&mut s, L::OPCODE, 0);
         put32(&mut s, L::DMA_NUM_SGE, 5);
-        assert_eq!(SendWqe::parse(&s, QpType::Rc, &LIMITS), Err(WqeError::TooManySges));
+        assert_eq!(
+            SendWqe::parse(&s, QpType::Rc, &LIMITS),
+            Err(WqeError::TooManySges)
+        );
         // Fits the QP limit but not the slot (48 bytes after the fixed part = 3 SGEs).
         let mut small = slot(L::DMA_DATA + 48);
         put32(&mut small, L::DMA_NUM_SGE, 4);
-        assert_eq!(SendWqe::parse(&small, QpType::Rc, &LIMITS), Err(WqeError::TooManySges));
+        assert_eq!(
+            SendWqe::parse(&small, QpType::Rc, &LIMITS),
+            Err(WqeError::TooManySges)
+        );
         put32(&mut s, L::DMA_NUM_SGE, 2);
         put_sge(&mut s, L::DMA_DATA, 0, 0, u32::MAX, 1);
         put_sge(&mut s, L::DMA_DATA, 1, 0, 1, 1);
-        assert_eq!(SendWqe::parse(&s, QpType::Rc, &LIMITS), Err(WqeError::TooLong));
+        assert_eq!(
+            SendWqe::parse(&s, QpType::Rc, &LIMITS),
+            Err(WqeError::TooLong)
+        );
         put_sge(&mut s, L::DMA_DATA, 0, 0, 1 << 23, 1);
-        assert_eq!(SendWqe::parse(&s, QpType::Rc, &LIMITS), Err(WqeError::TooLong));
+        assert_eq!(
+            SendWqe::parse(&s, QpType::Rc, &LIMITS),
+            Err(WqeError::TooLong)
+        );
         assert_eq!(WqeError::TooLong.wc_status(), WC_LOC_LEN_ERR);
     }
 
@@ -458,8 +523,14 @@ mod tests {
         put32(&mut s, L::OPCODE, 14);
         put32(&mut s, L::DMA_LENGTH, 12_345_678);
         let w = SendWqe::parse(&s, QpType::Rc, &LIMITS).unwrap();
-        assert_eq!((w.opcode, w.length, w.payload), (SendOpcode::Flush, 12_345_678, Payload::Sges { num: 0 }));
-        assert_eq!(SendWqe::parse(&s, QpType::Uc, &LIMITS), Err(WqeError::BadOpcode));
+        assert_eq!(
+            (w.opcode, w.length, w.payload),
+            (SendOpcode::Flush, 12_345_678, Payload::Sges { num: 0 })
+        );
+        assert_eq!(
+            SendWqe::parse(&s, QpType::Uc, &LIMITS),
+            Err(WqeError::BadOpcode)
+        );
     }
 
     #[test]
@@ -470,14 +541,23 @@ mod tests {
         put_sge(&mut s, L::DMA_DATA, 0, 0x1000, 8, 3);
         assert_eq!(SendWqe::parse(&s, QpType::Rc, &LIMITS).unwrap().length, 8);
         put_sge(&mut s, L::DMA_DATA, 0, 0x1000, 4, 3);
-        assert_eq!(SendWqe::parse(&s, QpType::Rc, &LIMITS), Err(WqeError::BadAtomicLength));
-        assert_eq!(SendWqe::parse(&s, QpType::Uc, &LIMITS), Err(WqeError::BadOpcode));
+        assert_eq!(
+            SendWqe::parse(&s, QpType::Rc, &LIMITS),
+            Err(WqeError::BadAtomicLength)
+        );
+        assert_eq!(
+            SendWqe::parse(&s, QpType::Uc, &LIMITS),
+            Err(WqeError::BadOpcode)
+        );
     }
 
     #[test]
     fn short_slots_are_rejected() {
         for n in 0..L::DMA_DATA {
-            assert_eq!(SendWqe::parse(&slot(n), QpType::Rc, &LIMITS), Err(WqeError::Truncated));
+            assert_eq!(
+                SendWqe::parse(&slot(n), QpType::Rc, &LIMITS),
+                Err(WqeError::Truncated)
+            );
         }
         assert_eq!(RecvWqe::parse(&slot(10), 4), Err(WqeError::Truncated));
     }
@@ -489,7 +569,14 @@ mod tests {
         put32(&mut s, recv_layout::DMA_NUM_SGE, 2);
         put_sge(&mut s, recv_layout::DMA_DATA, 0, 0x10, 10, 1);
         put_sge(&mut s, recv_layout::DMA_DATA, 1, 0x20, 20, 1);
-        assert_eq!(RecvWqe::parse(&s, 4), Ok(RecvWqe { wr_id: 5, num_sge: 2, length: 30 }));
+        assert_eq!(
+            RecvWqe::parse(&s, 4),
+            Ok(RecvWqe {
+                wr_id: 5,
+                num_sge: 2,
+                length: 30
+            })
+        );
         assert_eq!(RecvWqe::parse(&s, 1), Err(WqeError::TooManySges));
     }
 }
