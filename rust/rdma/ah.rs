@@ -117,7 +117,7 @@ impl AddressVector {
 }
 
 /// An address handle of driver `T`.
-pub type Ah<T> = Object<bindings::ib_ah, <T as Driver>::Ah>;
+pub type Ah<T> = Object<bindings::ib_ah, <T as Driver>::Ah, T>;
 
 /// Creation context of an address handle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -18,7 +18,7 @@ use core::ptr::NonNull;
 use kernel::{error::from_result, ffi, prelude::*, revocable::Revocable, sync::Arc};
 
 /// A completion queue of driver `T`.
-pub type Cq<T> = Object<bindings::ib_cq, CqSlot<T>>;
+pub type Cq<T> = Object<bindings::ib_cq, CqSlot<T>, T>;
 
 /// What the core's CQ allocation holds after the C object.
 pub struct CqSlot<T: Driver> {

@@ -14,7 +14,7 @@ use super::{
     attr::{DeviceAttr, PortAttr, PortImmutable},
     bindings,
     cq::{Cq, CqInit, CqNotifier, NotifyFlags},
-    kverbs::{KernelRecvWr, KernelSendWr, Wc},
+    kverbs::{KernelMem, KernelRecvWr, KernelSendWr, Wc},
     link::Link,
     mmap,
     mr::{FastRegPages, Mr, MrCreated, Mw, UserMrRequest},
@@ -243,8 +243,9 @@ pub trait Driver: Sized + Send + Sync + 'static {
     ) -> Result<MrCreated<Self::Mr>>;
 
     /// Allocates a fast-registration MR (`ib_alloc_mr` with `IB_MR_TYPE_MEM_REG`) able to map
-    /// `max_pages` pages; it maps nothing until a REG_MR work request makes it valid.
-    fn alloc_mr(_pd: &Pd<Self>, _max_pages: u32) -> Result<MrCreated<Self::Mr>> {
+    /// `max_pages` pages; it maps nothing until a REG_MR work request makes it valid. `mem` is
+    /// the MR's access to the kernel pages its page lists will name.
+    fn alloc_mr(_pd: &Pd<Self>, _max_pages: u32, _mem: KernelMem) -> Result<MrCreated<Self::Mr>> {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
@@ -291,8 +292,9 @@ pub trait Driver: Sized + Send + Sync + 'static {
     /// Takes the oldest completion of a kernel consumer's CQ (`poll_cq`). Any context.
     fn poll_cq(cq: &Cq<Self>) -> Option<Wc>;
 
-    /// Creates a DMA MR over kernel memory (`get_dma_mr`), e.g. a kernel PD's local DMA lkey.
-    fn get_dma_mr(pd: &Pd<Self>, access: u32) -> Result<MrCreated<Self::Mr>>;
+    /// Creates a DMA MR over kernel memory (`get_dma_mr`), e.g. a kernel PD's local DMA lkey;
+    /// `mem` is its access to that memory.
+    fn get_dma_mr(pd: &Pd<Self>, access: u32, mem: KernelMem) -> Result<MrCreated<Self::Mr>>;
 
     /// The names of the port's hardware counters (`rdma statistic`, sysfs `hw_counters/`), in
     /// the order [`Driver::get_hw_stats`] reports them. Empty: the device has none.
@@ -636,7 +638,7 @@ impl<T: Driver> Drop for DeviceRef<T> {
 }
 
 /// A user context: the driver's view of a process that opened the device.
-pub type UContext<T> = Object<bindings::ib_ucontext, <T as Driver>::UContext>;
+pub type UContext<T> = Object<bindings::ib_ucontext, <T as Driver>::UContext, T>;
 
 /// The `extern "C"` trampolines of driver `T`'s ops; each object's file adds its own.
 pub(crate) struct Adapter<T: Driver>(PhantomData<T>);

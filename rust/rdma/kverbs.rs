@@ -124,32 +124,51 @@ pub const NETWORK_IPV6: u8 = bindings::rdma_network_type_RDMA_NETWORK_IPV6 as u8
 /// `IB_WC_WITH_NETWORK_HDR_TYPE`.
 pub const WC_WITH_NETWORK_HDR_TYPE: u32 = bindings::ib_wc_flags_IB_WC_WITH_NETWORK_HDR_TYPE;
 
-/// Copies `dst.len()` bytes of kernel memory at `va` (a DMA MR access).
+/// Access to kernel virtual memory through the MR of a kernel consumer: a DMA MR
+/// (`get_dma_mr`) or a fast-registration MR (`alloc_mr`), the two kinds only kernel code can
+/// create. A kernel consumer's work requests and page lists address, by kernel virtual address
+/// (virtual DMA), buffers it owns and does not touch until the request completes; kernel
+/// consumers are trusted as any kernel code is. A driver receives one `KernelMem` with each such
+/// MR it creates and may use it only for that MR's accesses, within the MR's range and rights.
 ///
-/// Kernel consumers address DMA MRs with virtual addresses of buffers they own and keep until
-/// the work request completes (virtual DMA), so the memory is valid for the access.
-pub fn read_kernel(va: u64, dst: &mut [u8]) {
-    // SAFETY: By the contract of DMA MRs above: `va..va + len` is kernel memory the consumer
-    // handed to the HCA and does not touch until completion; `dst` is a distinct buffer.
-    unsafe {
-        bindings::roxe_helper_copy(
-            dst.as_mut_ptr().cast(),
-            va as usize as *const ffi::c_void,
-            dst.len(),
-        )
-    };
-}
+/// # Invariants
+///
+/// Only created by this module's `get_dma_mr` op and `mr.rs`'s `alloc_mr` op, for an MR of a
+/// kernel consumer; a driver cannot make one.
+pub struct KernelMem(());
 
-/// Copies `src` into kernel memory at `va` (a DMA MR access; see [`read_kernel`]).
-pub fn write_kernel(va: u64, src: &[u8]) {
-    // SAFETY: As in `read_kernel`: consumer-owned kernel memory given to the HCA for writing.
-    unsafe {
-        bindings::roxe_helper_copy(
-            va as usize as *mut ffi::c_void,
-            src.as_ptr().cast(),
-            src.len(),
-        )
-    };
+impl KernelMem {
+    /// The access that comes with an MR being created for a kernel consumer.
+    pub(in crate::rdma) fn new() -> Self {
+        // INVARIANT: Called only by the ops that create kernel consumers' MRs.
+        KernelMem(())
+    }
+
+    /// Copies `dst.len()` bytes of kernel memory at `va` into `dst`.
+    pub fn read(&self, va: u64, dst: &mut [u8]) {
+        // SAFETY: By the type invariant the address comes from a kernel consumer's work request
+        // or page list: `va..va + len` is kernel memory the consumer handed to the HCA and does
+        // not touch until completion; `dst` is a distinct buffer.
+        unsafe {
+            bindings::roxe_helper_copy(
+                dst.as_mut_ptr().cast(),
+                va as usize as *const ffi::c_void,
+                dst.len(),
+            )
+        };
+    }
+
+    /// Copies `src` into kernel memory at `va`.
+    pub fn write(&self, va: u64, src: &[u8]) {
+        // SAFETY: As in `read`: consumer-owned kernel memory given to the HCA for writing.
+        unsafe {
+            bindings::roxe_helper_copy(
+                va as usize as *mut ffi::c_void,
+                src.as_ptr().cast(),
+                src.len(),
+            )
+        };
+    }
 }
 
 /// Decodes the SGE array of a work request into `out`; `None` if there are too many.
@@ -405,7 +424,7 @@ impl<T: Driver> Adapter<T> {
     ) -> *mut bindings::ib_mr {
         // SAFETY: A live PD of ours.
         let pd = unsafe { Pd::<T>::from_raw(ibpd) };
-        match T::get_dma_mr(pd, access as u32) {
+        match T::get_dma_mr(pd, access as u32, KernelMem::new()) {
             Ok(created) => Self::finish_mr(ibpd, created, 0, u64::MAX),
             Err(e) => core::ptr::without_provenance_mut(e.to_errno() as isize as usize),
         }

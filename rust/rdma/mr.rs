@@ -12,6 +12,7 @@
 use super::{
     bindings,
     device::{Adapter, Device, Driver},
+    kverbs::KernelMem,
     object::{Object, UData},
     pd::Pd,
 };
@@ -236,7 +237,7 @@ impl PinnedPages {
 }
 
 /// A memory window of driver `T` (allocated by the core).
-pub type Mw<T> = Object<bindings::ib_mw, <T as Driver>::Mw>;
+pub type Mw<T> = Object<bindings::ib_mw, <T as Driver>::Mw, T>;
 
 impl<T: Driver> Adapter<T> {
     pub(crate) fn finish_mr(
@@ -398,7 +399,7 @@ impl<T: Driver> Adapter<T> {
         }
         // SAFETY: A live PD of ours.
         let pd = unsafe { Pd::<T>::from_raw(ibpd) };
-        let created = match T::alloc_mr(pd, max_num_sg) {
+        let created = match T::alloc_mr(pd, max_num_sg, KernelMem::new()) {
             Ok(c) => c,
             Err(e) => return err_ptr(e),
         };
@@ -407,7 +408,7 @@ impl<T: Driver> Adapter<T> {
         match KVec::with_capacity(max_num_sg as usize, GFP_KERNEL) {
             Ok(scratch) => Self::finish_mr_with(ibpd, created, 0, 0, scratch),
             Err(e) => {
-                T::dereg_mr(pd.device::<T>(), created.data);
+                T::dereg_mr(pd.device(), created.data);
                 err_ptr(e.into())
             }
         }

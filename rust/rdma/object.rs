@@ -55,21 +55,24 @@ ib_object!(
     ib_mr
 );
 
-/// A verbs object allocated by the RDMA core: C object `C`, then the driver's data `D`.
+/// A verbs object allocated by the RDMA core for a device of driver `T`: C object `C`, then the
+/// driver's data `D`.
 ///
 /// # Invariants
 ///
-/// - `ib` was allocated by the core with `size_of::<Self>()` bytes for a device of a driver whose
-///   ops declared that size, so `data` lies inside the allocation.
+/// - `ib` was allocated by the core with `size_of::<Self>()` bytes for a device of driver `T`,
+///   whose ops declared that size, so `data` lies inside the allocation and the object's device
+///   is a [`Device<T>`].
 /// - `data` is initialised from the create op's success until the destroy op; references to an
 ///   `Object` are only created in that window.
 #[repr(C)]
-pub struct Object<C, D> {
+pub struct Object<C, D, T: Driver> {
     ib: Opaque<C>,
     data: D,
+    _t: PhantomData<T>,
 }
 
-impl<C: IbObject, D> Object<C, D> {
+impl<C: IbObject, D, T: Driver> Object<C, D, T> {
     /// The size the core must allocate (`size_ib_<object>`).
     pub(crate) const SIZE: usize = size_of::<Self>();
 
@@ -117,11 +120,11 @@ impl<C: IbObject, D> Object<C, D> {
     }
 }
 
-impl<C: IbObject, D> Object<C, D> {
+impl<C: IbObject, D, T: Driver> Object<C, D, T> {
     /// The device the object belongs to.
-    pub fn device<T: Driver>(&self) -> &Device<T> {
-        // SAFETY: The object is live (type invariant), so its `device` field is set, and objects
-        // only exist on devices of the driver whose ops created them.
+    pub fn device(&self) -> &Device<T> {
+        // SAFETY: The object is live (type invariant), so its `device` field is set, and it
+        // belongs to a device of driver `T` (type invariant).
         unsafe { Device::<T>::from_raw(C::device(self.as_raw())) }
     }
 }

@@ -10,4 +10,4 @@
 use super::{bindings, device::Driver, object::Object};
 
 /// A protection domain of driver `T`.
-pub type Pd<T> = Object<bindings::ib_pd, <T as Driver>::Pd>;
+pub type Pd<T> = Object<bindings::ib_pd, <T as Driver>::Pd, T>;

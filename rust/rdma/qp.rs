@@ -18,7 +18,7 @@ use core::ptr::NonNull;
 use kernel::{error::from_result, ffi, prelude::*, revocable::Revocable, sync::Arc};
 
 /// A queue pair of driver `T`.
-pub type Qp<T> = Object<bindings::ib_qp, QpSlot<T>>;
+pub type Qp<T> = Object<bindings::ib_qp, QpSlot<T>, T>;
 
 /// What the core's QP allocation holds after the C object.
 pub struct QpSlot<T: Driver> {

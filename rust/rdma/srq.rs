@@ -14,7 +14,7 @@ use core::ptr::NonNull;
 use kernel::{error::from_result, ffi, prelude::*, revocable::Revocable, sync::Arc};
 
 /// A shared receive queue of driver `T`.
-pub type Srq<T> = Object<bindings::ib_srq, SrqSlot<T>>;
+pub type Srq<T> = Object<bindings::ib_srq, SrqSlot<T>, T>;
 
 /// What the core's SRQ allocation holds after the C object.
 pub struct SrqSlot<T: Driver> {

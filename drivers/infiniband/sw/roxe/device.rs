@@ -14,7 +14,7 @@ use crate::rdma::{
     },
     cq::{Cq, CqInit, CqNotifier, NotifyFlags},
     device::{Device, DriverId, PortEvent, StatDesc},
-    kverbs::{KernelRecvWr, KernelSendWr, Wc},
+    kverbs::{KernelMem, KernelRecvWr, KernelSendWr, Wc},
     link::{Link, LinkOps},
     mr::{FastRegPages, Mr, MrCreated, UserMrRequest},
     netdev::{NetDevice, NetdevEvent, NetdevNotifier},
@@ -503,8 +503,8 @@ impl crate::rdma::device::Driver for Roxe {
         cq::poll(c)
     }
 
-    fn get_dma_mr(pd: &Pd<Self>, access: u32) -> Result<MrCreated<MrHandle>> {
-        mr::get_dma(pd, access)
+    fn get_dma_mr(pd: &Pd<Self>, access: u32, mem: KernelMem) -> Result<MrCreated<MrHandle>> {
+        mr::get_dma(pd, access, mem)
     }
 
     const HW_STATS: &'static [StatDesc] = &counters::DESCS;
@@ -513,8 +513,8 @@ impl crate::rdma::device::Driver for Roxe {
         dev.data().counters.read(values);
     }
 
-    fn alloc_mr(pd: &Pd<Self>, max_pages: u32) -> Result<MrCreated<MrHandle>> {
-        mr::alloc_fast(pd, max_pages)
+    fn alloc_mr(pd: &Pd<Self>, max_pages: u32, mem: KernelMem) -> Result<MrCreated<MrHandle>> {
+        mr::alloc_fast(pd, max_pages, mem)
     }
 
     fn map_mr_sg(m: &Mr<Self>, pages: &FastRegPages<'_>) -> Result {

@@ -62,7 +62,7 @@ pub(crate) fn attach(qp: &Qp<Roxe>, mgid: &[u8; 16]) -> Result {
         return Err(EINVAL);
     }
     let mac = mac_for_group(mgid).ok_or(EINVAL)?;
-    let data = qp.device::<Roxe>().data();
+    let data = qp.device().data();
     let _ops = data.mcast.ops.lock();
     // A new group's QP list is allocated before taking the spinlock; growing the tables under
     // it uses atomic allocations.
@@ -102,7 +102,7 @@ pub(crate) fn attach(qp: &Qp<Roxe>, mgid: &[u8; 16]) -> Result {
 /// Detaches `qp` from group `mgid`; the last QP's detach removes the group and its filter
 /// entry. `EINVAL` if the QP is not attached.
 pub(crate) fn detach(qp: &Qp<Roxe>, mgid: &[u8; 16]) -> Result {
-    let data = qp.device::<Roxe>().data();
+    let data = qp.device().data();
     let _ops = data.mcast.ops.lock();
     match remove_qpn(data, mgid, qp.qp_data().qpn) {
         Removed::NotAttached => Err(EINVAL),

@@ -10,7 +10,6 @@
 #![deny(unsafe_code)]
 
 use crate::rdma::{
-    kverbs::{read_kernel, write_kernel},
     odp::{OdpMem, OdpMiss, OdpPages},
     pool::PoolRef,
 };
@@ -81,7 +80,7 @@ pub(crate) fn remote_target(
                 length: geometry.length(),
             },
         ),
-        MrMem::Dma => (true, KeyBounds::All),
+        MrMem::Dma(_) => (true, KeyBounds::All),
         // A fast-registration MR maps memory only while registered (IBA 10.7.2: Valid state).
         MrMem::Fast(state) => state.with_live(|live| match &live.range {
             Some(g) => (
@@ -168,7 +167,7 @@ impl RoxeMr {
             MrMem::User { geometry, .. } | MrMem::Odp { geometry, .. } => {
                 geometry.check_range(va, len).map_err(|_| MemError::Range)
             }
-            MrMem::Dma => va.checked_add(len).map(|_| ()).ok_or(MemError::Range),
+            MrMem::Dma(_) => va.checked_add(len).map(|_| ()).ok_or(MemError::Range),
             MrMem::Fast(state) => state.with_live(|live| match &live.range {
                 Some(geometry) => geometry.check_range(va, len).map_err(|_| MemError::Range),
                 None => Err(MemError::BadKey),
@@ -294,14 +293,14 @@ impl RoxeMr {
                 });
             }
             MrMem::User { geometry, pages } => (geometry, pages),
-            MrMem::Dma => {
+            MrMem::Dma(mem) => {
                 self.check_range(va, dst.len() as u64)?;
-                read_kernel(va, dst);
+                mem.read(va, dst);
                 return Ok(());
             }
             MrMem::Fast(state) => {
                 return Self::fast_copy(state, va, dst.len(), |kva, r| {
-                    read_kernel(kva, dst.get_mut(r).ok_or(MemError::Range)?);
+                    state.mem.read(kva, dst.get_mut(r).ok_or(MemError::Range)?);
                     Ok(())
                 });
             }
@@ -329,14 +328,14 @@ impl RoxeMr {
                 });
             }
             MrMem::User { geometry, pages } => (geometry, pages),
-            MrMem::Dma => {
+            MrMem::Dma(mem) => {
                 self.check_range(va, src.len() as u64)?;
-                write_kernel(va, src);
+                mem.write(va, src);
                 return Ok(());
             }
             MrMem::Fast(state) => {
                 return Self::fast_copy(state, va, src.len(), |kva, r| {
-                    write_kernel(kva, src.get(r).ok_or(MemError::Range)?);
+                    state.mem.write(kva, src.get(r).ok_or(MemError::Range)?);
                     Ok(())
                 });
             }

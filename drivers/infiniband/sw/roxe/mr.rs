@@ -14,6 +14,7 @@
 use crate::rdma::{
     bh,
     device::Device,
+    kverbs::KernelMem,
     mr::{rereg, FastRegPages, Mr, MrCreated, PinnedPages, UserMrRequest},
     object::UData,
     odp::OdpMem,
@@ -48,7 +49,7 @@ pub(crate) enum MrMem {
         pages: PinnedPages,
     },
     /// All of kernel memory, addressed by kernel virtual address (a kernel consumer's DMA MR).
-    Dma,
+    Dma(KernelMem),
     /// A fast-registration MR: pages of kernel memory, mapped while a REG_MR holds.
     Fast(Pin<KBox<FastMr>>),
     /// An on-demand paging MR (`IB_ACCESS_ON_DEMAND`): user memory that is not pinned, its
@@ -69,6 +70,8 @@ pub(crate) struct FastMr {
     /// then `staged`.
     #[pin]
     live: SpinLock<FastPages>,
+    /// Access to the kernel pages the lists name.
+    pub(crate) mem: KernelMem,
 }
 
 /// A fast-registration MR's page list and the range it backs.
@@ -170,7 +173,7 @@ fn insert(
     access: Access,
     mem: impl FnOnce() -> Result<MrMem>,
 ) -> Result<MrCreated<MrHandle>> {
-    let dev = pd.device::<Roxe>();
+    let dev = pd.device();
     let slot = dev
         .data()
         .mrs
@@ -200,7 +203,7 @@ pub(crate) fn reg_user(
     if let Some(u) = udata {
         u.check_in_empty()?;
     }
-    let dev = pd.device::<Roxe>();
+    let dev = pd.device();
     let access = validate_reg_access(req.access, MR_CAPS).map_err(|e| errno(e.errno()))?;
     if access.contains(Access::ON_DEMAND) && req.start == 0 && req.length == u64::MAX {
         // Implicit ODP (the whole address space) is not offered (no IB_ODP_SUPPORT_IMPLICIT).
@@ -236,7 +239,7 @@ fn reg_odp(
     access: Access,
     geometry: MttGeometry,
 ) -> Result<MrCreated<MrHandle>> {
-    let dev = pd.device::<Roxe>();
+    let dev = pd.device();
     let odp = OdpMem::register(dev, req.start, req.length, req.access)?;
     if odp.page_count() != geometry.npages() {
         return Err(EFAULT);
@@ -245,14 +248,18 @@ fn reg_odp(
 }
 
 /// A DMA MR for a kernel consumer (`get_dma_mr`): kernel virtual addresses, no pinning.
-pub(crate) fn get_dma(pd: &Pd<Roxe>, access: u32) -> Result<MrCreated<MrHandle>> {
+pub(crate) fn get_dma(pd: &Pd<Roxe>, access: u32, mem: KernelMem) -> Result<MrCreated<MrHandle>> {
     let access = Access::from_bits(access);
-    insert(pd, access, || Ok(MrMem::Dma))
+    insert(pd, access, || Ok(MrMem::Dma(mem)))
 }
 
 /// A fast-registration MR (`ib_alloc_mr`) for up to `max_pages` pages. It starts Free, with
 /// no access rights and no mapping.
-pub(crate) fn alloc_fast(pd: &Pd<Roxe>, max_pages: u32) -> Result<MrCreated<MrHandle>> {
+pub(crate) fn alloc_fast(
+    pd: &Pd<Roxe>,
+    max_pages: u32,
+    mem: KernelMem,
+) -> Result<MrCreated<MrHandle>> {
     if max_pages == 0 || max_pages > crate::param::MAX_FMR_PAGE_LIST_LEN {
         return Err(EINVAL);
     }
@@ -265,6 +272,7 @@ pub(crate) fn alloc_fast(pd: &Pd<Roxe>, max_pages: u32) -> Result<MrCreated<MrHa
         pin_init!(FastMr {
             staged <- kernel::new_spinlock_irq!(FastPages { pages: staged, range: None }, "roxe_fast_mr_staged"),
             live <- kernel::new_spinlock!(FastPages { pages: live, range: None }, "roxe_fast_mr"),
+            mem,
         }),
         GFP_KERNEL,
     )?;
@@ -427,7 +435,7 @@ pub(crate) fn alloc_mw(
     if let Some(u) = udata {
         u.check_in_empty()?;
     }
-    let dev = pd.device::<Roxe>();
+    let dev = pd.device();
     let slot = dev
         .data()
         .mws

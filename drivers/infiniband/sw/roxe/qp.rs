@@ -515,8 +515,8 @@ pub(crate) fn modify(
     if to_error {
         drop(st);
         // Outstanding and queued WQEs complete with a flush error (IBA 10.3.1).
-        req::run(qp.device::<Roxe>(), this);
-        flush_recv(qp.device::<Roxe>(), this);
+        req::run(qp.device(), this);
+        flush_recv(qp.device(), this);
         last_wqe_reached(this);
         return Ok(());
     }
@@ -541,7 +541,7 @@ pub(crate) fn modify(
         drop(st);
         // An ACK held for the old connection still leaves (it carries its own address), with
         // no lock held.
-        crate::resp::send_held_ack(qp.device::<Roxe>(), this);
+        crate::resp::send_held_ack(qp.device(), this);
         // The next connection learns again whether its answers come quickly.
         this.hold_acks.store(false, Relaxed);
         this.unheld_ack_ns.store(0, Relaxed);
@@ -567,14 +567,14 @@ pub(crate) fn destroy(qp: &Qp<Roxe>) {
     let this = qp.qp_data();
     if this.qp_type == QpType::Ud {
         // uverbs detaches its groups first; a kernel consumer may not have.
-        crate::mcast::detach_all(qp.device::<Roxe>().data(), this.qpn);
+        crate::mcast::detach_all(qp.device().data(), this.qpn);
     }
     // After the grace period in `remove` no packet handler still uses the QP's number.
-    drop(qp.device::<Roxe>().data().qps.remove(this.qpn));
+    drop(qp.device().data().qps.remove(this.qpn));
     // No responder finds the QP any more to hold an ACK. One it holds leaves now: its request
     // completed here, and the peer's requester waits for it (after its last message to a
     // consumer that then destroys the QP, it would time out for good).
-    crate::resp::send_held_ack(qp.device::<Roxe>(), this);
+    crate::resp::send_held_ack(qp.device(), this);
 }
 
 /// The send doorbell: new WQEs are in the ring; the requester sends them (or flushes them in
@@ -584,7 +584,7 @@ pub(crate) fn doorbell(qp: &Qp<Roxe>) -> Result {
     match send_verdict(state) {
         PostVerdict::Reject => Err(EINVAL),
         PostVerdict::Queue | PostVerdict::FlushWithError => {
-            req::run(qp.device::<Roxe>(), qp.qp_data());
+            req::run(qp.device(), qp.qp_data());
             Ok(())
         }
     }
@@ -737,7 +737,7 @@ pub(crate) fn post_send_kernel(qp: &Qp<Roxe>, wr: &KernelSendWr<'_, Roxe>) -> Re
     // The caller may hold a lock with interrupts disabled, where nothing may be sent: the
     // requester runs from the device's kick work, in softirq context.
     this.kick_pending.store(true, Release);
-    qp.device::<Roxe>().kick();
+    qp.device().kick();
     Ok(())
 }
 
@@ -789,7 +789,7 @@ pub(crate) fn post_recv(qp: &Qp<Roxe>, wr: &KernelRecvWr<'_>) -> Result {
         // The flush completion goes out from the kick work, not from inside the consumer's
         // call, which may hold the lock its completion handler takes.
         this.kick_pending.store(true, Release);
-        qp.device::<Roxe>().kick();
+        qp.device().kick();
     }
     Ok(())
 }

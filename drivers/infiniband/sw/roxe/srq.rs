@@ -190,12 +190,7 @@ pub(crate) fn query(srq: &Srq<Roxe>) -> SrqAttr {
 }
 
 pub(crate) fn destroy(srq: &Srq<Roxe>) {
-    drop(
-        srq.device::<Roxe>()
-            .data()
-            .srqs
-            .remove(srq.srq_data().srq_num),
-    );
+    drop(srq.device().data().srqs.remove(srq.srq_data().srq_num));
 }
 
 /// Writes a kernel consumer's receive WR into the SRQ ring (`ib_post_srq_recv`). Context: any;
