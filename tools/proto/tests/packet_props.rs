@@ -488,7 +488,7 @@ fn fuzz_seeds_parse_and_check() {
         ip[2..4].copy_from_slice(&((20 + 8 + bytes.len()) as u16).to_be_bytes());
         udp[4..6].copy_from_slice(&((8 + bytes.len()) as u16).to_be_bytes());
         assert_eq!(
-            roxe_proto::proto::icrc::check(&SoftCrc32, IpHeader::V4(&ip), &udp, &p),
+            p.icrc_matches(&SoftCrc32, IpHeader::V4(&ip), &udp),
             Ok(true),
             "seed {line}"
         );

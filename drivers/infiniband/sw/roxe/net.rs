@@ -192,7 +192,7 @@ fn receive(mut skb: SkBuff, check_icrc: bool) {
     // Only the loopback drainer passes packets without an ICRC to check.
     source.local = !check_icrc;
     if check_icrc {
-        match icrc::check(&KernelCrc, ip, udp, &pkt) {
+        match pkt.icrc_matches(&KernelCrc, ip, udp) {
             Ok(true) => {}
             _ => return drop(RxDrop::BadIcrc),
         }

@@ -36,8 +36,6 @@
 //! Nothing here allocates: the small headers are copied to the stack to be masked, and the rest
 //! streams through [`Icrc::update`], which also suits payload spread over several buffers.
 
-use super::packet::Packet;
-
 /// Length of the ICRC trailer.
 pub const ICRC_LEN: usize = 4;
 
@@ -235,16 +233,6 @@ pub fn icrc_ipv6<C: Crc32 + ?Sized>(
     transport: &[u8],
 ) -> Result<u32, IcrcError> {
     icrc(engine, IpHeader::V6(ip_hdr), udp_hdr, transport)
-}
-
-/// Whether the ICRC trailer of a parsed packet matches its contents.
-pub fn check<C: Crc32 + ?Sized, T: AsRef<[u8]>>(
-    engine: &C,
-    ip: IpHeader<'_>,
-    udp_hdr: &[u8],
-    packet: &Packet<T>,
-) -> Result<bool, IcrcError> {
-    Ok(icrc(engine, ip, udp_hdr, packet.icrc_covered())? == packet.icrc())
 }
 
 /// The four trailer bytes for ICRC `value`, in wire order (little-endian, see the module doc).

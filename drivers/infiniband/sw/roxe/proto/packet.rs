@@ -11,7 +11,7 @@
 //! All multi-byte fields are big-endian (IBA 9.2: network order), except the ICRC trailer,
 //! which is little-endian (see [`super::icrc`]).
 
-use super::icrc::{self, ICRC_LEN};
+use super::icrc::{self, Crc32, IcrcError, IpHeader, ICRC_LEN};
 use super::opcode::{
     ExtHeader, Opcode, OpcodeInfo, AETH_LEN, ATOMIC_ACK_ETH_LEN, ATOMIC_ETH_LEN, BTH_LEN, DETH_LEN,
     FETH_LEN, IETH_LEN, IMMDT_LEN, RETH_LEN,
@@ -518,7 +518,7 @@ pub struct Packet<T: AsRef<[u8]>> {
 impl<T: AsRef<[u8]>> Packet<T> {
     /// Wraps a received UDP payload after checking that the BTH, the opcode's extension headers,
     /// the pad bytes and the ICRC fit, that the opcode is one roxe implements and that the
-    /// header version is 0. The ICRC value itself is checked separately ([`icrc::check`]).
+    /// header version is 0. The ICRC value itself is checked separately ([`Packet::icrc_matches`]).
     pub fn new_checked(buffer: T) -> Result<Packet<T>, PacketError> {
         let info = check(buffer.as_ref())?;
         // INVARIANT: just checked.
@@ -686,6 +686,17 @@ impl<T: AsRef<[u8]>> Packet<T> {
     pub fn icrc(&self) -> u32 {
         let bytes = self.buffer.as_ref();
         icrc::from_wire(read(bytes, bytes.len().saturating_sub(ICRC_LEN)))
+    }
+
+    /// Whether the ICRC trailer matches the packet's contents under IP header `ip` and UDP
+    /// header `udp_hdr`.
+    pub fn icrc_matches<C: Crc32 + ?Sized>(
+        &self,
+        engine: &C,
+        ip: IpHeader<'_>,
+        udp_hdr: &[u8],
+    ) -> Result<bool, IcrcError> {
+        Ok(icrc::icrc(engine, ip, udp_hdr, self.icrc_covered())? == self.icrc())
     }
 }
 
@@ -1194,7 +1205,7 @@ mod tests {
 
     #[test]
     fn icrc_of_a_built_packet_checks() {
-        use super::super::icrc::{check, icrc_ipv4, IpHeader, SoftCrc32};
+        use super::super::icrc::{icrc_ipv4, IpHeader, SoftCrc32};
         let ip = hex("4500 0034 0000 4000 4011 0000 0a00 0001 0a00 0002");
         let udp = hex("c000 12b7 0020 0000");
         let mut buf = built(Opcode::RC_SEND_ONLY_WITH_IMMEDIATE, b"data", |p| {
@@ -1207,9 +1218,15 @@ mod tests {
         };
         Packet::new_checked(&mut buf[..]).unwrap().set_icrc(value);
         let p = Packet::new_checked(&buf[..]).unwrap();
-        assert_eq!(check(&SoftCrc32, IpHeader::V4(&ip), &udp, &p), Ok(true));
+        assert_eq!(
+            p.icrc_matches(&SoftCrc32, IpHeader::V4(&ip), &udp),
+            Ok(true)
+        );
         buf[16] ^= 1;
         let p = Packet::new_checked(&buf[..]).unwrap();
-        assert_eq!(check(&SoftCrc32, IpHeader::V4(&ip), &udp, &p), Ok(false));
+        assert_eq!(
+            p.icrc_matches(&SoftCrc32, IpHeader::V4(&ip), &udp),
+            Ok(false)
+        );
     }
 }
