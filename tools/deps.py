@@ -6,7 +6,8 @@
 
 For each module directory (proto/, the driver, rust/rdma/) the graph has one node per file and
 an edge A -> B when A names B (`use super::B`, `super::B::`, `crate::B::`, `use crate::{B, ..}`,
-with `crate::rdma::B` inside rust/rdma/); comments and `#[cfg(test)]` modules are ignored. Every
+with `crate::rdma::B` inside rust/rdma/; a subdirectory module such as rust/rdma/ops/ is one
+node); comments and `#[cfg(test)]` modules are ignored. Every
 cycle (strongly connected component of two or more files) is printed; the exit status is 1 if a
 directory given with --enforce has one. --show prints the edges too.
 """
@@ -49,12 +50,18 @@ def graph(d, kind, alias):
     full = os.path.join(TOP, d)
     mods = sorted(f[:-3] for f in os.listdir(full)
                   if f.endswith('.rs') and f not in ('mod.rs', 'roxe_main.rs'))
+    # A subdirectory module (other than one checked on its own) is one node: all its files.
+    subs = {f: sorted(os.path.join(full, f, x) for x in os.listdir(os.path.join(full, f)) if x.endswith('.rs'))
+            for f in os.listdir(full)
+            if os.path.isfile(os.path.join(full, f, 'mod.rs')) and os.path.join(d, f) not in DIRS}
+    mods = sorted(mods + list(subs))
     prefixes = ['super'] if kind == 'super' else ['crate']
     if alias:
         prefixes.append(alias)
     g = {}
     for m in mods:
-        s = source(os.path.join(full, m + '.rs'))
+        paths = subs.get(m) or [os.path.join(full, m + '.rs')]
+        s = '\n'.join(source(p) for p in paths)
         deps = set()
         for p in prefixes:
             pe = re.escape(p)

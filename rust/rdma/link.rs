@@ -1,15 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! RDMA link types: `rdma link add NAME type TYPE netdev DEV` and `rdma link delete NAME`.
+//! RDMA link types: `rdma link add NAME type TYPE netdev DEV` and `rdma link delete NAME`, and
+//! the registration of the devices a link creates.
 //!
 //! C header: [`include/rdma/rdma_netlink.h`](srctree/include/rdma/rdma_netlink.h)
 
 use super::{
     bindings,
-    device::{Device, Driver},
+    device::{Device, DeviceRef},
+    driver::Driver,
     netdev::NetDevice,
+    ops::Adapter,
 };
-use core::{ffi::CStr, marker::PhantomData};
+use core::{ffi::CStr, marker::PhantomData, mem::size_of, ptr::NonNull};
 use kernel::{error::from_result, ffi, prelude::*, types::Opaque};
 
 /// A software RDMA driver that creates devices on netdevs.
@@ -135,5 +138,140 @@ impl<T: Link> Drop for LinkRegistration<T> {
     fn drop(&mut self) {
         // SAFETY: By the type invariant `ops` is registered.
         unsafe { bindings::rdma_link_unregister(self.ops.as_raw()) };
+    }
+}
+
+impl<T: Link> Device<T> {
+    /// The device of this driver bound to `netdev`, if any, with a reference held.
+    pub fn get_by_netdev(netdev: &NetDevice) -> Option<DeviceRef<T>> {
+        // SAFETY: `netdev` is alive; the call returns a held device or NULL.
+        let ibdev =
+            unsafe { bindings::ib_device_get_by_netdev(netdev.as_raw(), T::DRIVER_ID.as_raw()) };
+        let ibdev = NonNull::new(ibdev)?;
+        // Another driver may use the same driver id (the in-tree one for the rxe ABI): only a
+        // device pointing to our link ops was created by `register` as a `Device<T>`.
+        // SAFETY: The device is alive (we hold a reference); `link_ops` is set before
+        // registration and never changes.
+        let link_ops = unsafe { (*ibdev.as_ptr()).link_ops };
+        let ours = core::ptr::eq(link_ops, T::link_ops().as_raw());
+        if !ours {
+            // SAFETY: We own the reference taken above.
+            unsafe { bindings::ib_device_put(ibdev.as_ptr()) };
+            return None;
+        }
+        // INVARIANT: A held reference on a device created by `register`.
+        Some(DeviceRef {
+            dev: ibdev.cast(),
+            _t: PhantomData,
+        })
+    }
+
+    /// Allocates, initialises and registers a device called `name` on `netdev`. The RDMA core
+    /// owns it from then on; it is freed after unregistration (`rdma link delete`,
+    /// [`Device::unregister_queued`], or [`unregister_all`] at module unload).
+    ///
+    /// `node_guid` is in wire (big-endian) byte order.
+    pub fn register(
+        module: &'static ThisModule,
+        name: &CStr,
+        netdev: &NetDevice,
+        node_guid: [u8; 8],
+        node_desc: &CStr,
+        data: impl PinInit<T::Data, Error>,
+    ) -> Result {
+        // SAFETY: `init_net` lives as long as the kernel. The size covers `Device<T>`, whose first
+        // field is the `ib_device` (`_ib_alloc_device` requires this, like INIT_RDMA_OBJ_SIZE).
+        let ibdev = unsafe {
+            bindings::_ib_alloc_device(
+                size_of::<Self>(),
+                core::ptr::addr_of_mut!(bindings::init_net),
+            )
+        };
+        let ibdev = NonNull::new(ibdev).ok_or(ENOMEM)?;
+        let dev = ibdev.as_ptr().cast::<Self>();
+
+        // SAFETY: `data` lies inside the fresh allocation, right after the `ib_device`, and is
+        // pinned there (the core never moves the device). The flag, the short timer and the
+        // works are set up in place before anything can use them; the timer is cancelled in
+        // `dealloc_driver`, and a device freed before registration never armed it.
+        let init = unsafe {
+            core::ptr::addr_of_mut!((*dev).tick_armed)
+                .write(kernel::sync::atomic::AtomicFlag::new(false));
+            bindings::roxe_helper_hrtimer_setup(
+                Opaque::cast_into(core::ptr::addr_of!((*dev).short_timer)),
+                Some(Adapter::<T>::short_timer),
+            );
+            bindings::roxe_helper_init_work_bh(
+                Opaque::cast_into(core::ptr::addr_of!((*dev).kick)),
+                Some(Adapter::<T>::kick),
+            );
+            bindings::roxe_helper_init_work(
+                Opaque::cast_into(core::ptr::addr_of!((*dev).process_work)),
+                Some(Adapter::<T>::process_work),
+            );
+            pin_init::raw_try_init(core::ptr::addr_of_mut!((*dev).data), data)
+        };
+        if let Err(e) = init {
+            // No ops are set yet, so no `dealloc_driver` runs over the uninitialised data.
+            // SAFETY: The device was allocated above and never registered.
+            unsafe { bindings::ib_dealloc_device(ibdev.as_ptr()) };
+            return Err(e);
+        }
+
+        let ops = Adapter::<T>::ops(module);
+        // SAFETY: The device is allocated and not yet registered, so we have exclusive access to
+        // it. The core copies the ops table. From here on `dealloc_driver` drops `data`.
+        unsafe {
+            let ib = ibdev.as_ptr();
+            bindings::ib_set_device_ops(ib, &ops);
+            (*ib).node_type = bindings::RDMA_NODE_IB_CA as u8;
+            (*ib).phys_port_cnt = 1;
+            (*ib).num_comp_vectors = 1;
+            (*ib).node_guid = u64::from_ne_bytes(node_guid);
+            (*ib).link_ops = T::link_ops().as_raw();
+            // The rxe provider rings the send doorbell and arms CQs with these legacy commands.
+            (*ib).uverbs_cmd_mask |= (1u64
+                << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND)
+                | (1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ);
+            let desc = node_desc.to_bytes();
+            let n = desc.len().min((*ib).node_desc.len() - 1);
+            for (d, s) in (*ib).node_desc.iter_mut().zip(desc[..n].iter()) {
+                *d = *s as ffi::c_char;
+            }
+        }
+
+        // SAFETY: The device is allocated and exclusively ours; `netdev` is alive (the caller runs
+        // in a link op). The core takes its own reference on the netdev.
+        let err = unsafe { bindings::ib_device_set_netdev(ibdev.as_ptr(), netdev.as_raw(), 1) };
+        if err != 0 {
+            // SAFETY: Not registered; `dealloc_driver` drops `data`.
+            unsafe { bindings::ib_dealloc_device(ibdev.as_ptr()) };
+            return Err(Error::from_errno(err));
+        }
+        // SAFETY: The device is fully initialised; `name` is a valid string for the call. A NULL
+        // DMA device makes the core use virtual DMA, which a software HCA needs.
+        let err = unsafe {
+            bindings::ib_register_device(
+                ibdev.as_ptr(),
+                name.as_char_ptr().cast(),
+                core::ptr::null_mut(),
+            )
+        };
+        if err != 0 {
+            // SAFETY: Registration failed, so the device is still ours to free.
+            unsafe { bindings::ib_dealloc_device(ibdev.as_ptr()) };
+            return Err(Error::from_errno(err));
+        }
+        if T::TICK_MS > 0 {
+            // SAFETY: The timer lies in the device, which lives until `dealloc_driver`, where the
+            // timer is shut down before anything is freed.
+            unsafe {
+                let timer = Opaque::cast_into(core::ptr::addr_of!((*dev).tick));
+                bindings::roxe_helper_timer_setup(timer, Some(Adapter::<T>::tick));
+                (*dev).tick_armed.store(true, kernel::sync::atomic::Release);
+                bindings::roxe_helper_timer_arm_ms(timer, T::TICK_MS);
+            }
+        }
+        Ok(())
     }
 }

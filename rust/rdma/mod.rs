@@ -10,7 +10,7 @@
 //!
 //! # Contexts
 //!
-//! - Device ops ([`device::Driver`]) are called by the RDMA core in process context, with no
+//! - Device ops ([`driver::Driver`]) are called by the RDMA core in process context, with no
 //!   driver lock held. Several may run concurrently on one device.
 //! - Link ops ([`link::Link`]) run in process context under the core's netlink locks (`newlink`
 //!   may sleep; RTNL is not held).
@@ -26,6 +26,7 @@ pub mod bh;
 pub mod copy;
 pub mod cq;
 pub mod device;
+pub mod driver;
 pub mod kverbs;
 pub mod link;
 pub mod mmap;
@@ -34,6 +35,7 @@ pub mod mr;
 pub mod netdev;
 pub mod object;
 pub mod odp;
+pub(crate) mod ops;
 pub mod pd;
 pub mod pool;
 pub mod qp;

@@ -13,7 +13,7 @@
 
 use super::{
     bindings,
-    device::{Device, Driver},
+    device::{Device, DriverTypes},
 };
 use core::{marker::PhantomData, mem::size_of, ptr::NonNull};
 use kernel::{prelude::*, transmute::AsBytes, types::Opaque};
@@ -66,13 +66,13 @@ ib_object!(
 /// - `data` is initialised from the create op's success until the destroy op; references to an
 ///   `Object` are only created in that window.
 #[repr(C)]
-pub struct Object<C, D, T: Driver> {
+pub struct Object<C, D, T: DriverTypes> {
     ib: Opaque<C>,
     data: D,
     _t: PhantomData<T>,
 }
 
-impl<C: IbObject, D, T: Driver> Object<C, D, T> {
+impl<C: IbObject, D, T: DriverTypes> Object<C, D, T> {
     /// The size the core must allocate (`size_ib_<object>`).
     pub(crate) const SIZE: usize = size_of::<Self>();
 
@@ -120,7 +120,7 @@ impl<C: IbObject, D, T: Driver> Object<C, D, T> {
     }
 }
 
-impl<C: IbObject, D, T: Driver> Object<C, D, T> {
+impl<C: IbObject, D, T: DriverTypes> Object<C, D, T> {
     /// The device the object belongs to.
     pub fn device(&self) -> &Device<T> {
         // SAFETY: The object is live (type invariant), so its `device` field is set, and it
@@ -242,3 +242,6 @@ impl<'a> UData<'a> {
         unsafe { bindings::roxe_helper_udata_to_ucontext(self.as_raw()) }
     }
 }
+
+/// A user context: the driver's view of a process that opened the device.
+pub type UContext<T> = Object<bindings::ib_ucontext, <T as DriverTypes>::UContext, T>;

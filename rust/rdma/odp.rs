@@ -32,7 +32,7 @@
 
 use super::{
     bh, bindings,
-    device::{Device, Driver},
+    device::{Device, DriverTypes},
     mmap::PAGE_SIZE,
 };
 use core::ptr::NonNull;
@@ -198,7 +198,7 @@ impl OdpMem {
     /// Registers `[addr, addr + len)` of the calling process for on-demand paging with `access`
     /// (`IB_ACCESS_*`, including `IB_ACCESS_ON_DEMAND`), and takes in the pages already mapped
     /// (without faulting any). Process context.
-    pub fn register<T: Driver>(
+    pub fn register<T: DriverTypes>(
         dev: &Device<T>,
         addr: u64,
         len: u64,

@@ -7,7 +7,7 @@
 //!
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 
-use super::{bindings, device::Driver, object::Object};
+use super::{bindings, device::DriverTypes, object::Object};
 
 /// A protection domain of driver `T`.
-pub type Pd<T> = Object<bindings::ib_pd, <T as Driver>::Pd, T>;
+pub type Pd<T> = Object<bindings::ib_pd, <T as DriverTypes>::Pd, T>;

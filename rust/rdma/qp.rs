@@ -6,27 +6,21 @@
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 
 use super::{
-    ah::AddressVector,
-    bindings,
-    cq::Cq,
-    device::{Adapter, Device, Driver},
-    object::{Object, UData},
-    pd::Pd,
-    srq::Srq,
+    ah::AddressVector, bindings, cq::Cq, device::DriverTypes, object::Object, pd::Pd, srq::Srq,
 };
 use core::ptr::NonNull;
-use kernel::{error::from_result, ffi, prelude::*, revocable::Revocable, sync::Arc};
+use kernel::{prelude::*, revocable::Revocable, sync::Arc};
 
 /// A queue pair of driver `T`.
 pub type Qp<T> = Object<bindings::ib_qp, QpSlot<T>, T>;
 
 /// What the core's QP allocation holds after the C object.
-pub struct QpSlot<T: Driver> {
-    data: T::Qp,
-    notifier: Arc<QpNotifier>,
+pub struct QpSlot<T: DriverTypes> {
+    pub(in crate::rdma) data: T::Qp,
+    pub(in crate::rdma) notifier: Arc<QpNotifier>,
 }
 
-impl<T: Driver> Qp<T> {
+impl<T: DriverTypes> Qp<T> {
     /// The driver's data of the QP.
     pub fn qp_data(&self) -> &T::Qp {
         &self.data().data
@@ -60,7 +54,7 @@ pub struct QpCap {
 }
 
 impl QpCap {
-    fn from_raw(c: &bindings::ib_qp_cap) -> QpCap {
+    pub(in crate::rdma) fn from_raw(c: &bindings::ib_qp_cap) -> QpCap {
         QpCap {
             max_send_wr: c.max_send_wr,
             max_recv_wr: c.max_recv_wr,
@@ -70,7 +64,7 @@ impl QpCap {
         }
     }
 
-    fn write_to(&self, c: &mut bindings::ib_qp_cap) {
+    pub(in crate::rdma) fn write_to(&self, c: &mut bindings::ib_qp_cap) {
         c.max_send_wr = self.max_send_wr;
         c.max_recv_wr = self.max_recv_wr;
         c.max_send_sge = self.max_send_sge;
@@ -80,7 +74,7 @@ impl QpCap {
 }
 
 /// Creation attributes of a QP (`struct ib_qp_init_attr`), with the objects it refers to.
-pub struct QpInit<'a, T: Driver> {
+pub struct QpInit<'a, T: DriverTypes> {
     /// `enum ib_qp_type`, raw: the driver refuses types it lacks.
     pub qp_type: u32,
     /// Requested sizes; the driver writes back what it allocated.
@@ -166,7 +160,10 @@ impl QpAttr {
     ///
     /// `a` is a valid attribute structure; if `mask` has `IB_QP_AV`, its address vector's source
     /// GID attribute is alive for the call.
-    unsafe fn from_raw(a: &bindings::ib_qp_attr, mask: QpAttrMask) -> Result<QpAttr> {
+    pub(in crate::rdma) unsafe fn from_raw(
+        a: &bindings::ib_qp_attr,
+        mask: QpAttrMask,
+    ) -> Result<QpAttr> {
         let av = if mask & bindings::ib_qp_attr_mask_IB_QP_AV != 0 {
             // SAFETY: By the function's safety requirements.
             Some(unsafe { AddressVector::from_raw(&a.ah_attr) }?)
@@ -198,7 +195,7 @@ impl QpAttr {
         })
     }
 
-    fn write_to(&self, a: &mut bindings::ib_qp_attr) {
+    pub(in crate::rdma) fn write_to(&self, a: &mut bindings::ib_qp_attr) {
         a.qp_state = self.qp_state;
         a.cur_qp_state = self.cur_qp_state;
         a.path_mtu = self.path_mtu;
@@ -260,7 +257,7 @@ impl QpEvent {
 /// # Invariants
 ///
 /// Points to a live `ib_qp` until the [`Revocable`] holding it is revoked.
-struct RawQp(NonNull<bindings::ib_qp>);
+pub(in crate::rdma) struct RawQp(pub(in crate::rdma) NonNull<bindings::ib_qp>);
 
 // SAFETY: Events may be raised from any context and CPU.
 unsafe impl Send for RawQp {}
@@ -271,7 +268,7 @@ unsafe impl Sync for RawQp {}
 #[pin_data]
 pub struct QpNotifier {
     #[pin]
-    qp: Revocable<RawQp>,
+    pub(in crate::rdma) qp: Revocable<RawQp>,
 }
 
 impl QpNotifier {
@@ -301,228 +298,5 @@ impl QpNotifier {
                 }
             })
             .is_some()
-    }
-}
-
-/// # Safety
-///
-/// `cq` is NULL or a live CQ of driver `T` for `'a`.
-unsafe fn cq_ref<'a, T: Driver>(cq: *mut bindings::ib_cq) -> Option<&'a Cq<T>> {
-    // SAFETY: By the function's safety requirements.
-    (!cq.is_null()).then(|| unsafe { Cq::<T>::from_raw(cq) })
-}
-
-impl<T: Driver> Adapter<T> {
-    /// `ib_device_ops.create_qp`.
-    ///
-    /// # Safety
-    ///
-    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
-    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
-    pub(crate) unsafe extern "C" fn create_qp(
-        ibqp: *mut bindings::ib_qp,
-        init: *mut bindings::ib_qp_init_attr,
-        udata: *mut bindings::ib_udata,
-    ) -> ffi::c_int {
-        from_result(|| {
-            // SAFETY: The core passes a fresh QP of our device (its `pd` and `device` set), a
-            // valid init attribute whose CQs/SRQ are live objects of our device, and a udata that
-            // lives for the command.
-            let (dev, init_ref, udata) = unsafe {
-                (
-                    Device::<T>::from_raw((*ibqp).device),
-                    &mut *init,
-                    UData::from_raw(udata),
-                )
-            };
-            // SAFETY: As above: every object named is live for the call, of our driver.
-            let mut qinit = unsafe {
-                QpInit::<T> {
-                    qp_type: init_ref.qp_type,
-                    cap: QpCap::from_raw(&init_ref.cap),
-                    sq_sig_all: init_ref.sq_sig_type == bindings::ib_sig_type_IB_SIGNAL_ALL_WR,
-                    create_flags: init_ref.create_flags,
-                    port_num: init_ref.port_num,
-                    pd: Pd::<T>::from_raw((*ibqp).pd),
-                    send_cq: cq_ref::<T>(init_ref.send_cq),
-                    recv_cq: cq_ref::<T>(init_ref.recv_cq),
-                    srq: (!init_ref.srq.is_null()).then(|| Srq::<T>::from_raw(init_ref.srq)),
-                    unsupported_parts: !init_ref.xrcd.is_null()
-                        || !init_ref.rwq_ind_tbl.is_null()
-                        || init_ref.source_qpn != 0,
-                }
-            };
-            // INVARIANT: The QP stays live until `destroy_qp`, which revokes the notifier first.
-            let raw = RawQp(NonNull::new(ibqp).ok_or(EINVAL)?);
-            let notifier = Arc::pin_init(
-                pin_init!(QpNotifier { qp <- Revocable::new(raw) }),
-                GFP_KERNEL,
-            )?;
-            let created = T::create_qp(dev, &mut qinit, notifier.clone(), udata.as_ref())?;
-            qinit.cap.write_to(&mut init_ref.cap);
-            // SAFETY: Fresh QP of `size_ib_qp` bytes; the core reads `qp_num` after we return.
-            unsafe {
-                (*ibqp).qp_num = created.qp_num;
-                Qp::<T>::init_data(
-                    ibqp,
-                    QpSlot {
-                        data: created.data,
-                        notifier,
-                    },
-                );
-            }
-            Ok(0)
-        })
-    }
-
-    /// `ib_device_ops.modify_qp`.
-    ///
-    /// # Safety
-    ///
-    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
-    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
-    pub(crate) unsafe extern "C" fn modify_qp(
-        ibqp: *mut bindings::ib_qp,
-        attr: *mut bindings::ib_qp_attr,
-        mask: ffi::c_int,
-        udata: *mut bindings::ib_udata,
-    ) -> ffi::c_int {
-        from_result(|| {
-            let mask = mask as u32;
-            // SAFETY: A live QP of ours; valid attributes whose source GID attribute, if any,
-            // the core holds for the call; the udata lives for the command.
-            let (qp, attr, udata) = unsafe {
-                (
-                    Qp::<T>::from_raw(ibqp),
-                    QpAttr::from_raw(&*attr, mask)?,
-                    UData::from_raw(udata),
-                )
-            };
-            T::modify_qp(qp, &attr, mask, udata.as_ref())?;
-            Ok(0)
-        })
-    }
-
-    /// `ib_device_ops.query_qp`.
-    ///
-    /// # Safety
-    ///
-    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
-    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
-    pub(crate) unsafe extern "C" fn query_qp(
-        ibqp: *mut bindings::ib_qp,
-        attr: *mut bindings::ib_qp_attr,
-        _mask: ffi::c_int,
-        init: *mut bindings::ib_qp_init_attr,
-    ) -> ffi::c_int {
-        from_result(|| {
-            // SAFETY: A live QP of ours; the core passes structures to fill.
-            let (qp, attr, init) = unsafe { (Qp::<T>::from_raw(ibqp), &mut *attr, &mut *init) };
-            let (a, sq_sig_all) = T::query_qp(qp)?;
-            a.write_to(attr);
-            // SAFETY: The QP's fields below are set by the core at creation and never change.
-            unsafe {
-                init.event_handler = (*ibqp).event_handler;
-                init.qp_context = (*ibqp).qp_context;
-                init.send_cq = (*ibqp).send_cq;
-                init.recv_cq = (*ibqp).recv_cq;
-                init.srq = (*ibqp).srq;
-                init.qp_type = (*ibqp).qp_type;
-            }
-            a.cap.write_to(&mut init.cap);
-            init.sq_sig_type = if sq_sig_all {
-                bindings::ib_sig_type_IB_SIGNAL_ALL_WR
-            } else {
-                bindings::ib_sig_type_IB_SIGNAL_REQ_WR
-            };
-            init.port_num = a.port_num;
-            Ok(0)
-        })
-    }
-
-    /// `ib_device_ops.attach_mcast`.
-    ///
-    /// # Safety
-    ///
-    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
-    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
-    pub(crate) unsafe extern "C" fn attach_mcast(
-        ibqp: *mut bindings::ib_qp,
-        gid: *mut bindings::ib_gid,
-        _lid: u16,
-    ) -> ffi::c_int {
-        // SAFETY: A live QP of ours; `gid` points to the command's GID for the call.
-        let (qp, mgid) = unsafe { (Qp::<T>::from_raw(ibqp), (*gid).raw) };
-        match T::attach_mcast(qp, &mgid) {
-            Ok(()) => 0,
-            Err(e) => e.to_errno(),
-        }
-    }
-
-    /// `ib_device_ops.detach_mcast`.
-    ///
-    /// # Safety
-    ///
-    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
-    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
-    pub(crate) unsafe extern "C" fn detach_mcast(
-        ibqp: *mut bindings::ib_qp,
-        gid: *mut bindings::ib_gid,
-        _lid: u16,
-    ) -> ffi::c_int {
-        // SAFETY: As in `attach_mcast`.
-        let (qp, mgid) = unsafe { (Qp::<T>::from_raw(ibqp), (*gid).raw) };
-        match T::detach_mcast(qp, &mgid) {
-            Ok(()) => 0,
-            Err(e) => e.to_errno(),
-        }
-    }
-
-    /// `ib_device_ops.destroy_qp`.
-    ///
-    /// # Safety
-    ///
-    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
-    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
-    pub(crate) unsafe extern "C" fn destroy_qp(
-        ibqp: *mut bindings::ib_qp,
-        _udata: *mut bindings::ib_udata,
-    ) -> ffi::c_int {
-        // SAFETY: The core destroys only QPs whose creation succeeded.
-        let qp = unsafe { Qp::<T>::from_raw(ibqp) };
-        if let Err(e) = T::destroy_qp(qp) {
-            return e.to_errno();
-        }
-        // Waits for an RCU grace period: no event handler runs past this point.
-        qp.notifier().qp.revoke();
-        // SAFETY: Destroyed; the core frees the memory after we return.
-        drop(unsafe { Qp::<T>::take_data(ibqp) });
-        0
-    }
-
-    /// `ib_device_ops.post_send`.
-    ///
-    /// # Safety
-    ///
-    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
-    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
-    pub(crate) unsafe extern "C" fn post_send(
-        ibqp: *mut bindings::ib_qp,
-        wr: *const bindings::ib_send_wr,
-        bad_wr: *mut *const bindings::ib_send_wr,
-    ) -> ffi::c_int {
-        // SAFETY: A live QP of ours.
-        let qp = unsafe { Qp::<T>::from_raw(ibqp) };
-        // SAFETY: The QP has a user object exactly when user space created it.
-        let is_user = unsafe { !(*ibqp).uobject.is_null() };
-        if is_user {
-            // The rxe ABI's doorbell: a POST_SEND with no WRs; the WQEs are in the mapped ring.
-            return match T::post_send_doorbell(qp) {
-                Ok(()) => 0,
-                Err(e) => e.to_errno(),
-            };
-        }
-        // SAFETY: Kernel consumers pass a valid list of work requests for a live QP of ours.
-        unsafe { Self::post_send_kernel(ibqp, wr, bad_wr) }
     }
 }

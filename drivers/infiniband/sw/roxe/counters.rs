@@ -8,7 +8,7 @@
 
 #![deny(unsafe_code)]
 
-use crate::rdma::device::StatDesc;
+use crate::rdma::driver::StatDesc;
 use kernel::sync::atomic::{Atomic, Relaxed};
 
 /// One counter of [`Counters`]; the value is its index in [`DESCS`].

@@ -13,7 +13,8 @@ use crate::rdma::{
         PortImmutable, PortState,
     },
     cq::{Cq, CqInit, CqNotifier, NotifyFlags},
-    device::{Device, DriverId, PortEvent, StatDesc},
+    device::{Device, DriverTypes, PortEvent},
+    driver::{Driver, DriverId, StatDesc},
     kverbs::{KernelMem, KernelRecvWr, KernelSendWr, Wc},
     link::{Link, LinkOps},
     mr::{FastRegPages, Mr, MrCreated, UserMrRequest},
@@ -159,8 +160,7 @@ fn fallback_mac(netdev: &NetDevice) -> [u8; 6] {
     [0x02, 0x52, i[0], i[1], i[2], i[3]]
 }
 
-#[vtable]
-impl crate::rdma::device::Driver for Roxe {
+impl DriverTypes for Roxe {
     type Data = RoxeDevice;
     type UContext = RoxeUContext;
     type Pd = RoxePd;
@@ -170,6 +170,10 @@ impl crate::rdma::device::Driver for Roxe {
     type Ah = AhHandle;
     type Mr = MrHandle;
     type Mw = MwHandle;
+}
+
+#[vtable]
+impl Driver for Roxe {
     const DRIVER_ID: DriverId = DriverId::Rxe;
     /// rxe's `RXE_UVERBS_ABI_VERSION`, the only one rdma-core's rxe provider accepts.
     const UVERBS_ABI_VERSION: u32 = 2;

@@ -53,7 +53,7 @@ mod proto;
 
 use kernel::prelude::*;
 use rdma::{
-    device::unregister_all,
+    driver::unregister_all,
     link::LinkRegistration,
     module_guard::ModuleBlocker,
     netdev::NetdevNotifierRegistration, //
