@@ -4,6 +4,10 @@
 # rxe), so that roxe can be checked against itself and against rdma_rxe in both directions.
 # Every check asserts on the tools' output: pingpongs validate the received buffers (-c), and
 # perftest reports must show completed iterations, and the device must have sent the packets.
+# The hw counters (Documentation/counters.md): the device has rdma_rxe 7.3's, by its names (on
+# rxe this checks the list against rxe itself), and roxe's own besides, in sysfs and in `rdma
+# statistic`; a SEND run of known size moves rdma_sends and sent_bytes on the sending device,
+# rdma_recvs and rcvd_bytes on the receiving one, by at least what it sent.
 . /roxe/qemu/guest/lib.sh
 DRV0=${1:-roxe} DRV1=${2:-${1:-roxe}}
 TWO=0; grep -qw 'roxe.two=1' /proc/cmdline && TWO=1
@@ -12,6 +16,37 @@ step "$DRV-load-vm$ROXE_VM" load_driver "$DRV" || finish_tests
 gid=$(gid_index_v4) || { fail "no RoCE v2 IPv4 GID"; finish_tests; }
 export gid
 TAG="$DRV0-$DRV1"
+
+# rdma_rxe's hw counters in Linux 7.3 (drivers/infiniband/sw/rxe/rxe_hw_counters.c), then roxe's.
+RXE_COUNTERS="sent_pkts rcvd_pkts duplicate_request out_of_seq_request rcvd_rnr_err send_rnr_err rcvd_seq_err
+	ack_deferred retry_exceeded_err retry_rnr_exceeded_err completer_retry_err send_err link_downed rdma_sends
+	rdma_recvs sent_bytes rcvd_bytes"
+ROXE_COUNTERS="rcvd_icrc_err rcvd_drops rcvd_peer_mismatch cq_overflow"
+HWC=/sys/class/infiniband/$RDMA_DEV/ports/1/hw_counters
+export HWC
+counter() { cat "$HWC/$1" 2>/dev/null || echo 0; }
+# counters_are NAME...: the device's hw counters in sysfs are exactly NAME... (`lifespan` is the
+# core's own file), and `rdma statistic` shows each with its value.
+counters_are() {
+	local want have stat c missing=""
+	want=$(printf '%s\n' "$@" | sort)
+	have=$(ls "$HWC" | grep -vx lifespan | sort)
+	[ "$have" = "$want" ] || { echo "sysfs has:"; echo $have; echo "expected:"; echo $want; return 1; }
+	stat=$(rdma statistic show link "$RDMA_DEV/1") || return 1
+	echo "$stat"
+	for c in "$@"; do
+		grep -Eq "(^|[[:space:]])$c [0-9]+([[:space:]]|$)" <<<"$stat" || missing="$missing $c"
+	done
+	[ -z "$missing" ] || { echo "not in rdma statistic:$missing"; return 1; }
+}
+export -f counters_are
+if [ "$DRV" = roxe ]; then
+	# shellcheck disable=SC2086
+	check "$DRV-counters-named-vm$ROXE_VM" 20 counters_are $RXE_COUNTERS $ROXE_COUNTERS
+else
+	# shellcheck disable=SC2086
+	check "$DRV-counters-named-vm$ROXE_VM" 20 counters_are $RXE_COUNTERS
+fi
 [ $TWO = 1 ] && { check "ping-peer-vm$ROXE_VM" 60 retry_client 50 ping -c1 -W1 "$PEER_IP"; barrier ready 180 || finish_tests; }
 n=0
 # pair NAME TIMEOUT TOOL ARGS...: the server and the client of one tool, checked on the client.
@@ -77,6 +112,28 @@ pair send-lat 180 ib_send_lat -s 2 -n 200 -F
 pair write-lat 180 ib_write_lat -s 2 -n 200 -F
 pair read-lat 180 ib_read_lat -s 2 -n 200 -F
 pair atomic-lat 180 ib_atomic_lat -n 200 -F
+# The counters over a SEND run of N messages of S bytes: the sender (the client, or the only
+# device) completed at least N SENDs and sent their bytes, the receiver (the server, or the only
+# device) completed at least N receives and received the bytes (the counters count whole IP
+# packets, headers included, so the payload alone is a lower bound).
+N=200 S=65536
+declare -A before
+for c in rdma_sends rdma_recvs sent_bytes rcvd_bytes; do before[$c]=$(counter $c); done
+pair counters-send-bw 180 ib_send_bw -s $S -n $N -F
+# moved COUNTER MIN: COUNTER grew by at least MIN since the run started.
+moved() {
+	local now; now=$(counter "$1")
+	say "$1: ${before[$1]} -> $now (+$((now - before[$1])), at least $2)"
+	check "$TAG-counters-$1-vm$ROXE_VM" 5 test "$((now - before[$1]))" -ge "$2"
+}
+if [ $TWO = 0 ] || [ "$ROXE_VM" = 1 ]; then
+	moved rdma_sends $N
+	moved sent_bytes $((N * S))
+fi
+if [ $TWO = 0 ] || [ "$ROXE_VM" = 0 ]; then
+	moved rdma_recvs $N
+	moved rcvd_bytes $((N * S))
+fi
 [ $TWO = 1 ] && barrier done 300
 check "$DRV-unload-vm$ROXE_VM" 60 unload_driver "$DRV"
 [ "$DRV" = roxe ] && kmemleak_check

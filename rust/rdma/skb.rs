@@ -98,6 +98,22 @@ impl Drop for SkBuff {
     }
 }
 
+/// `NET_XMIT_DROP` (`include/linux/netdevice.h`): the queue discipline dropped the packet.
+const NET_XMIT_DROP: i32 = 1;
+
+/// What `ip_local_out` (or `ip6_local_out`) returned, as `net_xmit_eval` reads it: a negative
+/// errno, or a positive NET_XMIT code of which only `NET_XMIT_DROP` means the packet is lost
+/// (`NET_XMIT_CN`, congestion, still sent it).
+fn xmit_result(ret: i32) -> Result {
+    if ret < 0 {
+        Err(Error::from_errno(ret))
+    } else if ret == NET_XMIT_DROP {
+        Err(ENOBUFS)
+    } else {
+        Ok(())
+    }
+}
+
 /// A packet the driver builds: data it owns exclusively and may write.
 ///
 /// # Invariants
@@ -204,18 +220,14 @@ impl TxSkBuff {
         Ok(self.into_loopback())
     }
 
-    /// Sends a packet prepared by [`TxSkBuff::prepare_v4`]. Consumes it, whatever the outcome.
+    /// Sends a packet prepared by [`TxSkBuff::prepare_v4`]. Consumes it, whatever the outcome; an
+    /// error says it did not leave (no route, refused by the IP layer, dropped by the qdisc).
     pub fn send_v4(self) -> Result {
         let skb = self.0.into_raw();
         // SAFETY: An skb we own and never shared (type invariant), passed to the helper, which
         // sends it if it has a route (prepare_v4) and frees it otherwise.
         let ret = unsafe { bindings::roxe_helper_send4(skb) };
-        // `ip_local_out` returns positive NET_XMIT codes for congestion drops.
-        if ret < 0 {
-            Err(Error::from_errno(ret))
-        } else {
-            Ok(())
-        }
+        xmit_result(ret)
     }
 
     /// Pushes the UDP and IPv4 headers of a packet that leaves in a batch
@@ -278,11 +290,7 @@ impl TxSkBuff {
         // ownership passes to the helper; it sends them only if their headers and the head's
         // route are in place (the order of calls above) and frees them otherwise.
         let ret = unsafe { bindings::roxe_helper_send4_batch(head, raw.as_mut_ptr(), n as u32) };
-        if ret < 0 {
-            Err(Error::from_errno(ret))
-        } else {
-            Ok(())
-        }
+        xmit_result(ret)
     }
 
     /// Routes the packet over IPv6 out of `netdev` and pushes its UDP and IPv6 headers.
@@ -325,17 +333,14 @@ impl TxSkBuff {
         })
     }
 
-    /// Sends a packet prepared by [`TxSkBuff::prepare_v6`]. Consumes it, whatever the outcome.
+    /// Sends a packet prepared by [`TxSkBuff::prepare_v6`]. Consumes it, whatever the outcome; an
+    /// error says it did not leave, as for [`TxSkBuff::send_v4`].
     pub fn send_v6(self) -> Result {
         let skb = self.0.into_raw();
         // SAFETY: An skb we own and never shared (type invariant), passed to the helper, which
         // sends it if it has a route (prepare_v6) and frees it otherwise.
         let ret = unsafe { bindings::roxe_helper_send6(skb) };
-        if ret < 0 {
-            Err(Error::from_errno(ret))
-        } else {
-            Ok(())
-        }
+        xmit_result(ret)
     }
 
     /// Turns a prepared packet into one "received" by this host: data at the UDP header, the

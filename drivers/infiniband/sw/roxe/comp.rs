@@ -29,16 +29,25 @@ use crate::{
         packet::{NakCode, Packet, Syndrome},
         qp_state::{QpState, QpType},
         req::ReqConfig,
-        wqe::{send_flags, send_layout, Payload},
+        wqe::{send_flags, send_layout, Payload, SendOpcode},
     },
     qp::{RoxeQp, SqState},
     req::{self, Completions, SendDone},
 };
 
 /// Posts the completion of a send WQE, if it asked for one (or all do, or it failed: IBA 10.8.6
-/// reports every error).
+/// reports every error), and counts it.
 pub(crate) fn complete_send(dev: &Device<Roxe>, qp: &RoxeQp, done: SendDone) {
     let (wr_id, op, flags, status, byte_len) = done;
+    // rxe's `rdma_sends`: every SEND the requester completes, signalled or not, with success or
+    // an error; a flushed one never ran (rxe flushes without `do_complete`).
+    let send = matches!(
+        op,
+        SendOpcode::Send | SendOpcode::SendWithImm | SendOpcode::SendWithInv
+    );
+    if send && status != WcStatus::WrFlushErr {
+        dev.data().counters.inc(Counter::RdmaSends);
+    }
     let signalled =
         qp.sq_sig_all || flags & send_flags::SIGNALED != 0 || status != WcStatus::Success;
     if !signalled {
@@ -87,7 +96,7 @@ fn count(dev: &Device<Roxe>, action: &CompAction) {
         } => Counter::RetryExceededErr,
         CompAction::Error {
             status: WcStatus::RnrRetryExcErr,
-        } => Counter::RnrNakRetryErr,
+        } => Counter::RetryRnrExceededErr,
         _ => return,
     };
     dev.data().counters.inc(c);

@@ -3,8 +3,9 @@
 //! The port's hardware counters, as a NIC has them: read with `rdma statistic show link roxe0/1`
 //! or in `/sys/class/infiniband/roxe0/ports/1/hw_counters/`.
 //!
-//! Rust counterpart of rxe's `rxe_hw_counters.c`; the names follow rxe's where rxe has the
-//! counter, and the IB/mlx5 names otherwise.
+//! Rust counterpart of rxe's `rxe_hw_counters.c`. The first counters are rdma_rxe's (Linux 7.3),
+//! by its names, in its order and with its meaning, so that what reads rxe's counters reads
+//! roxe's; roxe's own follow. `Documentation/counters.md` lists them all with their meaning.
 
 #![deny(unsafe_code)]
 
@@ -14,7 +15,7 @@ use kernel::sync::atomic::{Atomic, Relaxed};
 /// One counter of [`Counters`]; the value is its index in [`DESCS`].
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Counter {
-    /// Packets handed to the network (or the loopback queue).
+    /// Packets handed to the network (or the loopback queue) successfully.
     SentPkts,
     /// Packets received that passed the header and ICRC checks and reached a device.
     RcvdPkts,
@@ -28,14 +29,32 @@ pub(crate) enum Counter {
     SendRnrErr,
     /// PSN sequence error NAKs received by the requester.
     RcvdSeqErr,
+    /// Responses (ACKs, NAKs, READ responses, atomic acknowledges) handed to a QP's completer.
+    /// rxe defers each to its send task and counts it then (`RXE_CNT_SENDER_SCHED`); roxe's
+    /// completer handles it on arrival and counts the same packets.
+    AckDeferred,
     /// Requests failed with `IBV_WC_RETRY_EXC_ERR`: the transport retries ran out.
     RetryExceededErr,
     /// Requests failed with `IBV_WC_RNR_RETRY_EXC_ERR`: the RNR retries ran out.
-    RnrNakRetryErr,
+    RetryRnrExceededErr,
     /// Retransmissions by the requester (timeouts and sequence NAKs).
     CompleterRetryErr,
+    /// Packets built for the network that it did not take: no route, or the IP layer refused
+    /// or dropped them.
+    SendErr,
     /// Transitions of the port to down.
     LinkDowned,
+    /// SEND work requests (plain, with immediate, with invalidate) completed by the requester,
+    /// with success or an error, signalled or not; flushed ones do not count.
+    RdmaSends,
+    /// Receive work requests completed successfully: a SEND, or an RDMA WRITE with immediate,
+    /// consumed them.
+    RdmaRecvs,
+    /// Bytes of the packets counted by `sent_pkts`, as IP packets: IP and UDP headers, the
+    /// RoCE headers, payload, padding and ICRC.
+    SentBytes,
+    /// Bytes of the packets counted by `rcvd_pkts`, measured as `sent_bytes` is.
+    RcvdBytes,
     /// Received packets dropped because their ICRC did not match (corrupted in flight).
     RcvdIcrcErr,
     /// Received packets dropped for any other reason: malformed headers, an unknown QP, or a QP
@@ -50,9 +69,9 @@ pub(crate) enum Counter {
 }
 
 /// How many counters there are.
-const COUNT: usize = 15;
+const COUNT: usize = 21;
 
-/// The counters' names, in [`Counter`] order.
+/// The counters' names, in [`Counter`] order: rdma_rxe's (`rxe_counter_descs`), then roxe's.
 pub(crate) static DESCS: [StatDesc; COUNT] = [
     StatDesc::new(c"sent_pkts"),
     StatDesc::new(c"rcvd_pkts"),
@@ -61,10 +80,16 @@ pub(crate) static DESCS: [StatDesc; COUNT] = [
     StatDesc::new(c"rcvd_rnr_err"),
     StatDesc::new(c"send_rnr_err"),
     StatDesc::new(c"rcvd_seq_err"),
+    StatDesc::new(c"ack_deferred"),
     StatDesc::new(c"retry_exceeded_err"),
-    StatDesc::new(c"rnr_nak_retry_err"),
+    StatDesc::new(c"retry_rnr_exceeded_err"),
     StatDesc::new(c"completer_retry_err"),
+    StatDesc::new(c"send_err"),
     StatDesc::new(c"link_downed"),
+    StatDesc::new(c"rdma_sends"),
+    StatDesc::new(c"rdma_recvs"),
+    StatDesc::new(c"sent_bytes"),
+    StatDesc::new(c"rcvd_bytes"),
     StatDesc::new(c"rcvd_icrc_err"),
     StatDesc::new(c"rcvd_drops"),
     StatDesc::new(c"rcvd_peer_mismatch"),
@@ -81,9 +106,26 @@ impl Counters {
 
     /// Adds one to `c`.
     pub(crate) fn inc(&self, c: Counter) {
+        self.add(c, 1);
+    }
+
+    /// Adds `n` to `c`.
+    pub(crate) fn add(&self, c: Counter, n: u64) {
         if let Some(v) = self.0.get(c as usize) {
-            v.add(1u64, Relaxed);
+            v.add(n, Relaxed);
         }
+    }
+
+    /// Counts `n` packets of `bytes` bytes in all, sent successfully.
+    pub(crate) fn sent(&self, n: u64, bytes: u64) {
+        self.add(Counter::SentPkts, n);
+        self.add(Counter::SentBytes, bytes);
+    }
+
+    /// Counts a packet of `bytes` bytes received that passed the checks.
+    pub(crate) fn received(&self, bytes: u64) {
+        self.inc(Counter::RcvdPkts);
+        self.add(Counter::RcvdBytes, bytes);
     }
 
     /// Copies the values, in [`DESCS`] order, into `out` (as many as fit).

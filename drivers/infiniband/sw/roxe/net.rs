@@ -45,6 +45,17 @@ const UDP_HDR_LEN: usize = 8;
 /// Size of the ICRC trailer.
 pub(crate) const ICRC_LEN: usize = 4;
 
+/// The size as an IP packet (what `sent_bytes` and `rcvd_bytes` count, as rxe does) of a RoCE
+/// part (BTH to ICRC) of `roce_len` bytes carried over `network` without IP options or
+/// extension headers: the packets roxe builds.
+pub(crate) fn ip_bytes(network: Network, roce_len: usize) -> u64 {
+    let ip = match network {
+        Network::Ipv4 => 20,
+        Network::Ipv6 => 40,
+    };
+    (ip + UDP_HDR_LEN + roce_len) as u64
+}
+
 /// Why received packets were dropped before reaching a QP. Counted per reason, as a NIC's
 /// error counters are.
 #[derive(Clone, Copy, Debug)]
@@ -175,6 +186,8 @@ fn receive(mut skb: SkBuff, check_icrc: bool) {
             _ => Counter::RcvdDrops,
         });
     };
+    // The IP packet's length: its header (the network header up to the UDP header) and the rest.
+    let bytes = skb.network_header().len() as u64 + u64::from(skb.len());
     let data = skb.data();
     let (Some(udp), Some(transport)) = (data.get(..UDP_HDR_LEN), data.get(UDP_HDR_LEN..)) else {
         return drop(RxDrop::Malformed);
@@ -197,7 +210,7 @@ fn receive(mut skb: SkBuff, check_icrc: bool) {
             _ => return drop(RxDrop::BadIcrc),
         }
     }
-    counters.inc(Counter::RcvdPkts);
+    counters.received(bytes);
     recv::dispatch(&dev, dev.data(), &pkt, &source);
 }
 
@@ -272,13 +285,14 @@ pub(crate) fn deliver_local(dev: &Device<Roxe>, av: &AddressVector, sport: u16, 
         }
         return;
     }
-    data.counters.inc(Counter::SentPkts);
+    let bytes = ip_bytes(av.network, roce.len());
+    data.counters.sent(1, bytes);
     {
         // As in `drain_claimed`: no preemption while the device's drainer claim is ours.
         let _bh = bh::disable();
         match Packet::new_checked(roce) {
             Ok(pkt) => {
-                data.counters.inc(Counter::RcvdPkts);
+                data.counters.received(bytes);
                 let src = Source {
                     sgid: av.sgid,
                     dgid: av.dgid,
@@ -298,15 +312,23 @@ pub(crate) fn deliver_local(dev: &Device<Roxe>, av: &AddressVector, sport: u16, 
 
 /// Sends a packet whose RoCE part (BTH to ICRC, ICRC left zero) is already in `skb`, to the
 /// destination of `av`, leaving from UDP source port `sport`. Computes the ICRC over the final
-/// headers, except for loopback to the device's own GID.
-pub(crate) fn xmit(
-    dev: &Device<Roxe>,
-    av: &AddressVector,
-    sport: u16,
-    mut skb: TxSkBuff,
-) -> Result {
+/// headers, except for loopback to the device's own GID. Counts the packet as sent, or as a
+/// send error if it did not leave.
+pub(crate) fn xmit(dev: &Device<Roxe>, av: &AddressVector, sport: u16, skb: TxSkBuff) -> Result {
+    let bytes = ip_bytes(av.network, skb.data().len());
+    let r = transmit(dev, av, sport, skb);
+    let counters = &dev.data().counters;
+    if r.is_ok() {
+        counters.sent(1, bytes);
+    } else {
+        counters.inc(Counter::SendErr);
+    }
+    r
+}
+
+/// [`xmit`] without the counting.
+fn transmit(dev: &Device<Roxe>, av: &AddressVector, sport: u16, mut skb: TxSkBuff) -> Result {
     let netdev = &dev.data().netdev;
-    dev.data().counters.inc(Counter::SentPkts);
     if av.dgid == av.sgid {
         // To the device's own GID: the packet never leaves memory, so it needs no route, and
         // nothing can corrupt it, so the receive side skips the check and computing the ICRC
@@ -459,7 +481,7 @@ impl TxBatch {
             .is_err()
         {
             // Lost, as on a wire; RC's retransmission recovers it.
-            dev.data().counters.inc(Counter::SentPkts);
+            dev.data().counters.inc(Counter::SendErr);
             return;
         }
         let Some(slot) = self.skbs.get_mut(self.len) else {
@@ -474,19 +496,18 @@ impl TxBatch {
     /// Sends whatever is queued.
     pub(crate) fn flush(&mut self, dev: &Device<Roxe>) {
         let n = core::mem::replace(&mut self.len, 0);
-        self.bytes = 0;
+        // The packets' IP headers are pushed: these are their lengths as IP packets.
+        let bytes = core::mem::replace(&mut self.bytes, 0) as u64;
         let Some((_, saddr, daddr, _)) = self.dst.take() else {
             return;
         };
         let counters = &dev.data().counters;
-        for _ in 0..n {
-            counters.inc(Counter::SentPkts);
-        }
         let mut skbs = self.skbs.iter_mut().take(n).filter_map(|s| s.take());
         let Some(mut head) = skbs.next() else { return };
         let Ok(first_id) = head.route_v4_batch(&dev.data().netdev, saddr, daddr, n as u32) else {
             // No route: the batch is lost, as a single packet would be.
             skbs.for_each(drop);
+            counters.add(Counter::SendErr, n as u64);
             return;
         };
         let mut id = first_id;
@@ -498,11 +519,16 @@ impl TxBatch {
             let _ = set_ip_id(&mut skb, id).and_then(|()| seal(&mut skb, 20));
             skb
         });
-        let _ = if n == 1 {
+        // The stack takes or refuses the batch as a whole.
+        let sent = if n == 1 {
             head.send_v4()
         } else {
             head.send_v4_batch(rest)
         };
+        match sent {
+            Ok(()) => counters.sent(n as u64, bytes),
+            Err(_) => counters.add(Counter::SendErr, n as u64),
+        }
     }
 }
 

@@ -43,6 +43,9 @@ pub(crate) fn dispatch(dev: &Device<Roxe>, data: &RoxeDevice, pkt: &Packet<&[u8]
     if info.is_request() {
         resp::receive(dev, &qp, pkt, src);
     } else {
+        // rxe hands every response to its completer task (`rxe_comp_queue_pkt`) and counts it
+        // there as deferred; roxe's completer takes it now, and counts the same packets.
+        data.counters.inc(Counter::AckDeferred);
         comp::receive(dev, &qp, pkt);
     }
 }

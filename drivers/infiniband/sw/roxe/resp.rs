@@ -494,6 +494,10 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src:
     }
     // The receive completion first, then the response; the QP goes to error after both.
     if let Some(cqe) = fx.recv_cqe {
+        if cqe.status == WcStatus::Success {
+            // rxe's `rdma_recvs`: receive WQEs a SEND or a WRITE with immediate completed.
+            dev.data().counters.inc(Counter::RdmaRecvs);
+        }
         let mut bytes = cqe.to_bytes();
         if !qp.is_user && matches!(qp.qp_type, QpType::Ud | QpType::Gsi) {
             // Kernel consumers learn the network header type from `ib_wc` (the MAD layer needs
@@ -1006,8 +1010,9 @@ pub(crate) fn deliver_local_reply(dev: &Device<Roxe>) -> u32 {
         let Ok(pkt) = Packet::new_checked(&bytes[..]) else {
             break;
         };
-        data.counters.inc(Counter::SentPkts);
-        data.counters.inc(Counter::RcvdPkts);
+        let ip_len = net::ip_bytes(r.src.network, bytes.len());
+        data.counters.sent(1, ip_len);
+        data.counters.received(ip_len);
         crate::recv::dispatch(dev, data, &pkt, &r.src);
         delivered += 1;
     }
