@@ -43,6 +43,7 @@ mod recv;
 mod req;
 mod resp;
 mod srq;
+mod verbs;
 // Pure protocol logic shared with the host test crate, which uses all of it.
 #[allow(
     unreachable_pub,
@@ -115,7 +116,7 @@ impl kernel::InPlaceModule for RoxeModule {
             notifier <- NetdevNotifierRegistration::new(),
             rcu_callbacks: RcuCallbacks,
             devices: Devices,
-            link: LinkRegistration::new(&device::LINK_OPS),
+            link: LinkRegistration::new(&verbs::LINK_OPS),
         })
     }
 }

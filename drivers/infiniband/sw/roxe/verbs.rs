@@ -1,0 +1,505 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The verbs: roxe's implementation of the RDMA core's device operations (`Driver`), of its link
+//! type (`rdma link add NAME type roxe netdev DEV`) and of netdev events. Each verb checks what is
+//! the device's to check and hands the object's work to the object's file.
+//!
+//! Rust counterpart of rxe's `rxe_verbs.c` and the link and netdev parts of `rxe.c` and
+//! `rxe_net.c`.
+
+#![deny(unsafe_code)]
+
+use crate::device::{fallback_mac, port_state, Roxe, RoxeDevice, RoxePd, RoxeUContext, PORT};
+use crate::rdma::{
+    ah::{AddressVector, Ah, AhContext},
+    attr::{
+        self, AtomicCap, DeviceAttr, DeviceCaps, KernelCaps, OdpCaps, PhysState, PortAttr,
+        PortImmutable, PortState,
+    },
+    cq::{Cq, CqInit, CqNotifier, NotifyFlags},
+    device::{Device, PortEvent},
+    driver::{Driver, DriverId, StatDesc},
+    kverbs::{KernelMem, KernelRecvWr, KernelSendWr, Wc},
+    link::{Link, LinkOps},
+    mr::{FastRegPages, Mr, MrCreated, UserMrRequest},
+    netdev::{NetDevice, NetdevEvent, NetdevNotifier},
+    object::UData,
+    pd::Pd,
+    pool::{Pool, PoolRef},
+    qp::{Qp, QpAttr, QpAttrMask, QpCreated, QpInit, QpNotifier},
+    skb::SkbQueue,
+    srq::{Srq, SrqAttr, SrqInit, SrqNotifier},
+};
+use crate::{
+    ah::{self, AhHandle},
+    counters::{self, Counter, Counters},
+    cq::{self, RoxeCq},
+    mr::{self, MrHandle, MwHandle},
+    param,
+    proto::{guid::eui64_from_mac, mtu::IbMtu},
+    qp::{self, RoxeQp},
+    srq::{self, RoxeSrq},
+};
+use kernel::{
+    prelude::*,
+    sync::{
+        aref::ARef,
+        atomic::{Atomic, AtomicFlag, Relaxed},
+        Arc,
+    },
+};
+
+/// The link type table the RDMA core calls `newlink`/`dellink` through.
+pub(crate) static LINK_OPS: LinkOps<Roxe> = LinkOps::new();
+
+#[vtable]
+impl Driver for Roxe {
+    const DRIVER_ID: DriverId = DriverId::Rxe;
+    /// rxe's `RXE_UVERBS_ABI_VERSION`, the only one rdma-core's rxe provider accepts.
+    const UVERBS_ABI_VERSION: u32 = 2;
+    /// The granularity of the retransmission and RNR timers.
+    const TICK_MS: u32 = 10;
+
+    fn tick(dev: &Device<Self>) {
+        let now = crate::rdma::device::now_ms();
+        dev.data().qps.for_each(|_, qp| {
+            crate::comp::tick(dev, qp, now);
+            crate::resp::tick(dev, qp, now);
+        });
+    }
+
+    fn short_timer(dev: &Device<Self>) {
+        crate::resp::hold_timer_expired(dev);
+    }
+
+    fn kicked(dev: &Device<Self>) {
+        // Loopback packets a drainer left over when its budget ran out.
+        crate::net::drain_loopback(dev, crate::net::LOOPBACK_BUDGET);
+        dev.data().qps.for_each(|_, qp| {
+            if qp.kick_pending.xchg(false, kernel::sync::atomic::Acquire) {
+                crate::req::run(dev, qp);
+                // A receive posted to a QP in error flushes (IBA 10.3.1); `ib_drain_rq`
+                // waits for exactly that completion.
+                if qp.state.lock().state == crate::proto::qp_state::QpState::Err {
+                    crate::qp::flush_recv(dev, qp);
+                }
+            }
+        });
+    }
+
+    fn process_work(dev: &Device<Self>) {
+        crate::odp::run(dev);
+        crate::qp::run_pending_flushes(dev);
+    }
+
+    fn query_device(dev: &Device<Self>) -> Result<DeviceAttr> {
+        let caps = [
+            DeviceCaps::BAD_PKEY_CNTR,
+            DeviceCaps::BAD_QKEY_CNTR,
+            DeviceCaps::AUTO_PATH_MIG,
+            DeviceCaps::CHANGE_PHY_PORT,
+            DeviceCaps::UD_AV_PORT_ENFORCE,
+            DeviceCaps::PORT_ACTIVE_EVENT,
+            DeviceCaps::SYS_IMAGE_GUID,
+            DeviceCaps::RC_RNR_NAK_GEN,
+            DeviceCaps::SRQ_RESIZE,
+            DeviceCaps::MEM_MGT_EXTENSIONS,
+            DeviceCaps::MEM_WINDOW,
+            DeviceCaps::MEM_WINDOW_TYPE_2B,
+            DeviceCaps::FLUSH_GLOBAL,
+            DeviceCaps::FLUSH_PERSISTENT,
+            DeviceCaps::ATOMIC_WRITE,
+        ]
+        .iter()
+        .fold(DeviceCaps::default(), |acc, c| acc.with(*c));
+        Ok(DeviceAttr {
+            sys_image_guid: dev.data().guid,
+            max_mr_size: u64::MAX,
+            page_size_cap: param::PAGE_SIZE_CAP,
+            vendor_id: param::VENDOR_ID,
+            max_qp: param::MAX_QP,
+            max_qp_wr: param::MAX_QP_WR,
+            device_cap_flags: caps,
+            kernel_cap_flags: KernelCaps::ALLOW_USER_UNREG.with(KernelCaps::ON_DEMAND_PAGING),
+            // Explicit ODP MRs (no implicit ones, no prefetch): as local memory of sends and
+            // receives on RC and UD, as the target of RC WRITEs, READs and atomics.
+            odp_caps: OdpCaps {
+                general: OdpCaps::SUPPORT,
+                rc: OdpCaps::SEND
+                    | OdpCaps::RECV
+                    | OdpCaps::WRITE
+                    | OdpCaps::READ
+                    | OdpCaps::ATOMIC
+                    | OdpCaps::SRQ_RECV,
+                ud: OdpCaps::SEND | OdpCaps::RECV | OdpCaps::SRQ_RECV,
+                uc: 0,
+                xrc: 0,
+            },
+            max_send_sge: param::MAX_SGE,
+            max_recv_sge: param::MAX_SGE,
+            max_sge_rd: param::MAX_SGE_RD,
+            max_cq: param::MAX_CQ,
+            max_cqe: (1 << param::MAX_LOG_CQE) - 1,
+            max_mr: param::MAX_MR,
+            max_pd: param::MAX_PD,
+            max_qp_rd_atom: param::MAX_QP_RD_ATOM,
+            max_res_rd_atom: param::MAX_RES_RD_ATOM,
+            max_qp_init_rd_atom: param::MAX_QP_INIT_RD_ATOM,
+            atomic_cap: AtomicCap::Hca,
+            max_mcast_grp: param::MAX_MCAST_GRP,
+            max_mcast_qp_attach: param::MAX_MCAST_QP_ATTACH,
+            max_total_mcast_qp_attach: param::MAX_TOT_MCAST_QP_ATTACH,
+            max_ah: param::MAX_AH,
+            max_srq: param::MAX_SRQ,
+            max_srq_wr: param::MAX_SRQ_WR,
+            max_srq_sge: param::MAX_SRQ_SGE,
+            max_fast_reg_page_list_len: param::MAX_FMR_PAGE_LIST_LEN,
+            max_pkeys: param::MAX_PKEYS,
+            local_ca_ack_delay: param::LOCAL_CA_ACK_DELAY,
+            max_mw: param::MAX_MW,
+            ..Default::default()
+        })
+    }
+
+    fn query_port(dev: &Device<Self>, port: u32) -> Result<PortAttr> {
+        if port != PORT {
+            return Err(EINVAL);
+        }
+        let mut attr = PortAttr {
+            max_mtu: IbMtu::Mtu4096.as_raw(),
+            active_mtu: IbMtu::Mtu256.as_raw(),
+            gid_tbl_len: param::PORT_GID_TBL_LEN,
+            port_cap_flags: attr::PORT_CAP_CM_SUP,
+            max_msg_sz: param::PORT_MAX_MSG_SZ,
+            pkey_tbl_len: param::PORT_PKEY_TBL_LEN,
+            max_vl_num: 1,
+            ..Default::default()
+        };
+        // Everything is read live from the netdev, so MTU and link changes show at once. Once
+        // the netdev is gone the port reports down until the core unregisters the device.
+        if let Some(netdev) = dev.netdev(PORT) {
+            attr.state = port_state(&netdev);
+            attr.phys_state = match attr.state {
+                PortState::Active => PhysState::LinkUp,
+                PortState::Down => PhysState::Disabled,
+            };
+            attr.active_mtu = IbMtu::for_netdev_mtu(netdev.mtu()).as_raw();
+        }
+        // Speed and width follow the netdev's link settings; a netdev without them (virtio,
+        // veth) gets the core's default.
+        if let Ok((speed, width)) = dev.eth_speed(PORT) {
+            attr.active_speed = speed;
+            attr.active_width = width;
+        }
+        Ok(attr)
+    }
+
+    fn port_immutable(_dev: &Device<Self>, port: u32) -> Result<PortImmutable> {
+        if port != PORT {
+            return Err(EINVAL);
+        }
+        Ok(PortImmutable {
+            pkey_tbl_len: i32::from(param::PORT_PKEY_TBL_LEN),
+            gid_tbl_len: param::PORT_GID_TBL_LEN,
+            core_cap_flags: attr::CORE_CAP_ROCE_UDP_ENCAP,
+            max_mad_size: attr::MGMT_MAD_SIZE,
+        })
+    }
+
+    fn query_pkey(_dev: &Device<Self>, port: u32, index: u16) -> Result<u16> {
+        if port != PORT || index >= param::PORT_PKEY_TBL_LEN {
+            return Err(EINVAL);
+        }
+        Ok(param::DEFAULT_PKEY)
+    }
+
+    fn alloc_ucontext(_dev: &Device<Self>, udata: &UData<'_>) -> Result<RoxeUContext> {
+        udata.check_in_empty()?;
+        Ok(RoxeUContext)
+    }
+
+    fn alloc_pd(dev: &Device<Self>, udata: Option<&UData<'_>>) -> Result<RoxePd> {
+        if let Some(u) = udata {
+            u.check_in_empty()?;
+        }
+        let pds = &dev.data().pds;
+        // Reserve a slot first, so that concurrent allocations cannot overshoot the limit.
+        if pds.fetch_add(1u32, Relaxed) >= param::MAX_PD {
+            pds.fetch_sub(1u32, Relaxed);
+            return Err(ENOMEM);
+        }
+        Ok(RoxePd {
+            id: dev.data().next_pd_id.fetch_add(1u64, Relaxed),
+        })
+    }
+
+    fn dealloc_pd(dev: &Device<Self>, _pd: RoxePd) {
+        dev.data().pds.fetch_sub(1u32, Relaxed);
+    }
+
+    fn create_cq(
+        dev: &Device<Self>,
+        init: &CqInit,
+        notifier: Arc<CqNotifier>,
+        udata: Option<&UData<'_>>,
+    ) -> Result<(Arc<RoxeCq>, u32)> {
+        cq::create(dev, init, notifier, udata)
+    }
+
+    fn destroy_cq(_cq: &Cq<Self>) -> Result {
+        Ok(())
+    }
+
+    fn resize_cq(cq: &Cq<Self>, cqe: u32, udata: Option<&UData<'_>>) -> Result<u32> {
+        cq::resize(cq, cqe, udata)
+    }
+
+    fn req_notify_cq(cq: &Cq<Self>, flags: NotifyFlags) -> Result<bool> {
+        cq::req_notify(cq, flags)
+    }
+
+    fn create_qp(
+        dev: &Device<Self>,
+        init: &mut QpInit<'_, Self>,
+        notifier: Arc<QpNotifier>,
+        udata: Option<&UData<'_>>,
+    ) -> Result<QpCreated<PoolRef<RoxeQp>>> {
+        qp::create(dev, init, notifier, udata)
+    }
+
+    fn modify_qp(
+        qp: &Qp<Self>,
+        attr: &QpAttr,
+        mask: QpAttrMask,
+        udata: Option<&UData<'_>>,
+    ) -> Result {
+        qp::modify(qp, attr, mask, udata)
+    }
+
+    fn query_qp(qp: &Qp<Self>) -> Result<(QpAttr, bool)> {
+        Ok(qp::query(qp))
+    }
+
+    fn destroy_qp(qp: &Qp<Self>) -> Result {
+        qp::destroy(qp);
+        Ok(())
+    }
+
+    fn post_srq_recv(s: &Srq<Self>, wr: &KernelRecvWr<'_>) -> Result {
+        crate::srq::post_kernel(s, wr)
+    }
+
+    fn attach_mcast(q: &Qp<Self>, mgid: &[u8; 16]) -> Result {
+        crate::mcast::attach(q, mgid)
+    }
+
+    fn detach_mcast(q: &Qp<Self>, mgid: &[u8; 16]) -> Result {
+        crate::mcast::detach(q, mgid)
+    }
+
+    fn post_send_doorbell(qp: &Qp<Self>) -> Result {
+        qp::doorbell(qp)
+    }
+
+    fn create_srq(
+        dev: &Device<Self>,
+        init: &mut SrqInit<'_, Self>,
+        notifier: Arc<SrqNotifier>,
+        udata: Option<&UData<'_>>,
+    ) -> Result<PoolRef<RoxeSrq>> {
+        srq::create(dev, init, notifier, udata)
+    }
+
+    fn modify_srq(s: &Srq<Self>, attr: &SrqAttr, mask: u32, udata: Option<&UData<'_>>) -> Result {
+        srq::modify(s, attr, mask, udata)
+    }
+
+    fn query_srq(s: &Srq<Self>) -> Result<SrqAttr> {
+        Ok(srq::query(s))
+    }
+
+    fn destroy_srq(s: &Srq<Self>) -> Result {
+        srq::destroy(s);
+        Ok(())
+    }
+
+    fn create_ah(
+        dev: &Device<Self>,
+        pd: &Pd<Self>,
+        av: &AddressVector,
+        ctx: AhContext,
+        udata: Option<&UData<'_>>,
+    ) -> Result<AhHandle> {
+        ah::create(dev, pd.data().id, av, ctx, udata)
+    }
+
+    fn destroy_ah(dev: &Device<Self>, a: AhHandle) {
+        ah::destroy(dev, a)
+    }
+
+    fn query_ah(a: &Ah<Self>) -> Result<AddressVector> {
+        Ok(ah::query(a.data()))
+    }
+
+    fn reg_user_mr(
+        pd: &Pd<Self>,
+        req: &UserMrRequest,
+        udata: Option<&UData<'_>>,
+    ) -> Result<MrCreated<MrHandle>> {
+        mr::reg_user(pd, req, udata)
+    }
+
+    fn rereg_user_mr(
+        m: &Mr<Self>,
+        flags: u32,
+        req: &UserMrRequest,
+        new_pd: Option<&Pd<Self>>,
+        udata: Option<&UData<'_>>,
+    ) -> Result {
+        mr::rereg(m, flags, req, new_pd, udata)
+    }
+
+    fn prepare_dereg_mr(dev: &Device<Self>, m: &MrHandle) -> Result {
+        mr::prepare_dereg(dev, m)
+    }
+
+    fn dereg_mr(dev: &Device<Self>, m: MrHandle) {
+        mr::dereg(dev, m)
+    }
+
+    fn alloc_mw(pd: &Pd<Self>, type2: bool, udata: Option<&UData<'_>>) -> Result<(MwHandle, u32)> {
+        mr::alloc_mw(pd, type2, udata)
+    }
+
+    fn dealloc_mw(dev: &Device<Self>, m: MwHandle) {
+        mr::dealloc_mw(dev, m)
+    }
+
+    fn post_send_kernel(q: &Qp<Self>, wr: &KernelSendWr<'_, Self>) -> Result {
+        qp::post_send_kernel(q, wr)
+    }
+
+    fn post_recv(q: &Qp<Self>, wr: &KernelRecvWr<'_>) -> Result {
+        qp::post_recv(q, wr)
+    }
+
+    fn poll_cq(c: &Cq<Self>) -> Option<Wc> {
+        cq::poll(c)
+    }
+
+    fn get_dma_mr(pd: &Pd<Self>, access: u32, mem: KernelMem) -> Result<MrCreated<MrHandle>> {
+        mr::get_dma(pd, access, mem)
+    }
+
+    const HW_STATS: &'static [StatDesc] = &counters::DESCS;
+
+    fn get_hw_stats(dev: &Device<Self>, _port: u32, values: &mut [u64]) {
+        dev.data().counters.read(values);
+    }
+
+    fn alloc_mr(pd: &Pd<Self>, max_pages: u32, mem: KernelMem) -> Result<MrCreated<MrHandle>> {
+        mr::alloc_fast(pd, max_pages, mem)
+    }
+
+    fn map_mr_sg(m: &Mr<Self>, pages: &FastRegPages<'_>) -> Result {
+        mr::map_sg(m, pages)
+    }
+}
+
+impl Link for Roxe {
+    const TYPE: &'static CStr = c"roxe";
+
+    fn link_ops() -> &'static LinkOps<Self> {
+        &LINK_OPS
+    }
+
+    fn newlink(name: &CStr, netdev: &NetDevice) -> Result {
+        // As rxe: a VLAN device has its own GIDs on the real device; bind to that one.
+        if netdev.is_vlan() {
+            pr_err!(
+                "{}: create roxe on the real device, not on a VLAN\n",
+                netdev.name().to_str().unwrap_or("?")
+            );
+            return Err(EPERM);
+        }
+        if Device::<Roxe>::get_by_netdev(netdev).is_some() {
+            pr_err!(
+                "{}: already has a roxe device\n",
+                netdev.name().to_str().unwrap_or("?")
+            );
+            return Err(EEXIST);
+        }
+        let mac = netdev.mac().unwrap_or_else(|| fallback_mac(netdev));
+        let guid = eui64_from_mac(mac);
+        let active = port_state(netdev) == PortState::Active;
+        Device::<Roxe>::register(
+            crate::this_module(),
+            name,
+            netdev,
+            guid,
+            c"roxe",
+            try_pin_init!(RoxeDevice {
+                netdev: ARef::from(netdev),
+                guid,
+                port_active: AtomicFlag::new(active),
+                pds: Atomic::new(0),
+                next_pd_id: Atomic::new(1),
+                qps <- Pool::new(),
+                srqs <- Pool::new(),
+                mrs <- Pool::new(),
+                mws <- Pool::new(),
+                ahs <- Pool::new(),
+                loopback <- SkbQueue::new(),
+                loopback_draining: AtomicFlag::new(false),
+                local_reply <- kernel::new_spinlock_irq!(None, "roxe_local_reply"),
+                atomic_lock <- kernel::new_spinlock!((), "roxe_atomic"),
+                held_acks <- kernel::new_spinlock_irq!(crate::resp::HeldAcks::new(), "roxe_held_acks"),
+                counters: Counters::new(),
+                mcast <- crate::mcast::McastTable::new(),
+                odp_jobs <- kernel::new_spinlock_irq!(KVec::new(), "roxe_odp_jobs"),
+            }),
+        )?;
+        pr_info!(
+            "{}: created on {} (mtu {})\n",
+            name.to_str().unwrap_or("?"),
+            netdev.name().to_str().unwrap_or("?"),
+            netdev.mtu()
+        );
+        Ok(())
+    }
+}
+
+impl NetdevNotifier for Roxe {
+    fn event(event: NetdevEvent, netdev: &NetDevice) {
+        let Some(dev) = Device::<Roxe>::get_by_netdev(netdev) else {
+            return;
+        };
+        match event {
+            // RTNL is held here, and unregistration needs it: queue it.
+            NetdevEvent::Unregister => dev.unregister_queued(),
+            NetdevEvent::Up | NetdevEvent::Down | NetdevEvent::Change => {
+                let active = port_state(netdev) == PortState::Active;
+                if dev.data().port_active.xchg(active, Relaxed) != active {
+                    if !active {
+                        dev.data().counters.inc(Counter::LinkDowned);
+                    }
+                    dev.dispatch_port_event(
+                        PORT,
+                        if active {
+                            PortEvent::Active
+                        } else {
+                            PortEvent::Error
+                        },
+                    );
+                    pr_info!(
+                        "{}: port {}\n",
+                        dev.name().to_str().unwrap_or("?"),
+                        if active { "ACTIVE" } else { "DOWN" }
+                    );
+                }
+            }
+            // query_port reads the MTU live; the data path will cache it here.
+            NetdevEvent::ChangeMtu | NetdevEvent::Other => {}
+        }
+    }
+}
