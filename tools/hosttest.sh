@@ -37,6 +37,8 @@ awk '
 # The import graph (tools/deps.py): proto/ and rust/rdma/ have no cycle; the driver's top level's
 # cycle is printed until the redesign removes it.
 python3 "$top/tools/deps.py" --enforce drivers/infiniband/sw/roxe/proto --enforce rust/rdma || status=1
+# Size rules (tools/shape.py): at most 800 lines of code per file, 6 parameters per function.
+python3 "$top/tools/shape.py" || status=1
 
 cd "$top/tools/proto"
 cargo test --quiet 2>&1 || status=1

@@ -90,7 +90,7 @@ pub(crate) struct RoxeDevice {
     /// drainer claim (`loopback_draining`) fills or empties it, and it is empty whenever the
     /// claim is free; the lock is a leaf, taken under a QP's `resp_state`.
     #[pin]
-    pub(crate) local_reply: SpinLockIrq<Option<crate::resp::LocalReply>>,
+    pub(crate) local_reply: SpinLockIrq<Option<crate::read_reply::LocalReply>>,
     /// Serialises the responder's atomic operations device-wide (IBA 9.4.5: atomics are atomic
     /// with respect to other atomics on the same HCA). A bottom-half lock: the responder, which
     /// alone takes it, runs with bottom halves off, and an ODP or fast-registration MR's copy
@@ -99,7 +99,7 @@ pub(crate) struct RoxeDevice {
     pub(crate) atomic_lock: SpinLock<()>,
     /// How many QPs hold an ACK, and whether the short timer runs for them (`resp::hold_ack`).
     #[pin]
-    pub(crate) held_acks: SpinLockIrq<crate::resp::HeldAcks>,
+    pub(crate) held_acks: SpinLockIrq<crate::ack::HeldAcks>,
     /// The port's hardware counters (`rdma statistic`).
     pub(crate) counters: Counters,
     /// Multicast groups and their attached QPs (`mcast.rs`).

@@ -29,7 +29,7 @@ use crate::{
         icrc::{self, Crc32, IpHeader},
         packet::{Packet, PacketError},
     },
-    recv, resp,
+    recv,
 };
 use kernel::{
     prelude::*,
@@ -54,6 +54,12 @@ pub(crate) fn ip_bytes(network: Network, roce_len: usize) -> u64 {
         Network::Ipv6 => 40,
     };
     (ip + UDP_HDR_LEN + roce_len) as u64
+}
+
+/// The UDP source port of a QP's packets: fixed per QP so that a flow stays on one path, and
+/// in the range RoCEv2 reserves for it (IBA A17.2.2: 0xC000 and up).
+pub(crate) fn udp_sport(qpn: u32) -> u16 {
+    0xc000 | (qpn & 0x3fff) as u16
 }
 
 /// Why received packets were dropped before reaching a QP. Counted per reason, as a NIC's
@@ -261,7 +267,7 @@ fn drain_claimed(dev: &Device<Roxe>, mut budget: u32) -> u32 {
             // Our own packets: nothing can have corrupted them, and they carry no ICRC.
             receive(skb, false);
             // An RDMA READ it asked for is answered before the next packet (the queue's order).
-            budget = budget.saturating_sub(1 + resp::deliver_local_reply(dev));
+            budget = budget.saturating_sub(1 + crate::read_reply::deliver_local_reply(dev));
         }
     }
     // A full barrier, not a release store: the caller's emptiness check that follows must not
@@ -304,7 +310,7 @@ pub(crate) fn deliver_local(dev: &Device<Roxe>, av: &AddressVector, sport: u16, 
             Err(_) => count_drop(RxDrop::BadHeaders),
         }
     }
-    let delivered = resp::deliver_local_reply(dev);
+    let delivered = crate::read_reply::deliver_local_reply(dev);
     // The responses this delivery queued (and whatever other CPUs queued meanwhile).
     let budget = drain_claimed(dev, LOOPBACK_BUDGET.saturating_sub(delivered));
     drain_loopback(dev, budget);
@@ -422,7 +428,7 @@ pub(crate) fn batch_addresses(av: &AddressVector) -> Option<([u8; 4], [u8; 4])> 
     }
 }
 
-/// Packets of one requester run, or one request's responses (`resp::send_responses`), to one
+/// Packets of one requester run, or one request's responses (`ack::send_responses`), to one
 /// IPv4 destination, sent through the stack together ([`TxSkBuff::send_v4_batch`]): routed,
 /// queued and segmented once, and the device kicked once, instead of once per packet. Packets
 /// that cannot join (loopback, IPv6) leave at once. Nothing waits in a batch beyond the run

@@ -132,22 +132,6 @@ pub(crate) fn fault_sges(
     all
 }
 
-/// The requester found ODP memory of bytes `offset..offset + len` of `list` (used with `need`
-/// rights by QP `qpn` of PD `pd_id`) missing: queues its fault, then a kick of the QP. Any
-/// context. Returns false when the jobs could not be queued (no memory, or too many jobs): the
-/// caller then fails the WQE rather than wait for a kick that would never come.
-pub(crate) fn pause(
-    dev: &Device<Roxe>,
-    qpn: u32,
-    pd_id: u64,
-    list: &SgeList<'_>,
-    offset: u64,
-    len: usize,
-    need: Access,
-) -> bool {
-    fault_sges(dev, pd_id, list, offset, len, need) && kick_after(dev, qpn)
-}
-
 /// Queues a run of QP `qpn`'s requester after the faults queued so far. Any context.
 pub(crate) fn kick_after(dev: &Device<Roxe>, qpn: u32) -> bool {
     push(dev, Job::Kick { qpn })

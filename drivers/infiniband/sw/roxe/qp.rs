@@ -191,12 +191,12 @@ pub(crate) struct RoxeQp {
     /// process work goes on with it ([`continue_flush`]).
     pub(crate) flush_pending: AtomicFlag,
     /// An ACK the responder holds back so that it leaves with the requester's next packets to
-    /// the same peer, in one batch (`resp::send_responses`); the device's short timer sends it
+    /// the same peer, in one batch (`ack::send_responses`); the device's short timer sends it
     /// if none come. Taken before the device's `held_acks` lock.
     #[pin]
     pub(crate) held_ack: SpinLockIrq<Option<HeldAck>>,
     /// Whether the responder holds ACKs back: set when the requester sends soon after an ACK
-    /// (`resp::requester_sending`), cleared when a held ACK had to leave on its own, so that a
+    /// (`ack::requester_sending`), cleared when a held ACK had to leave on its own, so that a
     /// QP that only receives, or answers slowly, ACKs at once.
     pub(crate) hold_acks: AtomicFlag,
     /// When the responder last sent a lone positive ACK at once (`now_ns`; 0: never).
@@ -541,7 +541,7 @@ pub(crate) fn modify(
         drop(st);
         // An ACK held for the old connection still leaves (it carries its own address), with
         // no lock held.
-        crate::resp::send_held_ack(qp.device(), this);
+        crate::ack::send_held_ack(qp.device(), this);
         // The next connection learns again whether its answers come quickly.
         this.hold_acks.store(false, Relaxed);
         this.unheld_ack_ns.store(0, Relaxed);
@@ -574,7 +574,7 @@ pub(crate) fn destroy(qp: &Qp<Roxe>) {
     // No responder finds the QP any more to hold an ACK. One it holds leaves now: its request
     // completed here, and the peer's requester waits for it (after its last message to a
     // consumer that then destroys the QP, it would time out for good).
-    crate::resp::send_held_ack(qp.device(), this);
+    crate::ack::send_held_ack(qp.device(), this);
 }
 
 /// The send doorbell: new WQEs are in the ring; the requester sends them (or flushes them in

@@ -96,12 +96,6 @@ pub(crate) fn req_config(dev: &Device<Roxe>, qp: &RoxeQp) -> (PathInfo, ReqConfi
     (path, cfg)
 }
 
-/// The UDP source port of a QP's packets: fixed per QP so that a flow stays on one path, and
-/// in the range RoCEv2 reserves for it (IBA A17.2.2: 0xC000 and up).
-pub(crate) fn udp_sport(qpn: u32) -> u16 {
-    0xc000 | (qpn & 0x3fff) as u16
-}
-
 fn rd_u64(b: &[u8], off: usize) -> u64 {
     b.get(off..off + 8)
         .and_then(|s| s.try_into().ok())
@@ -182,15 +176,10 @@ fn pause(
     len: u32,
     need: Access,
 ) -> BuildErr {
-    if odp::pause(
-        dev,
-        qp.qpn,
-        qp.pd_id,
-        list,
-        u64::from(offset),
-        len as usize,
-        need,
-    ) {
+    // The faults first, then a kick of the QP after them: odp.rs runs its jobs in order.
+    if odp::fault_sges(dev, qp.pd_id, list, u64::from(offset), len as usize, need)
+        && odp::kick_after(dev, qp.qpn)
+    {
         BuildErr::Paused
     } else {
         BuildErr::Status(WcStatus::LocProtErr)
@@ -741,7 +730,7 @@ pub(crate) fn run(dev: &Device<Roxe>, qp: &RoxeQp) {
     let mut batch = net::TxBatch::new();
     // An ACK the responder holds for the peer leaves in this run's first batch (one doorbell for
     // both: in a ping-pong, the answer and the ACK of the request it answers).
-    crate::resp::batch_held_ack(dev, qp, &mut batch);
+    crate::ack::batch_held_ack(dev, qp, &mut batch);
     let mut budget = RUN_BUDGET;
     let mut flushing = false;
     loop {
@@ -764,20 +753,22 @@ pub(crate) fn run(dev: &Device<Roxe>, qp: &RoxeQp) {
         match step(dev, qp, &dev.data().netdev, &path, &cfg) {
             Step::Send(o, done) => {
                 // The responder may hold its ACKs for this requester's packets (`resp`).
-                crate::resp::requester_sending(qp);
+                crate::ack::requester_sending(qp);
                 // A packet that cannot leave (no route, no memory) is a lost packet: the
                 // retransmission timer (RC) recovers it; UC and UD lose it as the wire would.
                 match o.packet {
-                    Built::Skb(skb) if o.batch => batch.add(dev, &o.av, udp_sport(qp.qpn), skb),
+                    Built::Skb(skb) if o.batch => {
+                        batch.add(dev, &o.av, net::udp_sport(qp.qpn), skb)
+                    }
                     Built::Skb(skb) => {
                         batch.flush(dev);
-                        let _ = net::xmit(dev, &o.av, udp_sport(qp.qpn), skb);
+                        let _ = net::xmit(dev, &o.av, net::udp_sport(qp.qpn), skb);
                     }
                     Built::Local(buf, len) => {
                         net::deliver_local(
                             dev,
                             &o.av,
-                            udp_sport(qp.qpn),
+                            net::udp_sport(qp.qpn),
                             buf.get(..len).unwrap_or(&[]),
                         );
                         // Back for the next packet (this run is the QP's only one).

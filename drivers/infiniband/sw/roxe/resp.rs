@@ -15,8 +15,8 @@
 #![deny(unsafe_code)]
 
 use crate::rdma::{
-    ah::{AddressVector, Network},
-    device::{now_ms, now_ns, Device},
+    ah::Network,
+    device::{now_ms, Device},
     netdev::NetDevice,
     pool::PoolRef,
     qp::QpEvent,
@@ -28,31 +28,30 @@ use crate::{
     device::Roxe,
     mem::{remote_target, MemError, SgeList},
     mr::RoxeMr,
-    net::{self, Source},
+    net::Source,
     odp,
     proto::{
         cqe::{Cqe, RecvCompletion, WcStatus},
         mtt::Access,
         mtu::IbMtu,
         opcode::{Opcode, Operation, Transport},
-        packet::{pad_count_for, Aeth, AtomicAckEth, NakCode, Packet, Syndrome},
+        packet::{Aeth, NakCode, Packet, Syndrome},
         psn::Psn,
         qp_state::{QpState, QpType},
         resp::{
             self as presp, ack_syndrome, check_length, check_op_allowed, check_opcode, check_psn,
             check_resource, check_rkey, commit, handle_duplicate, PageFaultAction, Placement,
-            PsnVerdict, ReadReply, ReadStream, RecvWqeFate, Request, RespConfig, RespError,
+            PsnVerdict, ReadStream, RecvWqeFate, Request, RespConfig, RespError,
             ResponderResources, Response, READ_REPLY_BURST, UD_GRH_LEN,
         },
         wqe::{recv_layout, RecvWqe},
     },
-    qp::{self, HeldAck, RoxeQp},
+    qp::{self, RoxeQp},
+    read_reply::{self, send_read_burst, LocalReply, ReplyPath},
     req::{self, PathInfo},
+    response::{ack_packet, response, RespHeader},
 };
-use kernel::{
-    prelude::*,
-    sync::{aref::ARef, atomic::Relaxed},
-};
+use kernel::{prelude::*, sync::aref::ARef};
 
 /// Slots of the responder resources cache: the device's `max_qp_rd_atom`, so that every READ or
 /// atomic a requester may still retry can be found again.
@@ -72,13 +71,13 @@ pub(crate) struct RecvEntry {
 /// The responder's state of one QP: the protocol state, the resources cache (boxed: it is a few
 /// kilobytes) and the receive WQE the current message fills.
 pub(crate) struct RespState {
-    proto: presp::RespState,
+    pub(crate) proto: presp::RespState,
     cache: KBox<Resources>,
     recv: Option<RecvEntry>,
     /// The RDMA READ reply being sent, a burst of at most [`READ_REPLY_BURST`] responses at a
     /// time, paced ([`presp::ReadStream`]): the first burst of a new READ at once, the rest
     /// and every replay from the device tick, at most one burst per interval.
-    read: ReadStream,
+    pub(crate) read: ReadStream,
 }
 
 impl RespState {
@@ -155,248 +154,28 @@ impl Effects {
     }
 }
 
-/// Builds a response packet (ACK, NAK, read response, atomic acknowledge).
-#[allow(clippy::too_many_arguments)]
-fn response(
-    netdev: &NetDevice,
-    path: &PathInfo,
-    opcode: Opcode,
-    psn: Psn,
-    aeth: Option<Aeth>,
-    payload_len: usize,
-    fill: impl FnOnce(&mut [u8]) -> bool,
-    orig: Option<u64>,
-) -> Option<TxSkBuff> {
-    let mut skb = TxSkBuff::alloc(netdev, response_len(opcode, payload_len)?).ok()?;
-    write_response(
-        skb.data_mut(),
-        path.dest_qpn,
-        opcode,
-        psn,
-        aeth,
-        payload_len,
-        fill,
-        orig,
-    )?;
-    Some(skb)
-}
-
-/// The length of a response packet, BTH to ICRC, with `payload_len` bytes of payload.
-fn response_len(opcode: Opcode, payload_len: usize) -> Option<usize> {
-    let pad = pad_count_for(payload_len);
-    Some(opcode.info()?.header_len() + payload_len + usize::from(pad) + net::ICRC_LEN)
-}
-
-/// Writes a response packet into `data` ([`response_len`] bytes), its payload by `fill`.
-#[allow(clippy::too_many_arguments)]
-fn write_response(
-    data: &mut [u8],
-    dest_qpn: u32,
-    opcode: Opcode,
-    psn: Psn,
-    aeth: Option<Aeth>,
-    payload_len: usize,
-    fill: impl FnOnce(&mut [u8]) -> bool,
-    orig: Option<u64>,
-) -> Option<()> {
-    let mut pkt = Packet::build(data, opcode, pad_count_for(payload_len)).ok()?;
-    pkt.set_pkey(0xffff);
-    pkt.set_dest_qpn(dest_qpn);
-    pkt.set_psn(psn);
-    if let Some(a) = aeth {
-        let _ = pkt.set_aeth(&a);
-    }
-    if let Some(orig) = orig {
-        let _ = pkt.set_atomic_ack_eth(&AtomicAckEth { orig });
-    }
-    if payload_len > 0 {
-        let out = pkt.payload_mut().get_mut(..payload_len)?;
-        if !fill(out) {
-            return None;
-        }
-    }
-    Some(())
-}
-
 fn push(fx: &mut Effects, skb: Option<TxSkBuff>) {
     if let Some(skb) = skb {
         let _ = fx.packets.push(skb, GFP_ATOMIC);
     }
 }
 
-/// Builds an ACKNOWLEDGE (ACK or NAK) with BTH PSN `psn`.
-fn ack_packet(netdev: &NetDevice, path: &PathInfo, psn: Psn, aeth: Aeth) -> Option<TxSkBuff> {
-    response(
-        netdev,
-        path,
-        Opcode::RC_ACKNOWLEDGE,
-        psn,
-        Some(aeth),
-        0,
-        |_| true,
-        None,
-    )
+/// What the responder knows of the request packet it handles: the device and QP, the packet
+/// and its addresses, and the QP's path and responder configuration, read once per packet.
+#[derive(Clone, Copy)]
+struct Ctx<'a> {
+    dev: &'a Device<Roxe>,
+    qp: &'a RoxeQp,
+    pkt: &'a Packet<&'a [u8]>,
+    src: &'a Source,
+    path: &'a PathInfo,
+    cfg: &'a RespConfig,
 }
 
 /// Queues an ACKNOWLEDGE (ACK or NAK) with BTH PSN `psn`.
 fn acknowledge(path: &PathInfo, fx: &mut Effects, psn: Psn, aeth: Aeth) {
     let skb = ack_packet(&fx.netdev, path, psn, aeth);
     push(fx, skb);
-}
-
-/// How long a positive ACK waits at least for the requester's next packets to the same peer, to
-/// leave in their batch: one pass through the stack and one doorbell for both, and on a virtual
-/// NIC one wake-up of the host's network thread instead of two. In a ping-pong the answer is
-/// posted within this: the process polling for the request runs once softirq is over (two VMs
-/// under TCG: 50 us was too short, 200 and 500 us alike, `Documentation/performance.md`). The
-/// short timer that sends an ACK no answer took may fire up to one scheduler tick later
-/// (`Device::start_short_timer`): far inside the ACK delay the device advertises
-/// (`local_ca_ack_delay` 15: 4.096 us * 2^15, 134 ms). It is also the answer time that makes a
-/// QP start holding (`requester_sending`).
-pub(crate) const ACK_HOLD_US: u32 = 200;
-
-/// Sends a request's responses: an ACK held from before first (responses leave in PSN order),
-/// then `ack`, then `packets`. A positive ACK that travels alone to an IPv4 peer is held instead
-/// (`RoxeQp::held_ack`) while the QP answers its peer quickly (`RoxeQp::hold_acks`), for the
-/// requester to send with its next batch (`req::run`) or the device's short timer
-/// (`hold_timer_expired`). Of two held ACKs the later one is kept: an ACK acknowledges every
-/// request before its PSN too (ACKs are cumulative, IBA 9.7.5.1.2).
-fn send_responses(
-    dev: &Device<Roxe>,
-    qp: &RoxeQp,
-    av: &AddressVector,
-    mut ack: Option<(Psn, TxSkBuff)>,
-    packets: KVec<TxSkBuff>,
-) {
-    if packets.is_empty() && ack.is_none() && !qp.hold_acks.load(Relaxed) {
-        // Nothing to send (a WRITE's middle packets), and no ACK held to send with it.
-        return;
-    }
-    if packets.is_empty() && ack.is_some() && net::batch_addresses(av).is_some() {
-        if !qp.hold_acks.load(Relaxed) {
-            // Leaves at once; should the requester answer soon, the next ones wait for it.
-            qp.unheld_ack_ns.store(now_ns(), Relaxed);
-        } else if let Some((psn, skb)) = ack.take() {
-            hold_ack(dev, qp, HeldAck { psn, skb, av: *av });
-            return;
-        }
-    }
-    // The responses leave together (`net::TxBatch`), as the requester's packets do: an RDMA
-    // READ's burst of responses pays the stack and the device's doorbell once per batch
-    // instead of once per packet.
-    let sport = req::udp_sport(qp.qpn);
-    let mut batch = net::TxBatch::new();
-    batch_held_ack(dev, qp, &mut batch);
-    if let Some((_, skb)) = ack {
-        batch.add(dev, av, sport, skb);
-    }
-    for skb in packets {
-        batch.add(dev, av, sport, skb);
-    }
-    batch.flush(dev);
-}
-
-/// The device's account of held ACKs (`RoxeDevice::held_acks`): the short timer runs while
-/// any QP holds one, and is stopped when the last is taken, so that a ping-pong, whose ACKs
-/// all leave with the answers, pays no timer interrupt.
-pub(crate) struct HeldAcks {
-    /// QPs holding an ACK.
-    count: u32,
-    /// The short timer is started and has not begun to run.
-    timer_armed: bool,
-}
-
-impl HeldAcks {
-    pub(crate) const fn new() -> Self {
-        HeldAcks {
-            count: 0,
-            timer_armed: false,
-        }
-    }
-}
-
-/// Holds `ack` in `qp` (see [`send_responses`]); of two, the later is kept.
-fn hold_ack(dev: &Device<Roxe>, qp: &RoxeQp, ack: HeldAck) {
-    let superseded = {
-        let mut held = qp.held_ack.lock();
-        match (*held).as_mut() {
-            Some(h) if h.psn.cmp_seq(ack.psn) == core::cmp::Ordering::Greater => Some(ack),
-            Some(h) => Some(core::mem::replace(h, ack)),
-            None => {
-                *held = Some(ack);
-                let mut acks = dev.data().held_acks.lock();
-                acks.count += 1;
-                if !acks.timer_armed {
-                    acks.timer_armed = true;
-                    dev.start_short_timer(ACK_HOLD_US);
-                }
-                None
-            }
-        }
-    };
-    // Freed outside the locks.
-    drop(superseded);
-}
-
-/// Puts the ACK `qp` holds, if any, into `batch`: it leaves with the packets that follow it.
-pub(crate) fn batch_held_ack(dev: &Device<Roxe>, qp: &RoxeQp, batch: &mut net::TxBatch) {
-    if let Some(held) = take_held_ack(dev, qp) {
-        batch.add(dev, &held.av, req::udp_sport(qp.qpn), held.skb);
-    }
-}
-
-/// Takes the ACK `qp` holds, if any, to send it or drop it.
-fn take_held_ack(dev: &Device<Roxe>, qp: &RoxeQp) -> Option<HeldAck> {
-    let mut held = qp.held_ack.lock();
-    let ack = held.take()?;
-    let mut acks = dev.data().held_acks.lock();
-    acks.count = acks.count.saturating_sub(1);
-    // A timer whose callback already runs stays marked armed: the callback clears the mark.
-    if acks.count == 0 && acks.timer_armed && dev.try_cancel_short_timer() {
-        acks.timer_armed = false;
-    }
-    Some(ack)
-}
-
-/// Sends the ACK `qp` holds, if any, now. Returns whether there was one.
-pub(crate) fn send_held_ack(dev: &Device<Roxe>, qp: &RoxeQp) -> bool {
-    let Some(held) = take_held_ack(dev, qp) else {
-        return false;
-    };
-    let _ = net::xmit(dev, &held.av, req::udp_sport(qp.qpn), held.skb);
-    true
-}
-
-/// The QP's requester is sending (`req::run`): if the responder sent an ACK to the peer at once
-/// within the last [`ACK_HOLD_US`], that ACK could have left with these packets, so the QP holds
-/// its ACKs from now on. A QP that is slow to answer, or never does, ACKs at once: holding would
-/// delay its peer's send completions by the short timer's slack.
-pub(crate) fn requester_sending(qp: &RoxeQp) {
-    if qp.hold_acks.load(Relaxed) {
-        return;
-    }
-    let acked_at = qp.unheld_ack_ns.load(Relaxed);
-    if acked_at == 0 {
-        return;
-    }
-    if now_ns().wrapping_sub(acked_at) <= u64::from(ACK_HOLD_US) * 1000 {
-        qp.hold_acks.store(true, Relaxed);
-    }
-    // Decided for this ACK (a later run would only find it older): the next packets of a QP
-    // that stays slow read no clock until the responder ACKs at once again.
-    qp.unheld_ack_ns.store(0, Relaxed);
-}
-
-/// The device's short timer expired (softirq): sends the ACKs held for requesters that had
-/// nothing to send within [`ACK_HOLD_US`], and stops those QPs holding ACKs until they answer
-/// quickly again (`requester_sending`). An ACK held from now on starts the timer again.
-pub(crate) fn hold_timer_expired(dev: &Device<Roxe>) {
-    dev.data().held_acks.lock().timer_armed = false;
-    dev.data().qps.for_each(|_, qp| {
-        if send_held_ack(dev, qp) {
-            qp.hold_acks.store(false, Relaxed);
-        }
-    });
 }
 
 /// Takes the next receive WQE of the QP (its RQ or SRQ). `Err(wr_id)`: it does not parse.
@@ -490,7 +269,15 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src:
     let mut fx = Effects::new(dev, src.local);
     {
         let mut rs = qp.resp_state.lock();
-        handle(dev, qp, pkt, src, &path, &cfg, qkey, &mut rs, &mut fx);
+        let cx = Ctx {
+            dev,
+            qp,
+            pkt,
+            src,
+            path: &path,
+            cfg: &cfg,
+        };
+        handle(&cx, qkey, &mut rs, &mut fx);
     }
     // The receive completion first, then the response; the QP goes to error after both.
     if let Some(cqe) = fx.recv_cqe {
@@ -523,7 +310,7 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src:
         }
     }
     if let Some(av) = path.av {
-        send_responses(dev, qp, &av, fx.ack, fx.packets);
+        crate::ack::send_responses(dev, qp, &av, fx.ack, fx.packets);
     }
     if let Some(mr) = fx.read_burst {
         send_read_burst(dev, qp, &path, cfg.mtu, mr);
@@ -542,18 +329,15 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src:
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn handle(
-    dev: &Device<Roxe>,
-    qp: &RoxeQp,
-    pkt: &Packet<&[u8]>,
-    src: &Source,
-    path: &PathInfo,
-    cfg: &RespConfig,
-    qkey: u32,
-    rs: &mut RespState,
-    fx: &mut Effects,
-) {
+fn handle(cx: &Ctx<'_>, qkey: u32, rs: &mut RespState, fx: &mut Effects) {
+    let Ctx {
+        dev,
+        qp,
+        pkt,
+        path,
+        cfg,
+        ..
+    } = *cx;
     if matches!(qp.qp_type, QpType::Ud | QpType::Gsi) {
         // IBA 10.2.5: a datagram whose Q_Key differs from the QP's is dropped.
         match pkt.deth() {
@@ -581,7 +365,7 @@ fn handle(
                         fx.read_burst = Some(None);
                     }
                 }
-                r => respond(dev, path, cfg, rs, fx, r, None),
+                r => respond(cx, rs, fx, r, None),
             }
             return;
         }
@@ -597,10 +381,10 @@ fn handle(
         }
         PsnVerdict::Drop => return,
     }
-    match execute(dev, qp, pkt, src, path, cfg, &req, rs, fx) {
+    match execute(cx, &req, rs, fx) {
         Ok(()) => {}
-        Err(Refusal::Error(e)) => fail(dev, qp, path, cfg, &req, rs, fx, e),
-        Err(Refusal::NotPresent) => page_fault(dev, qp, pkt, src, path, cfg, &req, rs, fx),
+        Err(Refusal::Error(e)) => fail(cx, &req, rs, fx, e),
+        Err(Refusal::NotPresent) => page_fault(cx, &req, rs, fx),
     }
 }
 
@@ -674,18 +458,15 @@ fn place_recv(
 /// Answers a request deferred by an ODP miss as [`presp::RespState::page_fault`] says. Called
 /// before `commit`: the expected PSN, the MSN and the message in progress are as before the
 /// packet.
-#[allow(clippy::too_many_arguments)]
-fn page_fault(
-    dev: &Device<Roxe>,
-    qp: &RoxeQp,
-    pkt: &Packet<&[u8]>,
-    src: &Source,
-    path: &PathInfo,
-    cfg: &RespConfig,
-    req: &Request,
-    rs: &mut RespState,
-    fx: &mut Effects,
-) {
+fn page_fault(cx: &Ctx<'_>, req: &Request, rs: &mut RespState, fx: &mut Effects) {
+    let Ctx {
+        dev,
+        qp,
+        pkt,
+        src,
+        path,
+        cfg,
+    } = *cx;
     match rs.proto.page_fault(cfg) {
         PageFaultAction::Reply(syndrome) => {
             // An RNR NAK like any other for `rdma statistic` (send_rnr_err).
@@ -701,18 +482,20 @@ fn page_fault(
 }
 
 /// Runs the checks after the PSN check, executes the request and commits it.
-#[allow(clippy::too_many_arguments)]
 fn execute(
-    dev: &Device<Roxe>,
-    qp: &RoxeQp,
-    pkt: &Packet<&[u8]>,
-    src: &Source,
-    path: &PathInfo,
-    cfg: &RespConfig,
+    cx: &Ctx<'_>,
     req: &Request,
     rs: &mut RespState,
     fx: &mut Effects,
 ) -> Result<(), Refusal> {
+    let Ctx {
+        dev,
+        qp,
+        pkt,
+        src,
+        cfg,
+        ..
+    } = *cx;
     check_opcode(&mut rs.proto, cfg, req)?;
     check_op_allowed(cfg, req)?;
     if req.info.needs_recv_wqe() && rs.recv.is_none() {
@@ -848,7 +631,7 @@ fn execute(
             fx.solicited = pkt.solicited_event();
         }
     }
-    respond(dev, path, cfg, rs, fx, done.response, read_mr);
+    respond(cx, rs, fx, done.response, read_mr);
     Ok(())
 }
 
@@ -856,14 +639,13 @@ fn execute(
 /// after the responder's lock ([`send_read_burst`]), or from the loopback drainer
 /// ([`LocalReply`]); it reads through `mr`, the MR the request's key named.
 fn respond(
-    dev: &Device<Roxe>,
-    path: &PathInfo,
-    cfg: &RespConfig,
+    cx: &Ctx<'_>,
     rs: &mut RespState,
     fx: &mut Effects,
     r: Response,
     mr: Option<PoolRef<RoxeMr>>,
 ) {
+    let Ctx { dev, path, cfg, .. } = *cx;
     let ack = rs.proto.aeth(ack_syndrome());
     match r {
         Response::None => {}
@@ -872,297 +654,51 @@ fn respond(
             fx.ack = ack_packet(&fx.netdev, path, psn, ack).map(|skb| (psn, skb))
         }
         Response::AtomicAck { psn, original } => {
-            let skb = response(
-                &fx.netdev,
-                path,
-                Opcode::RC_ATOMIC_ACKNOWLEDGE,
-                psn,
-                Some(ack),
-                0,
-                |_| true,
-                Some(original),
-            );
+            let hdr = RespHeader {
+                orig: Some(original),
+                ..RespHeader::new(Opcode::RC_ATOMIC_ACKNOWLEDGE, psn, Some(ack))
+            };
+            let skb = response(&fx.netdev, path, hdr, 0, |_| true);
             push(fx, skb);
         }
         Response::EmptyRead { psn } => {
-            let skb = response(
-                &fx.netdev,
-                path,
-                Opcode::RC_RDMA_READ_RESPONSE_ONLY,
-                psn,
-                Some(ack),
-                0,
-                |_| true,
-                None,
-            );
+            let hdr = RespHeader::new(Opcode::RC_RDMA_READ_RESPONSE_ONLY, psn, Some(ack));
+            let skb = response(&fx.netdev, path, hdr, 0, |_| true);
             push(fx, skb);
         }
-        Response::Read(reply) => match local_reply(dev, path, cfg.mtu, ack, mr, &reply, fx) {
-            Ok(()) => {
-                // The drainer delivers the first burst; the tick sends the rest.
-                if let Some(rest) = reply.rest_after(cfg.mtu, READ_REPLY_BURST) {
-                    rs.read.start_later(rest, now_ms());
+        Response::Read(reply) => {
+            let to = ReplyPath {
+                path,
+                mtu: cfg.mtu,
+                ack,
+            };
+            // One local reply per delivery: the drainer builds it right after.
+            let local = match fx.local_reply {
+                None => read_reply::local_reply(dev, to, mr, &reply, fx.local),
+                Some(_) => Err(mr),
+            };
+            match local {
+                Ok(r) => {
+                    fx.local_reply = Some(r);
+                    // The drainer delivers the first burst; the tick sends the rest.
+                    if let Some(rest) = reply.rest_after(cfg.mtu, READ_REPLY_BURST) {
+                        rs.read.start_later(rest, now_ms());
+                    }
+                }
+                Err(mr) => {
+                    rs.read.start(reply);
+                    fx.read_burst = Some(mr);
                 }
             }
-            Err(mr) => {
-                rs.read.start(reply);
-                fx.read_burst = Some(mr);
-            }
-        },
-    }
-}
-
-/// An RDMA READ reply (its first [`READ_REPLY_BURST`] responses) to a requester on this device,
-/// left for the loopback drainer that delivered the READ: it builds the responses one at a time
-/// into one buffer as it hands them to the completer ([`deliver_local_reply`]), where the wire
-/// path builds a socket buffer per response and the drainer would queue, parse and free each.
-/// The data is read as the responses are built, as a NIC reads it while it sends.
-pub(crate) struct LocalReply {
-    /// Pinned user memory: its pages stay while this reference does.
-    mr: PoolRef<RoxeMr>,
-    reply: ReadReply,
-    mtu: IbMtu,
-    /// The AETH of the responses that carry one.
-    ack: Aeth,
-    dest_qpn: u32,
-    /// The responses' addresses, as the completer sees them.
-    src: Source,
-}
-
-/// Leaves the reply to a READ in `fx` as a [`LocalReply`] if the drainer can deliver it: the
-/// READ came through the loopback drainer, the responder's path leads back to this device,
-/// the memory is pinned user memory, and nothing waits in the loopback queue that the reply
-/// would overtake (responses leave in the order they are sent). Otherwise gives `mr` back for
-/// [`read_responses`].
-fn local_reply(
-    dev: &Device<Roxe>,
-    path: &PathInfo,
-    mtu: IbMtu,
-    ack: Aeth,
-    mr: Option<PoolRef<RoxeMr>>,
-    reply: &ReadReply,
-    fx: &mut Effects,
-) -> Result<(), Option<PoolRef<RoxeMr>>> {
-    let (Some(av), Some(m)) = (path.av, mr.as_ref()) else {
-        return Err(mr);
-    };
-    if !fx.local || av.dgid != av.sgid || !m.is_pinned_user() || fx.local_reply.is_some() {
-        return Err(mr);
-    }
-    if !dev.data().loopback.is_empty() || dev.data().local_reply.lock().is_some() {
-        return Err(mr);
-    }
-    let Some(mr) = mr else { return Err(None) };
-    let src = Source {
-        sgid: av.sgid,
-        dgid: av.dgid,
-        network: av.network,
-        local: true,
-    };
-    fx.local_reply = Some(LocalReply {
-        mr,
-        reply: *reply,
-        mtu,
-        ack,
-        dest_qpn: path.dest_qpn,
-        src,
-    });
-    Ok(())
-}
-
-/// Builds and delivers the [`LocalReply`] the last delivery left, if any; returns how many
-/// responses it delivered. Context: the loopback drainer, holding the drainer claim, bottom
-/// halves off (`net::deliver_local`, `net::drain_claimed`), right after the delivery of the
-/// READ. What the completer sends meanwhile (the next READ request) joins the loopback queue,
-/// since the claim is taken.
-pub(crate) fn deliver_local_reply(dev: &Device<Roxe>) -> u32 {
-    let data = dev.data();
-    let Some(r) = data.local_reply.lock().take() else {
-        return 0;
-    };
-    let Some(room) = response_len(Opcode::RC_RDMA_READ_RESPONSE_LAST, r.mtu.bytes() as usize)
-    else {
-        return 0;
-    };
-    // Lost if there is no memory, as on a wire: the requester asks again.
-    let Ok(mut buf) = KVec::from_elem(0u8, room, GFP_ATOMIC) else {
-        return 0;
-    };
-    let mut delivered = 0;
-    for seg in r.reply.packets(r.mtu).take(READ_REPLY_BURST as usize) {
-        let len = seg.len as usize;
-        let Some(bytes) = response_len(seg.opcode, len).and_then(|total| buf.get_mut(..total))
-        else {
-            break;
-        };
-        let aeth = if seg.has_aeth { Some(r.ack) } else { None };
-        let at = r.reply.va.wrapping_add(u64::from(seg.offset));
-        // Pinned memory: a failed read is a range the key check let through, which cannot
-        // happen; the requester would time out and ask again.
-        let fill = |out: &mut [u8]| r.mr.read_at(at, out).is_ok();
-        if write_response(
-            bytes, r.dest_qpn, seg.opcode, seg.psn, aeth, len, fill, None,
-        )
-        .is_none()
-        {
-            break;
-        }
-        let Ok(pkt) = Packet::new_checked(&bytes[..]) else {
-            break;
-        };
-        let ip_len = net::ip_bytes(r.src.network, bytes.len());
-        data.counters.sent(1, ip_len);
-        data.counters.received(ip_len);
-        crate::recv::dispatch(dev, data, &pkt, &r.src);
-        delivered += 1;
-    }
-    delivered
-}
-
-/// Sends the next burst of a READ reply when it is due (from the device tick, softirq): the
-/// rest of a long reply, or a replay a duplicate READ asked for.
-pub(crate) fn tick(dev: &Device<Roxe>, qp: &RoxeQp, now: u64) {
-    if qp.qp_type != QpType::Rc || !qp.resp_state.lock().read.due(now) {
-        return;
-    }
-    let path = req::path_info(qp);
-    if !matches!(
-        path.state,
-        QpState::Rts | QpState::Sqd | QpState::Sqe | QpState::Rtr
-    ) {
-        return;
-    }
-    let mtu = IbMtu::from_raw(qp.state.lock().attr.path_mtu).unwrap_or(IbMtu::Mtu256);
-    send_read_burst(dev, qp, &path, mtu, None);
-}
-
-/// Builds and sends the next burst of the QP's READ reply (at most [`READ_REPLY_BURST`]
-/// responses), if one is pending and no other context is at it. The responder's lock is held
-/// only to claim the burst and to record what follows it: the payload copies, the
-/// allocations and the sending happen outside it. The data is read through `mr` when the
-/// caller looked the key up for this reply (a new READ); otherwise the key is checked again,
-/// since the MR may have gone since the READ arrived (rxe: `rxe_recheck_mr`). Context:
-/// softirq, or bottom halves off.
-fn send_read_burst(
-    dev: &Device<Roxe>,
-    qp: &RoxeQp,
-    path: &PathInfo,
-    mtu: IbMtu,
-    mr: Option<PoolRef<RoxeMr>>,
-) {
-    let (burst, ack) = {
-        let mut rs = qp.resp_state.lock();
-        let Some(burst) = rs.read.take_burst() else {
-            return;
-        };
-        (burst, rs.proto.aeth(ack_syndrome()))
-    };
-    let reply = burst.reply;
-    let mr = match (mr, reply.access()) {
-        (Some(mr), _) => Some(mr),
-        (None, None) => None,
-        (None, Some(access)) => {
-            let found = remote_target(dev.data(), reply.rkey, qp.pd_id, qp.qpn);
-            if check_rkey(found.as_ref().map(|(t, _)| t), &access).is_ok() {
-                found.map(|(_, mr)| mr)
-            } else {
-                // The key went: nothing to send; the requester's retries end in an error.
-                let mut rs = qp.resp_state.lock();
-                rs.read.finish_burst(burst.generation, None, now_ms(), 0);
-                rs.read.sent();
-                return;
-            }
-        }
-    };
-    let netdev = dev.data().netdev.clone();
-    let mut packets = KVec::new();
-    let started = now_ms();
-    let rest = read_responses(
-        dev,
-        &netdev,
-        path,
-        mtu,
-        ack,
-        mr.as_ref().map(|m| &***m),
-        &reply,
-        &mut packets,
-    );
-    let now = now_ms();
-    qp.resp_state.lock().read.finish_burst(
-        burst.generation,
-        rest,
-        now,
-        now.saturating_sub(started),
-    );
-    if let Some(av) = path.av {
-        send_responses(dev, qp, &av, None, packets);
-    }
-    // Once the burst is on its way, answers to later requests may follow it.
-    qp.resp_state.lock().read.sent();
-}
-
-/// Queues into `packets` the first [`READ_REPLY_BURST`] RDMA READ RESPONSE packets of `reply`,
-/// and returns the rest of it, if any. An ODP page missing (invalidated since the READ was
-/// accepted, or a replay of a READ whose pages went) ends the reply where it is, with a fault of
-/// the rest queued: the requester times out and asks again for what it misses.
-#[allow(clippy::too_many_arguments)]
-fn read_responses(
-    dev: &Device<Roxe>,
-    netdev: &NetDevice,
-    path: &PathInfo,
-    mtu: IbMtu,
-    ack: Aeth,
-    mr: Option<&RoxeMr>,
-    reply: &ReadReply,
-    packets: &mut KVec<TxSkBuff>,
-) -> Option<ReadReply> {
-    for seg in reply.packets(mtu).take(READ_REPLY_BURST as usize) {
-        let at = reply.va.wrapping_add(u64::from(seg.offset));
-        let aeth = if seg.has_aeth { Some(ack) } else { None };
-        let mut missing = false;
-        let skb = response(
-            netdev,
-            path,
-            seg.opcode,
-            seg.psn,
-            aeth,
-            seg.len as usize,
-            |out| match mr.map(|mr| mr.read_at(at, out)) {
-                Some(Ok(())) => true,
-                Some(Err(MemError::NotPresent)) => {
-                    missing = true;
-                    false
-                }
-                _ => false,
-            },
-            None,
-        );
-        if let (true, Some(mr)) = (missing, mr) {
-            let _ = odp::fault_mr(dev, mr, at, u64::from(reply.len.saturating_sub(seg.offset)));
-        }
-        let Some(skb) = skb else {
-            // Out of memory or the data vanished: the requester times out and asks again.
-            return None;
-        };
-        if packets.push(skb, GFP_ATOMIC).is_err() {
-            return None;
         }
     }
-    reply.rest_after(mtu, READ_REPLY_BURST)
 }
 
 /// Handles a refused request as [`presp::RespState::fail`] says.
-#[allow(clippy::too_many_arguments)]
-fn fail(
-    dev: &Device<Roxe>,
-    qp: &RoxeQp,
-    path: &PathInfo,
-    cfg: &RespConfig,
-    req: &Request,
-    rs: &mut RespState,
-    fx: &mut Effects,
-    err: RespError,
-) {
+fn fail(cx: &Ctx<'_>, req: &Request, rs: &mut RespState, fx: &mut Effects, err: RespError) {
+    let Ctx {
+        dev, qp, path, cfg, ..
+    } = *cx;
     let action = rs.proto.fail(cfg, err);
     if matches!(action.reply, Some(Syndrome::RnrNak { .. })) {
         dev.data().counters.inc(Counter::SendRnrErr);

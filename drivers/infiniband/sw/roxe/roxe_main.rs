@@ -25,6 +25,7 @@
 )]
 mod rdma;
 
+mod ack;
 mod ah;
 mod comp;
 mod counters;
@@ -39,9 +40,11 @@ mod odp;
 mod param;
 mod qp;
 mod queue;
+mod read_reply;
 mod recv;
 mod req;
 mod resp;
+mod response;
 mod srq;
 mod verbs;
 // Pure protocol logic shared with the host test crate, which uses all of it.

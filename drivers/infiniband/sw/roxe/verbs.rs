@@ -64,12 +64,12 @@ impl Driver for Roxe {
         let now = crate::rdma::device::now_ms();
         dev.data().qps.for_each(|_, qp| {
             crate::comp::tick(dev, qp, now);
-            crate::resp::tick(dev, qp, now);
+            crate::read_reply::tick(dev, qp, now);
         });
     }
 
     fn short_timer(dev: &Device<Self>) {
-        crate::resp::hold_timer_expired(dev);
+        crate::ack::hold_timer_expired(dev);
     }
 
     fn kicked(dev: &Device<Self>) {
@@ -453,7 +453,7 @@ impl Link for Roxe {
                 loopback_draining: AtomicFlag::new(false),
                 local_reply <- kernel::new_spinlock_irq!(None, "roxe_local_reply"),
                 atomic_lock <- kernel::new_spinlock!((), "roxe_atomic"),
-                held_acks <- kernel::new_spinlock_irq!(crate::resp::HeldAcks::new(), "roxe_held_acks"),
+                held_acks <- kernel::new_spinlock_irq!(crate::ack::HeldAcks::new(), "roxe_held_acks"),
                 counters: Counters::new(),
                 mcast <- crate::mcast::McastTable::new(),
                 odp_jobs <- kernel::new_spinlock_irq!(KVec::new(), "roxe_odp_jobs"),

@@ -1,0 +1,269 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! RDMA READ replies: the responses to a READ leave in bursts of at most [`READ_REPLY_BURST`],
+//! the first at once, the rest (and replays asked for by duplicates) from the device tick as
+//! `proto::resp::ReadStream` paces them; each burst is built and sent outside the responder's
+//! lock. A reply to a requester on this device is delivered by the loopback drainer straight
+//! from one buffer ([`LocalReply`]).
+
+#![deny(unsafe_code)]
+
+use crate::rdma::{
+    device::{now_ms, Device},
+    netdev::NetDevice,
+    pool::PoolRef,
+    skb::TxSkBuff,
+};
+use crate::{
+    device::Roxe,
+    mem::{remote_target, MemError},
+    mr::RoxeMr,
+    net::{self, Source},
+    odp,
+    proto::{
+        mtu::IbMtu,
+        opcode::Opcode,
+        packet::{Aeth, Packet},
+        qp_state::{QpState, QpType},
+        resp::{ack_syndrome, check_rkey, ReadReply, READ_REPLY_BURST},
+    },
+    qp::RoxeQp,
+    req::{self, PathInfo},
+    response::{response, response_len, write_response, RespHeader},
+};
+use kernel::prelude::*;
+
+/// Where a READ reply's responses go and what they carry: the QP's path, its MTU, and the AETH
+/// of those that have one.
+#[derive(Clone, Copy)]
+pub(crate) struct ReplyPath<'a> {
+    pub(crate) path: &'a PathInfo,
+    pub(crate) mtu: IbMtu,
+    pub(crate) ack: Aeth,
+}
+
+/// An RDMA READ reply (its first [`READ_REPLY_BURST`] responses) to a requester on this device,
+/// left for the loopback drainer that delivered the READ: it builds the responses one at a time
+/// into one buffer as it hands them to the completer ([`deliver_local_reply`]), where the wire
+/// path builds a socket buffer per response and the drainer would queue, parse and free each.
+/// The data is read as the responses are built, as a NIC reads it while it sends.
+pub(crate) struct LocalReply {
+    /// Pinned user memory: its pages stay while this reference does.
+    mr: PoolRef<RoxeMr>,
+    reply: ReadReply,
+    mtu: IbMtu,
+    /// The AETH of the responses that carry one.
+    ack: Aeth,
+    dest_qpn: u32,
+    /// The responses' addresses, as the completer sees them.
+    src: Source,
+}
+
+/// The reply to a READ as a [`LocalReply`], if the drainer can deliver it: the READ came
+/// through the loopback drainer (`local`), the responder's path leads back to this device,
+/// the memory is pinned user memory, and nothing waits in the loopback queue that the reply
+/// would overtake (responses leave in the order they are sent). Otherwise gives `mr` back for
+/// [`read_responses`].
+pub(crate) fn local_reply(
+    dev: &Device<Roxe>,
+    to: ReplyPath<'_>,
+    mr: Option<PoolRef<RoxeMr>>,
+    reply: &ReadReply,
+    local: bool,
+) -> Result<LocalReply, Option<PoolRef<RoxeMr>>> {
+    let (Some(av), Some(m)) = (to.path.av, mr.as_ref()) else {
+        return Err(mr);
+    };
+    if !local || av.dgid != av.sgid || !m.is_pinned_user() {
+        return Err(mr);
+    }
+    if !dev.data().loopback.is_empty() || dev.data().local_reply.lock().is_some() {
+        return Err(mr);
+    }
+    let Some(mr) = mr else { return Err(None) };
+    let src = Source {
+        sgid: av.sgid,
+        dgid: av.dgid,
+        network: av.network,
+        local: true,
+    };
+    Ok(LocalReply {
+        mr,
+        reply: *reply,
+        mtu: to.mtu,
+        ack: to.ack,
+        dest_qpn: to.path.dest_qpn,
+        src,
+    })
+}
+
+/// Builds and delivers the [`LocalReply`] the last delivery left, if any; returns how many
+/// responses it delivered. Context: the loopback drainer, holding the drainer claim, bottom
+/// halves off (`net::deliver_local`, `net::drain_claimed`), right after the delivery of the
+/// READ. What the completer sends meanwhile (the next READ request) joins the loopback queue,
+/// since the claim is taken.
+pub(crate) fn deliver_local_reply(dev: &Device<Roxe>) -> u32 {
+    let data = dev.data();
+    let Some(r) = data.local_reply.lock().take() else {
+        return 0;
+    };
+    let Some(room) = response_len(Opcode::RC_RDMA_READ_RESPONSE_LAST, r.mtu.bytes() as usize)
+    else {
+        return 0;
+    };
+    // Lost if there is no memory, as on a wire: the requester asks again.
+    let Ok(mut buf) = KVec::from_elem(0u8, room, GFP_ATOMIC) else {
+        return 0;
+    };
+    let mut delivered = 0;
+    for seg in r.reply.packets(r.mtu).take(READ_REPLY_BURST as usize) {
+        let len = seg.len as usize;
+        let Some(bytes) = response_len(seg.opcode, len).and_then(|total| buf.get_mut(..total))
+        else {
+            break;
+        };
+        let aeth = if seg.has_aeth { Some(r.ack) } else { None };
+        let at = r.reply.va.wrapping_add(u64::from(seg.offset));
+        // Pinned memory: a failed read is a range the key check let through, which cannot
+        // happen; the requester would time out and ask again.
+        let fill = |out: &mut [u8]| r.mr.read_at(at, out).is_ok();
+        let hdr = RespHeader::new(seg.opcode, seg.psn, aeth);
+        if write_response(bytes, r.dest_qpn, hdr, len, fill).is_none() {
+            break;
+        }
+        let Ok(pkt) = Packet::new_checked(&bytes[..]) else {
+            break;
+        };
+        let ip_len = net::ip_bytes(r.src.network, bytes.len());
+        data.counters.sent(1, ip_len);
+        data.counters.received(ip_len);
+        crate::recv::dispatch(dev, data, &pkt, &r.src);
+        delivered += 1;
+    }
+    delivered
+}
+
+/// Sends the next burst of a READ reply when it is due (from the device tick, softirq): the
+/// rest of a long reply, or a replay a duplicate READ asked for.
+pub(crate) fn tick(dev: &Device<Roxe>, qp: &RoxeQp, now: u64) {
+    if qp.qp_type != QpType::Rc || !qp.resp_state.lock().read.due(now) {
+        return;
+    }
+    let path = req::path_info(qp);
+    if !matches!(
+        path.state,
+        QpState::Rts | QpState::Sqd | QpState::Sqe | QpState::Rtr
+    ) {
+        return;
+    }
+    let mtu = IbMtu::from_raw(qp.state.lock().attr.path_mtu).unwrap_or(IbMtu::Mtu256);
+    send_read_burst(dev, qp, &path, mtu, None);
+}
+
+/// Builds and sends the next burst of the QP's READ reply (at most [`READ_REPLY_BURST`]
+/// responses), if one is pending and no other context is at it. The responder's lock is held
+/// only to claim the burst and to record what follows it: the payload copies, the
+/// allocations and the sending happen outside it. The data is read through `mr` when the
+/// caller looked the key up for this reply (a new READ); otherwise the key is checked again,
+/// since the MR may have gone since the READ arrived (rxe: `rxe_recheck_mr`). Context:
+/// softirq, or bottom halves off.
+pub(crate) fn send_read_burst(
+    dev: &Device<Roxe>,
+    qp: &RoxeQp,
+    path: &PathInfo,
+    mtu: IbMtu,
+    mr: Option<PoolRef<RoxeMr>>,
+) {
+    let (burst, ack) = {
+        let mut rs = qp.resp_state.lock();
+        let Some(burst) = rs.read.take_burst() else {
+            return;
+        };
+        (burst, rs.proto.aeth(ack_syndrome()))
+    };
+    let reply = burst.reply;
+    let mr = match (mr, reply.access()) {
+        (Some(mr), _) => Some(mr),
+        (None, None) => None,
+        (None, Some(access)) => {
+            let found = remote_target(dev.data(), reply.rkey, qp.pd_id, qp.qpn);
+            if check_rkey(found.as_ref().map(|(t, _)| t), &access).is_ok() {
+                found.map(|(_, mr)| mr)
+            } else {
+                // The key went: nothing to send; the requester's retries end in an error.
+                let mut rs = qp.resp_state.lock();
+                rs.read.finish_burst(burst.generation, None, now_ms(), 0);
+                rs.read.sent();
+                return;
+            }
+        }
+    };
+    let netdev = dev.data().netdev.clone();
+    let mut packets = KVec::new();
+    let started = now_ms();
+    let to = ReplyPath { path, mtu, ack };
+    let rest = read_responses(
+        dev,
+        &netdev,
+        to,
+        mr.as_ref().map(|m| &***m),
+        &reply,
+        &mut packets,
+    );
+    let now = now_ms();
+    qp.resp_state.lock().read.finish_burst(
+        burst.generation,
+        rest,
+        now,
+        now.saturating_sub(started),
+    );
+    if let Some(av) = path.av {
+        crate::ack::send_responses(dev, qp, &av, None, packets);
+    }
+    // Once the burst is on its way, answers to later requests may follow it.
+    qp.resp_state.lock().read.sent();
+}
+
+/// Queues into `packets` the first [`READ_REPLY_BURST`] RDMA READ RESPONSE packets of `reply`,
+/// and returns the rest of it, if any. An ODP page missing (invalidated since the READ was
+/// accepted, or a replay of a READ whose pages went) ends the reply where it is, with a fault of
+/// the rest queued: the requester times out and asks again for what it misses.
+fn read_responses(
+    dev: &Device<Roxe>,
+    netdev: &NetDevice,
+    to: ReplyPath<'_>,
+    mr: Option<&RoxeMr>,
+    reply: &ReadReply,
+    packets: &mut KVec<TxSkBuff>,
+) -> Option<ReadReply> {
+    for seg in reply.packets(to.mtu).take(READ_REPLY_BURST as usize) {
+        let at = reply.va.wrapping_add(u64::from(seg.offset));
+        let aeth = if seg.has_aeth { Some(to.ack) } else { None };
+        let mut missing = false;
+        let skb = response(
+            netdev,
+            to.path,
+            RespHeader::new(seg.opcode, seg.psn, aeth),
+            seg.len as usize,
+            |out| match mr.map(|mr| mr.read_at(at, out)) {
+                Some(Ok(())) => true,
+                Some(Err(MemError::NotPresent)) => {
+                    missing = true;
+                    false
+                }
+                _ => false,
+            },
+        );
+        if let (true, Some(mr)) = (missing, mr) {
+            let _ = odp::fault_mr(dev, mr, at, u64::from(reply.len.saturating_sub(seg.offset)));
+        }
+        let Some(skb) = skb else {
+            // Out of memory or the data vanished: the requester times out and asks again.
+            return None;
+        };
+        if packets.push(skb, GFP_ATOMIC).is_err() {
+            return None;
+        }
+    }
+    reply.rest_after(to.mtu, READ_REPLY_BURST)
+}
