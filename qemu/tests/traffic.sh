@@ -7,7 +7,10 @@
 # The hw counters (Documentation/counters.md): the device has rdma_rxe 7.3's, by its names (on
 # rxe this checks the list against rxe itself), and roxe's own besides, in sysfs and in `rdma
 # statistic`; a SEND run of known size moves rdma_sends and sent_bytes on the sending device,
-# rdma_recvs and rcvd_bytes on the receiving one, by at least what it sent.
+# rdma_recvs and rcvd_bytes on the receiving one, by at least what it sent. The port counters
+# (ports/1/counters/, from the PerfMgt agent): all there, the data and packet ones equal to the hw
+# counters they show, and the same SEND run moves the sender's port_xmit_data and the receiver's
+# port_rcv_data (units of 4 octets) by at least the bytes sent.
 . /roxe/qemu/guest/lib.sh
 DRV0=${1:-roxe} DRV1=${2:-${1:-roxe}}
 TWO=0; grep -qw 'roxe.two=1' /proc/cmdline && TWO=1
@@ -42,11 +45,42 @@ counters_are() {
 export -f counters_are
 if [ "$DRV" = roxe ]; then
 	# shellcheck disable=SC2086
-	check "$DRV-counters-named-vm$ROXE_VM" 20 counters_are $RXE_COUNTERS $ROXE_COUNTERS
+	check "$DRV-counters-named-vm$ROXE_VM" 60 counters_are $RXE_COUNTERS $ROXE_COUNTERS
 else
 	# shellcheck disable=SC2086
-	check "$DRV-counters-named-vm$ROXE_VM" 20 counters_are $RXE_COUNTERS
+	check "$DRV-counters-named-vm$ROXE_VM" 60 counters_are $RXE_COUNTERS
 fi
+# The port counters (ports/1/counters/, the PerfMgt agent's): the data, packet and error counters
+# are there, and each data or packet counter agrees with the hw counter it shows (a read between
+# two reads of the hw counter, the data in IBA's units of 4 octets).
+PMA=/sys/class/infiniband/$RDMA_DEV/ports/1/counters
+PORT_COUNTERS="port_xmit_data port_rcv_data port_xmit_packets port_rcv_packets symbol_error
+	link_error_recovery link_downed port_rcv_errors port_rcv_remote_physical_errors
+	port_rcv_switch_relay_errors port_xmit_discards port_xmit_constraint_errors
+	port_rcv_constraint_errors local_link_integrity_errors excessive_buffer_overrun_errors
+	VL15_dropped port_xmit_wait"
+export PMA
+pcounter() { cat "$PMA/$1" 2>/dev/null || echo 0; }
+# port_counters_there NAME...: each is a file of the port's counters with a number in it.
+port_counters_there() {
+	local c v bad=""
+	for c in "$@"; do
+		v=$(cat "$PMA/$c" 2>/dev/null) && [[ $v =~ ^[0-9]+$ ]] || bad="$bad $c"
+		echo "$c ${v:-}"
+	done
+	[ -z "$bad" ] || { echo "missing or not a number:$bad"; return 1; }
+}
+# agrees PORT_COUNTER HW_COUNTER DIV: HW_COUNTER / DIV read before and after PORT_COUNTER
+# frames it.
+agrees() {
+	local lo p hi
+	lo=$(($(cat "$HWC/$2") / $3)); p=$(cat "$PMA/$1"); hi=$(($(cat "$HWC/$2") / $3))
+	echo "$2/$3 $lo <= $1 $p <= $hi"
+	[ "$lo" -le "$p" ] && [ "$p" -le "$hi" ]
+}
+export -f port_counters_there agrees
+# shellcheck disable=SC2086
+check "$DRV-port-counters-there-vm$ROXE_VM" 60 port_counters_there $PORT_COUNTERS
 [ $TWO = 1 ] && { check "ping-peer-vm$ROXE_VM" 60 retry_client 50 ping -c1 -W1 "$PEER_IP"; barrier ready 180 || finish_tests; }
 n=0
 # pair NAME TIMEOUT TOOL ARGS...: the server and the client of one tool, checked on the client.
@@ -119,6 +153,7 @@ pair atomic-lat 180 ib_atomic_lat -n 200 -F
 N=200 S=65536
 declare -A before
 for c in rdma_sends rdma_recvs sent_bytes rcvd_bytes; do before[$c]=$(counter $c); done
+for c in port_xmit_data port_rcv_data port_xmit_packets port_rcv_packets; do before[$c]=$(pcounter $c); done
 pair counters-send-bw 180 ib_send_bw -s $S -n $N -F
 # moved COUNTER MIN: COUNTER grew by at least MIN since the run started.
 moved() {
@@ -126,14 +161,28 @@ moved() {
 	say "$1: ${before[$1]} -> $now (+$((now - before[$1])), at least $2)"
 	check "$TAG-counters-$1-vm$ROXE_VM" 5 test "$((now - before[$1]))" -ge "$2"
 }
+# pmoved PORT_COUNTER MIN UNIT: the port counter grew by at least MIN octets (UNIT 4: a data
+# counter) or packets (UNIT 1).
+pmoved() {
+	local now; now=$(pcounter "$1")
+	say "$1: ${before[$1]} -> $now (+$((now - before[$1])) x $3, at least $2)"
+	check "$TAG-port-counters-$1-vm$ROXE_VM" 5 test "$(((now - before[$1]) * $3))" -ge "$2"
+}
 if [ $TWO = 0 ] || [ "$ROXE_VM" = 1 ]; then
 	moved rdma_sends $N
 	moved sent_bytes $((N * S))
+	pmoved port_xmit_data $((N * S)) 4
+	pmoved port_xmit_packets $N 1
 fi
 if [ $TWO = 0 ] || [ "$ROXE_VM" = 0 ]; then
 	moved rdma_recvs $N
 	moved rcvd_bytes $((N * S))
+	pmoved port_rcv_data $((N * S)) 4
+	pmoved port_rcv_packets $N 1
 fi
+check "$DRV-port-counters-agree-vm$ROXE_VM" 10 bash -c 'agrees port_xmit_data sent_bytes 4 &&
+	agrees port_rcv_data rcvd_bytes 4 && agrees port_xmit_packets sent_pkts 1 &&
+	agrees port_rcv_packets rcvd_pkts 1'
 [ $TWO = 1 ] && barrier done 300
 check "$DRV-unload-vm$ROXE_VM" 60 unload_driver "$DRV"
 [ "$DRV" = roxe ] && kmemleak_check

@@ -254,6 +254,50 @@ pub trait Driver: DriverTypes {
     fn get_hw_stats(dev: &Device<Self>, port: u32, values: &mut [u64]) {
         let _ = (dev, port, values);
     }
+
+    /// The device's own management agent (`process_mad`): looks at MAD `input`, received on or
+    /// sent to port `port`, and may write a response to `output`. The core asks it first for
+    /// every MAD of the port (QP0/QP1 traffic and local requests, such as the PerfMgt queries
+    /// behind sysfs `ports/N/counters/`, which exists only when a driver implements this). May
+    /// be called in atomic context.
+    fn process_mad(
+        _dev: &Device<Self>,
+        _port: u32,
+        _input: &[u8; MAD_SIZE],
+        _output: &mut [u8; MAD_SIZE],
+    ) -> MadResult {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+}
+
+/// Size of a MAD (`struct ib_mad`), in and out of [`Driver::process_mad`].
+pub const MAD_SIZE: usize = 256;
+const _: () = assert!(MAD_SIZE == core::mem::size_of::<bindings::ib_mad>());
+
+/// What the core does with a MAD after [`Driver::process_mad`] (`enum ib_mad_result`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MadResult {
+    /// The MAD is bad for the port: the core drops it (`IB_MAD_RESULT_FAILURE`).
+    Failure,
+    /// Not the driver's: the core passes it to the agents registered for its class
+    /// (`IB_MAD_RESULT_SUCCESS`).
+    Pass,
+    /// The output holds the response, to be sent back or handed to the local requester
+    /// (`IB_MAD_RESULT_SUCCESS | IB_MAD_RESULT_REPLY`).
+    Reply,
+}
+
+impl MadResult {
+    pub(crate) const fn as_raw(self) -> bindings::ib_mad_result {
+        match self {
+            MadResult::Failure => bindings::ib_mad_result_IB_MAD_RESULT_FAILURE,
+            MadResult::Pass => bindings::ib_mad_result_IB_MAD_RESULT_SUCCESS,
+            MadResult::Reply => {
+                bindings::ib_mad_result_IB_MAD_RESULT_SUCCESS
+                    | bindings::ib_mad_result_IB_MAD_RESULT_REPLY
+            }
+        }
+    }
 }
 
 /// The name of one hardware counter (`struct rdma_stat_desc`), for [`Driver::HW_STATS`].

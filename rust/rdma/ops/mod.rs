@@ -17,7 +17,7 @@ use crate::rdma::{
     bindings,
     cq::Cq,
     device::Device,
-    driver::Driver,
+    driver::{Driver, MadResult, MAD_SIZE},
     mmap,
     mr::Mw,
     object::{UContext, UData},
@@ -109,6 +109,11 @@ impl<T: Driver> Adapter<T> {
                 None
             } else {
                 Some(Self::get_hw_stats)
+            },
+            process_mad: if T::HAS_PROCESS_MAD {
+                Some(Self::process_mad)
+            } else {
+                None
             },
             size_ib_ucontext: UContext::<T>::SIZE,
             size_ib_pd: Pd::<T>::SIZE,
@@ -315,6 +320,47 @@ impl<T: Driver> Adapter<T> {
         };
         T::get_hw_stats(dev, port, values);
         ffi::c_int::try_from(values.len()).unwrap_or(0)
+    }
+
+    /// `ib_device_ops.process_mad`.
+    ///
+    /// # Safety
+    ///
+    /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
+    /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`:
+    /// `in_mad` a MAD to read, `out_mad` a distinct buffer of `*out_mad_size` bytes to write.
+    #[allow(clippy::too_many_arguments)]
+    unsafe extern "C" fn process_mad(
+        ibdev: *mut bindings::ib_device,
+        _flags: ffi::c_int,
+        port: u32,
+        _in_wc: *const bindings::ib_wc,
+        _in_grh: *const bindings::ib_grh,
+        in_mad: *const bindings::ib_mad,
+        out_mad: *mut bindings::ib_mad,
+        out_mad_size: *mut usize,
+        _out_mad_pkey_index: *mut u16,
+    ) -> ffi::c_int {
+        let failure = MadResult::Failure.as_raw() as ffi::c_int;
+        if in_mad.is_null() || out_mad.is_null() || out_mad_size.is_null() {
+            return failure;
+        }
+        // SAFETY: The core passes the size of the output buffer, valid for the call.
+        if unsafe { *out_mad_size } < MAD_SIZE {
+            return failure;
+        }
+        // SAFETY: As in `query_device`.
+        let dev = unsafe { Device::<T>::from_raw(ibdev) };
+        // SAFETY: `in_mad` is a `struct ib_mad` (`MAD_SIZE` bytes, alignment 1 as a byte array),
+        // only read during the call; `out_mad` has at least `MAD_SIZE` bytes (checked above), is
+        // not `in_mad` and nothing else uses it during the call.
+        let (input, output) = unsafe {
+            (
+                &*in_mad.cast::<[u8; MAD_SIZE]>(),
+                &mut *out_mad.cast::<[u8; MAD_SIZE]>(),
+            )
+        };
+        T::process_mad(dev, port, input, output).as_raw() as ffi::c_int
     }
 
     /// `ib_device_ops.alloc_pd`.

@@ -128,6 +128,11 @@ impl Counters {
         self.add(Counter::RcvdBytes, bytes);
     }
 
+    /// The value of `c`.
+    pub(crate) fn get(&self, c: Counter) -> u64 {
+        self.0.get(c as usize).map_or(0, |v| v.load(Relaxed))
+    }
+
     /// Copies the values, in [`DESCS`] order, into `out` (as many as fit).
     pub(crate) fn read(&self, out: &mut [u64]) {
         for (o, v) in out.iter_mut().zip(self.0.iter()) {

@@ -38,6 +38,7 @@ mod mw;
 mod net;
 mod odp;
 mod param;
+mod pma;
 mod qp;
 mod queue;
 mod read_reply;

@@ -397,6 +397,15 @@ impl Driver for Roxe {
         dev.data().counters.read(values);
     }
 
+    fn process_mad(
+        dev: &Device<Self>,
+        port: u32,
+        input: &[u8; crate::rdma::driver::MAD_SIZE],
+        output: &mut [u8; crate::rdma::driver::MAD_SIZE],
+    ) -> crate::rdma::driver::MadResult {
+        crate::pma::process_mad(&dev.data().counters, port, input, output)
+    }
+
     fn alloc_mr(pd: &Pd<Self>, max_pages: u32, mem: KernelMem) -> Result<MrCreated<MrHandle>> {
         mr::alloc_fast(pd, max_pages, mem)
     }

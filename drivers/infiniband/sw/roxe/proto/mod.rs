@@ -16,6 +16,7 @@ pub mod mtt;
 pub mod mtu;
 pub mod opcode;
 pub mod packet;
+pub mod pma;
 pub mod psn;
 pub mod qp_state;
 pub mod queue;
