@@ -86,7 +86,7 @@ pub(crate) struct RoxeDevice {
     /// Someone is draining `loopback` (see `net::loopback`).
     pub(crate) loopback_draining: AtomicFlag,
     /// An RDMA READ reply to a requester on this device, which the drainer that delivered the
-    /// READ builds and delivers next (`resp::deliver_local_reply`). Only the holder of the
+    /// READ builds and delivers next (`read_reply::deliver_local_reply`). Only the holder of the
     /// drainer claim (`loopback_draining`) fills or empties it, and it is empty whenever the
     /// claim is free; the lock is a leaf, taken under a QP's `resp_state`.
     #[pin]
@@ -97,7 +97,7 @@ pub(crate) struct RoxeDevice {
     /// under it takes that MR's own bottom-half lock.
     #[pin]
     pub(crate) atomic_lock: SpinLock<()>,
-    /// How many QPs hold an ACK, and whether the short timer runs for them (`resp::hold_ack`).
+    /// How many QPs hold an ACK, and whether the short timer runs for them (`ack::hold_ack`).
     #[pin]
     pub(crate) held_acks: SpinLockIrq<crate::ack::HeldAcks>,
     /// The port's hardware counters (`rdma statistic`).
