@@ -116,34 +116,14 @@ impl<T: Driver> Adapter<T> {
     /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     pub(crate) unsafe extern "C" fn post_recv(
         ibqp: *mut bindings::ib_qp,
-        mut wr: *const bindings::ib_recv_wr,
+        wr: *const bindings::ib_recv_wr,
         bad_wr: *mut *const bindings::ib_recv_wr,
     ) -> ffi::c_int {
         // SAFETY: A live QP of ours.
         let qp = unsafe { Qp::<T>::from_raw(ibqp) };
-        let mut sge_buf = [KernelSge::default(); MAX_SGE];
-        while !wr.is_null() {
-            // SAFETY: The core passes a valid list of work requests.
-            let w = unsafe { &*wr };
-            // SAFETY: `sg_list` holds `num_sge` entries.
-            let res = match unsafe { sges(w.sg_list, w.num_sge, &mut sge_buf) } {
-                None => Err(EINVAL),
-                Some(s) => {
-                    // SAFETY: `wr_id` is the member kernel consumers of this op set.
-                    let wr_id = unsafe { w.__bindgen_anon_1.wr_id };
-                    T::post_recv(qp, &KernelRecvWr { wr_id, sges: s })
-                }
-            };
-            if let Err(e) = res {
-                if !bad_wr.is_null() {
-                    // SAFETY: The core passes a valid out-pointer.
-                    unsafe { *bad_wr = wr };
-                }
-                return e.to_errno();
-            }
-            wr = w.next;
-        }
-        0
+        // SAFETY: The core passes a valid list of work requests and a valid (or NULL)
+        // out-pointer.
+        unsafe { post_recv_list(wr, bad_wr, |r| T::post_recv(qp, r)) }
     }
 
     /// `ib_device_ops.post_srq_recv`.
@@ -154,34 +134,13 @@ impl<T: Driver> Adapter<T> {
     /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`.
     pub(crate) unsafe extern "C" fn post_srq_recv(
         ibsrq: *mut bindings::ib_srq,
-        mut wr: *const bindings::ib_recv_wr,
+        wr: *const bindings::ib_recv_wr,
         bad_wr: *mut *const bindings::ib_recv_wr,
     ) -> ffi::c_int {
         // SAFETY: A live SRQ of ours.
         let srq = unsafe { Srq::<T>::from_raw(ibsrq) };
-        let mut sge_buf = [KernelSge::default(); MAX_SGE];
-        while !wr.is_null() {
-            // SAFETY: The core passes a valid list of work requests.
-            let w = unsafe { &*wr };
-            // SAFETY: `sg_list` holds `num_sge` entries.
-            let res = match unsafe { sges(w.sg_list, w.num_sge, &mut sge_buf) } {
-                None => Err(EINVAL),
-                Some(s) => {
-                    // SAFETY: `wr_id` is the member kernel consumers of this op set.
-                    let wr_id = unsafe { w.__bindgen_anon_1.wr_id };
-                    T::post_srq_recv(srq, &KernelRecvWr { wr_id, sges: s })
-                }
-            };
-            if let Err(e) = res {
-                if !bad_wr.is_null() {
-                    // SAFETY: The core passes a valid out-pointer.
-                    unsafe { *bad_wr = wr };
-                }
-                return e.to_errno();
-            }
-            wr = w.next;
-        }
-        0
+        // SAFETY: As in `post_recv`.
+        unsafe { post_recv_list(wr, bad_wr, |r| T::post_srq_recv(srq, r)) }
     }
 
     /// `ib_device_ops.poll_cq`.
@@ -266,4 +225,42 @@ unsafe fn sges<'a>(
         };
     }
     out.get(..n)
+}
+
+/// Posts the receive work requests of the list at `wr` one by one through `post`, stopping at
+/// the first that fails: its address goes to `*bad_wr` and its error is returned (as
+/// `post_recv` and `post_srq_recv` report to kernel consumers).
+///
+/// # Safety
+///
+/// `wr` is NULL or the first of a valid list of `ib_recv_wr`s, each with `num_sge` valid
+/// entries at `sg_list`, and `bad_wr` is NULL or valid for writing, for the call.
+unsafe fn post_recv_list(
+    mut wr: *const bindings::ib_recv_wr,
+    bad_wr: *mut *const bindings::ib_recv_wr,
+    mut post: impl FnMut(&KernelRecvWr<'_>) -> Result,
+) -> ffi::c_int {
+    let mut sge_buf = [KernelSge::default(); MAX_SGE];
+    while !wr.is_null() {
+        // SAFETY: By the function's safety requirements `wr` is a valid work request.
+        let w = unsafe { &*wr };
+        // SAFETY: `sg_list` holds `num_sge` entries (safety requirements).
+        let res = match unsafe { sges(w.sg_list, w.num_sge, &mut sge_buf) } {
+            None => Err(EINVAL),
+            Some(s) => {
+                // SAFETY: `wr_id` is the member kernel consumers of this op set.
+                let wr_id = unsafe { w.__bindgen_anon_1.wr_id };
+                post(&KernelRecvWr { wr_id, sges: s })
+            }
+        };
+        if let Err(e) = res {
+            if !bad_wr.is_null() {
+                // SAFETY: A valid out-pointer (safety requirements).
+                unsafe { *bad_wr = wr };
+            }
+            return e.to_errno();
+        }
+        wr = w.next;
+    }
+    0
 }
