@@ -155,30 +155,27 @@ declare -A before
 for c in rdma_sends rdma_recvs sent_bytes rcvd_bytes; do before[$c]=$(counter $c); done
 for c in port_xmit_data port_rcv_data port_xmit_packets port_rcv_packets; do before[$c]=$(pcounter $c); done
 pair counters-send-bw 180 ib_send_bw -s $S -n $N -F
-# moved COUNTER MIN: COUNTER grew by at least MIN since the run started.
+# moved KIND COUNTER MIN [UNIT]: COUNTER, a hw counter (KIND counters) or a port counter (KIND
+# port-counters, read with pcounter), grew by at least MIN since the run started, counted in
+# UNITs (4: a port data counter's octets; default 1).
 moved() {
-	local now; now=$(counter "$1")
-	say "$1: ${before[$1]} -> $now (+$((now - before[$1])), at least $2)"
-	check "$TAG-counters-$1-vm$ROXE_VM" 5 test "$((now - before[$1]))" -ge "$2"
-}
-# pmoved PORT_COUNTER MIN UNIT: the port counter grew by at least MIN octets (UNIT 4: a data
-# counter) or packets (UNIT 1).
-pmoved() {
-	local now; now=$(pcounter "$1")
-	say "$1: ${before[$1]} -> $now (+$((now - before[$1])) x $3, at least $2)"
-	check "$TAG-port-counters-$1-vm$ROXE_VM" 5 test "$(((now - before[$1]) * $3))" -ge "$2"
+	local read=counter now unit=${4:-1}
+	[ "$1" = port-counters ] && read=pcounter
+	now=$($read "$2")
+	say "$2: ${before[$2]} -> $now (+$((now - before[$2])) x $unit, at least $3)"
+	check "$TAG-$1-$2-vm$ROXE_VM" 5 test "$(((now - before[$2]) * unit))" -ge "$3"
 }
 if [ $TWO = 0 ] || [ "$ROXE_VM" = 1 ]; then
-	moved rdma_sends $N
-	moved sent_bytes $((N * S))
-	pmoved port_xmit_data $((N * S)) 4
-	pmoved port_xmit_packets $N 1
+	moved counters rdma_sends $N
+	moved counters sent_bytes $((N * S))
+	moved port-counters port_xmit_data $((N * S)) 4
+	moved port-counters port_xmit_packets $N
 fi
 if [ $TWO = 0 ] || [ "$ROXE_VM" = 0 ]; then
-	moved rdma_recvs $N
-	moved rcvd_bytes $((N * S))
-	pmoved port_rcv_data $((N * S)) 4
-	pmoved port_rcv_packets $N 1
+	moved counters rdma_recvs $N
+	moved counters rcvd_bytes $((N * S))
+	moved port-counters port_rcv_data $((N * S)) 4
+	moved port-counters port_rcv_packets $N
 fi
 check "$DRV-port-counters-agree-vm$ROXE_VM" 10 bash -c 'agrees port_xmit_data sent_bytes 4 &&
 	agrees port_rcv_data rcvd_bytes 4 && agrees port_xmit_packets sent_pkts 1 &&

@@ -8,11 +8,13 @@
 #![deny(unsafe_code)]
 
 use crate::counters::{Counter, Counters};
+use crate::device::PORT;
 use crate::proto::pma::{self, Answer, PortCounts};
 use crate::rdma::driver::{MadResult, MAD_SIZE};
 
-/// The device's only port.
-const PORT: u8 = 1;
+/// The device's port as a MAD's 8-bit PortSelect.
+const PORT_SELECT: u8 = PORT as u8;
+const _: () = assert!(PORT <= u8::MAX as u32);
 
 /// Answers MAD `input` for `port` of the device with `counters` into `output` (see
 /// [`pma::answer`]).
@@ -22,10 +24,10 @@ pub(crate) fn process_mad(
     input: &[u8; MAD_SIZE],
     output: &mut [u8; MAD_SIZE],
 ) -> MadResult {
-    if port != u32::from(PORT) {
+    if port != PORT {
         return MadResult::Failure;
     }
-    match pma::answer(PORT, input, output, &port_counts(counters)) {
+    match pma::answer(PORT_SELECT, input, output, &port_counts(counters)) {
         Answer::Pass => MadResult::Pass,
         Answer::Reply => MadResult::Reply,
     }

@@ -8,6 +8,8 @@
 //! data, which the verbs ABI carries as a big-endian `__be32` and which therefore travels as the
 //! four bytes it had on the wire.
 
+// Offsets come from [`layout`] and always fit in a CQE.
+use super::bytes::write;
 use super::packet::ImmDt;
 use super::wqe::{send_flags, SendOpcode, SendWqe};
 
@@ -269,13 +271,6 @@ pub struct Cqe {
     pub port_num: u8,
 }
 
-/// Writes `bytes` at `off` of `buf`; offsets come from [`layout`] and always fit.
-fn put<const N: usize>(buf: &mut [u8; CQE_LEN], off: usize, bytes: [u8; N]) {
-    if let Some(dst) = buf.get_mut(off..).and_then(<[u8]>::first_chunk_mut::<N>) {
-        *dst = bytes;
-    }
-}
-
 impl Cqe {
     /// A completion with only the fields every completion carries; the rest zero.
     pub const fn new(wr_id: u64, status: WcStatus, opcode: WcOpcode, qp_num: u32) -> Cqe {
@@ -376,20 +371,20 @@ impl Cqe {
     pub fn to_bytes(self) -> [u8; CQE_LEN] {
         use layout as L;
         let mut b = [0u8; CQE_LEN];
-        put(&mut b, L::WR_ID, self.wr_id.to_ne_bytes());
-        put(&mut b, L::STATUS, self.status.as_raw().to_ne_bytes());
-        put(&mut b, L::OPCODE, self.opcode.as_raw().to_ne_bytes());
-        put(&mut b, L::VENDOR_ERR, self.vendor_err.to_ne_bytes());
-        put(&mut b, L::BYTE_LEN, self.byte_len.to_ne_bytes());
-        put(&mut b, L::EX, self.ex);
-        put(&mut b, L::QP_NUM, self.qp_num.to_ne_bytes());
-        put(&mut b, L::SRC_QP, self.src_qp.to_ne_bytes());
-        put(&mut b, L::WC_FLAGS, self.wc_flags.to_ne_bytes());
-        put(&mut b, L::PKEY_INDEX, self.pkey_index.to_ne_bytes());
-        put(&mut b, L::SLID, self.slid.to_ne_bytes());
-        put(&mut b, L::SL, [self.sl]);
-        put(&mut b, L::DLID_PATH_BITS, [self.dlid_path_bits]);
-        put(&mut b, L::PORT_NUM, [self.port_num]);
+        write(&mut b, L::WR_ID, self.wr_id.to_ne_bytes());
+        write(&mut b, L::STATUS, self.status.as_raw().to_ne_bytes());
+        write(&mut b, L::OPCODE, self.opcode.as_raw().to_ne_bytes());
+        write(&mut b, L::VENDOR_ERR, self.vendor_err.to_ne_bytes());
+        write(&mut b, L::BYTE_LEN, self.byte_len.to_ne_bytes());
+        write(&mut b, L::EX, self.ex);
+        write(&mut b, L::QP_NUM, self.qp_num.to_ne_bytes());
+        write(&mut b, L::SRC_QP, self.src_qp.to_ne_bytes());
+        write(&mut b, L::WC_FLAGS, self.wc_flags.to_ne_bytes());
+        write(&mut b, L::PKEY_INDEX, self.pkey_index.to_ne_bytes());
+        write(&mut b, L::SLID, self.slid.to_ne_bytes());
+        write(&mut b, L::SL, [self.sl]);
+        write(&mut b, L::DLID_PATH_BITS, [self.dlid_path_bits]);
+        write(&mut b, L::PORT_NUM, [self.port_num]);
         b
     }
 }

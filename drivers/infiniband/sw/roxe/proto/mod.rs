@@ -7,6 +7,7 @@
 //! kernel service reaches it through a trait implemented by the caller.
 
 pub mod batch;
+mod bytes;
 pub mod comp;
 pub mod cqe;
 pub mod guid;

@@ -78,21 +78,9 @@ mod bth {
 /// Mask of a 24-bit field (QPN, PSN, MSN) in its 32-bit word.
 const LOW_24: u32 = 0x00ff_ffff;
 
-/// `N` bytes of `buf` at `off`. Every offset this module reads was bounds-checked when the
-/// packet was validated; the zeros stand in for a short read those checks rule out.
-fn read<const N: usize>(buf: &[u8], off: usize) -> [u8; N] {
-    match buf.get(off..).and_then(<[u8]>::first_chunk::<N>) {
-        Some(bytes) => *bytes,
-        None => [0; N],
-    }
-}
-
-/// Writes `bytes` at `off` (nothing past the end; offsets were checked as for [`read`]).
-fn write<const N: usize>(buf: &mut [u8], off: usize, bytes: [u8; N]) {
-    if let Some(dst) = buf.get_mut(off..).and_then(<[u8]>::first_chunk_mut::<N>) {
-        *dst = bytes;
-    }
-}
+// Every offset this module reads or writes was bounds-checked when the packet was validated;
+// `bytes::read`'s zeros stand in for a short read those checks rule out.
+use super::bytes::{read, write};
 
 fn read_u8(buf: &[u8], off: usize) -> u8 {
     let [byte] = read::<1>(buf, off);

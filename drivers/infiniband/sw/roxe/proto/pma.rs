@@ -8,6 +8,8 @@
 //! Layout of a PerfMgt MAD (IBA 13.4.3, 16.1.1): the 24-byte common MAD header, 40 reserved
 //! bytes, then the attribute's data; every field is big-endian.
 
+use super::bytes::{read, write};
+
 /// Size of a MAD (`struct ib_mad`).
 pub const MAD_SIZE: usize = 256;
 
@@ -93,7 +95,7 @@ pub fn answer(
     } else {
         let data = &mut resp[OFF_DATA..];
         let port_select = req[OFF_DATA + 1];
-        match be16(req, OFF_ATTR_ID) {
+        match u16::from_be_bytes(read(req, OFF_ATTR_ID)) {
             ATTR_CLASS_PORT_INFO => {
                 class_port_info(data);
                 0
@@ -112,7 +114,7 @@ pub fn answer(
             _ => STATUS_UNSUPPORTED_METHOD_ATTR,
         }
     };
-    put(resp, OFF_STATUS, &status.to_be_bytes());
+    write(resp, OFF_STATUS, status.to_be_bytes());
     Answer::Reply
 }
 
@@ -120,7 +122,7 @@ pub fn answer(
 fn class_port_info(data: &mut [u8]) {
     data[0] = 1; // BaseVersion
     data[1] = 1; // ClassVersion
-    put(data, 2, &CAP_EXT_WIDTH_NOIETF.to_be_bytes());
+    write(data, 2, CAP_EXT_WIDTH_NOIETF.to_be_bytes());
 }
 
 /// PortCounters (IBA 16.1.3.5). Every counter stops at all ones instead of wrapping; the data
@@ -128,23 +130,23 @@ fn class_port_info(data: &mut [u8]) {
 /// physical-layer errors, VL15, constraint errors, XmitWait) stay 0.
 fn port_counters(data: &mut [u8], port: u8, c: &PortCounts) {
     data[1] = port; // PortSelect
-    put(data, 7, &[sat(c.link_downed, 8) as u8]);
-    put(data, 8, &(sat(c.rcv_errors, 16) as u16).to_be_bytes());
-    put(data, 14, &(sat(c.xmit_discards, 16) as u16).to_be_bytes());
-    put(data, 24, &(sat(c.xmit_octets / 4, 32) as u32).to_be_bytes());
-    put(data, 28, &(sat(c.rcv_octets / 4, 32) as u32).to_be_bytes());
-    put(data, 32, &(sat(c.xmit_packets, 32) as u32).to_be_bytes());
-    put(data, 36, &(sat(c.rcv_packets, 32) as u32).to_be_bytes());
+    write(data, 7, [sat(c.link_downed, 8) as u8]);
+    write(data, 8, (sat(c.rcv_errors, 16) as u16).to_be_bytes());
+    write(data, 14, (sat(c.xmit_discards, 16) as u16).to_be_bytes());
+    write(data, 24, (sat(c.xmit_octets / 4, 32) as u32).to_be_bytes());
+    write(data, 28, (sat(c.rcv_octets / 4, 32) as u32).to_be_bytes());
+    write(data, 32, (sat(c.xmit_packets, 32) as u32).to_be_bytes());
+    write(data, 36, (sat(c.rcv_packets, 32) as u32).to_be_bytes());
 }
 
 /// PortCountersExtended (IBA 16.1.4.11): the data and packet counters in 64 bits; the unicast
 /// and multicast ones are reserved (see [`CAP_EXT_WIDTH_NOIETF`]).
 fn port_counters_ext(data: &mut [u8], port: u8, c: &PortCounts) {
     data[1] = port; // PortSelect
-    put(data, 8, &(c.xmit_octets / 4).to_be_bytes());
-    put(data, 16, &(c.rcv_octets / 4).to_be_bytes());
-    put(data, 24, &c.xmit_packets.to_be_bytes());
-    put(data, 32, &c.rcv_packets.to_be_bytes());
+    write(data, 8, (c.xmit_octets / 4).to_be_bytes());
+    write(data, 16, (c.rcv_octets / 4).to_be_bytes());
+    write(data, 24, c.xmit_packets.to_be_bytes());
+    write(data, 32, c.rcv_packets.to_be_bytes());
 }
 
 /// `v` stopped at the largest value of `bits` bits.
@@ -157,19 +159,13 @@ const fn sat(v: u64, bits: u32) -> u64 {
     }
 }
 
-fn put(buf: &mut [u8], off: usize, bytes: &[u8]) {
-    if let Some(dst) = buf.get_mut(off..off + bytes.len()) {
-        dst.copy_from_slice(bytes);
-    }
-}
-
-fn be16(buf: &[u8], off: usize) -> u16 {
-    u16::from_be_bytes([buf[off], buf[off + 1]])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn be16(buf: &[u8], off: usize) -> u16 {
+        u16::from_be_bytes(read(buf, off))
+    }
 
     /// A PerfMgt request as the RDMA core's sysfs code builds it.
     fn request(method: u8, attr: u16, port_select: u8) -> [u8; MAD_SIZE] {
