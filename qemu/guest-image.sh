@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 # Builds the guest root image: Debian trixie minbase with stock rdma-core (libibverbs, the rxe
-# provider, ibverbs-utils, rdmacm-utils, pyverbs and its test suite), perftest, iproute2 and kmod.
+# provider, ibverbs-utils, rdmacm-utils, pyverbs and its test suite), perftest, iproute2 and kmod,
+# and the consumers tests drive over RDMA: the NFS server and client, fio, node_exporter.
 # The image holds no kernel, no modules and no tests: those come in over 9p at boot, so the
 # image is built once. Cached as $ROXE_CACHE/guest-<key>.img (link: guest.img); a run never
 # modifies it (QEMU opens it with snapshot=on).
@@ -11,6 +12,7 @@ PKGS=(
 	rdma-core ibverbs-utils rdmacm-utils ibverbs-providers libibverbs-dev python3-pyverbs perftest
 	iproute2 kmod procps iputils-ping python3 psmisc util-linux coreutils
 	netcat-openbsd gcc libc6-dev linux-perf
+	nfs-kernel-server nfs-common fio prometheus-node-exporter
 )
 key=$(cat "$0" "$ROXE_TOP/qemu/guest/roxe-boot" | key_of)
 img="$ROXE_CACHE/guest-$key.img"
@@ -37,7 +39,7 @@ build() {
 	mkdir -p "$tree/roxe" "$tree/out" "$tree/lib/modules"
 	echo roxe-guest >"$tree/etc/hostname"
 	rm -rf "$tree/var/cache/apt/archives"/*.deb "$tree/var/lib/apt/lists"/*
-	mkfs.ext4 -q -L roxe-root -d "$tree" "$img.tmp" 1536M
+	mkfs.ext4 -q -L roxe-root -d "$tree" "$img.tmp" 2048M
 	mv "$img.tmp" "$img"
 	rm -rf "$tree"
 }
