@@ -165,6 +165,46 @@ retry_client() {
 	return 1
 }
 
+# cm_pair NAME TIMEOUT SERVER-CMD -- CLIENT-CMD: a server and a client that connect through
+# rdma_cm, on one VM ($TWO = 0) or with VM 0 serving and VM 1 connecting; judged on the client,
+# and on the server too between two VMs. Checks are named $TAG-NAME.
+cm_pair() {
+	local name=$1 t=$2; shift 2
+	local srv=() cli=()
+	while [ "$1" != -- ]; do srv+=("$1"); shift; done; shift; cli=("$@")
+	if [ $TWO = 0 ] || [ "$ROXE_VM" = 0 ]; then
+		if [ $TWO = 0 ]; then
+			timeout "$t" "${srv[@]}" >/out/$name-server.log 2>&1 &
+			local p=$!
+			check "$TAG-$name" "$t" retry_client 20 "${cli[@]}"
+			wait $p || fail "$TAG-$name-server (exit $?)"
+		else
+			# The client connects once the server listens: a request that comes earlier is
+			# rejected, and the CM's retries of it can reach the listener later as a stale
+			# connection, on which ucmatose's server gives up (it exits at the first error).
+			barrier "s-$name" 120
+			timeout "$t" "${srv[@]}" >/out/$name-server.log 2>&1 &
+			local p=$! i
+			for i in $(seq 1 50); do
+				rdma resource show cm_id 2>/dev/null | grep -q LISTEN && break
+				sleep 0.2
+			done
+			barrier "l-$name" 120
+			local rc=0
+			wait $p || rc=$?
+			if [ $rc = 0 ]; then pass "$TAG-$name-server"; else
+				fail "$TAG-$name-server (exit $rc)"; tail -15 /out/$name-server.log | sed 's/^/    /'
+			fi
+			barrier "e-$name" $((t + 60))
+		fi
+	else
+		barrier "s-$name" 120
+		barrier "l-$name" 120
+		check "$TAG-$name" "$t" retry_client 20 "${cli[@]}"
+		barrier "e-$name" $((t + 60))
+	fi
+}
+
 kmemleak_check() {
 	local f=/sys/kernel/debug/kmemleak
 	[ -w $f ] || return 0

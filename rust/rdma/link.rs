@@ -248,6 +248,16 @@ impl<T: Link> Device<T> {
             unsafe { bindings::ib_dealloc_device(ibdev.as_ptr()) };
             return Err(Error::from_errno(err));
         }
+        // Topology: the netdev's parent (the PCI function or virtio device under it) becomes the
+        // RDMA device's parent in sysfs, as hardware RDMA drivers do, so `device/` and the
+        // `numa_node` above it place the device next to its NIC. A virtual netdev (veth,
+        // bridge, loopback) has none, and the device stays at the top level. This is only the
+        // sysfs parent: DMA is set by the third argument of `ib_register_device` below.
+        // SAFETY: The device is not yet registered, so its `dev` is ours to set up (the union
+        // member the core itself uses; `coredev` begins with the same `struct device`); `netdev`
+        // is alive for this call. `device_add` takes a reference on the parent, which keeps it
+        // alive for as long as the RDMA device is registered.
+        unsafe { (*ibdev.as_ptr()).__bindgen_anon_1.dev.parent = (*netdev.as_raw()).dev.parent };
         // SAFETY: The device is fully initialised; `name` is a valid string for the call. A NULL
         // DMA device makes the core use virtual DMA, which a software HCA needs.
         let err = unsafe {
