@@ -13,8 +13,11 @@
  * through the device's RoCE v2 IPv4 GID; A registers two pages of kernel memory with
  * ib_map_mr_sg and an IB_WR_REG_MR, B writes them by RDMA WRITE through the new R_Key and reads
  * them back by RDMA READ, A invalidates the MR (IB_WR_LOCAL_INV), and a WRITE through the R_Key
- * then fails with a remote access error, leaving the memory as it was. On the debug kernel this
- * runs the fast-registration MR's page lists and their locks under lockdep.
+ * then fails with a remote access error, leaving the memory as it was. Then A maps the pages again,
+ * sets the MR's IOVA anew before the IB_WR_REG_MR (as NFS's client does, with the RPC's XID in
+ * its upper 32 bits), and B's WRITE must land through the new IOVA and be refused at the mapped
+ * one. On the debug kernel this runs the fast-registration MR's page lists and their locks under
+ * lockdep.
  *
  * The result is the module's load: insmod fails (EIO) when a check fails, and the kernel log
  * says which (lines "roxe_kverbs_check: PASS|FAIL <name> ...").
@@ -243,6 +246,15 @@ static int connect_rc(struct ib_qp *qp, u32 dest, const struct ib_gid_attr *gid)
 			    IB_QP_SQ_PSN | IB_QP_MAX_QP_RD_ATOMIC);
 }
 
+/* Takes an RC QP back to RESET and connects it again. */
+static int reset_rc(struct ib_qp *qp, u32 dest, const struct ib_gid_attr *gid)
+{
+	struct ib_qp_attr a = { .qp_state = IB_QPS_RESET };
+	int ret = ib_modify_qp(qp, &a, IB_QP_STATE);
+
+	return ret ? ret : connect_rc(qp, dest, gid);
+}
+
 /* The device's RoCE v2 GID of an IPv4 address (the caller puts it), or an error pointer. */
 static const struct ib_gid_attr *roce_v2_ipv4_gid(struct ib_device *ibdev)
 {
@@ -301,6 +313,7 @@ static void check_fast_reg(struct ib_device *ibdev, struct ib_pd *pd)
 	struct ib_rdma_wr rdma;
 	struct ib_reg_wr reg;
 	struct ib_send_wr inv;
+	u64 mapped_iova;
 	u32 rkey;
 	int n, st;
 
@@ -396,6 +409,47 @@ static void check_fast_reg(struct ib_device *ibdev, struct ib_pd *pd)
 	st = post_and_poll(b, cq_b, &rdma.wr);
 	verdict(st == IB_WC_REM_ACCESS_ERR && !memchr_inv(target, 0, FR_LEN), "fast-reg-write-after-inv",
 		"status %d (want %d), memory %s", st, IB_WC_REM_ACCESS_ERR,
+		memchr_inv(target, 0, FR_LEN) ? "changed" : "unchanged");
+
+	/*
+	 * Registered again at an IOVA of the consumer's choosing: NFS's client (frwr_map) puts the
+	 * RPC's XID in the upper 32 bits of the IOVA that ib_map_mr_sg set, then posts the REG_MR.
+	 * The MR answers at the IOVA the REG_MR carried, and no longer at the mapped address. The
+	 * refused WRITE above left both QPs in error: they start over from RESET.
+	 */
+	n = reset_rc(a, b->qp_num, gid);
+	if (!n)
+		n = reset_rc(b, a->qp_num, gid);
+	if (n) {
+		verdict(false, "fast-reg-new-iova", "reconnect: %d", n);
+		goto out_unmap;
+	}
+	n = ib_map_mr_sg(mr, sg, 2, NULL, PAGE_SIZE);
+	if (n != 2) {
+		verdict(false, "fast-reg-new-iova", "ib_map_mr_sg mapped %d of 2", n);
+		goto out_unmap;
+	}
+	mapped_iova = mr->iova;
+	mr->iova = (mr->iova & 0xffffffffULL) | ((u64)0x5eed0001 << 32);
+	ib_update_fast_reg_key(mr, ib_inc_rkey(mr->rkey) & 0xff);
+	reg.key = mr->rkey;
+	st = post_and_poll(a, cq_a, &reg.wr);
+	verdict(st == IB_WC_SUCCESS, "fast-reg-new-iova-reg-mr", "status %d", st);
+	if (st != IB_WC_SUCCESS)
+		goto out_unmap;
+	memset(target, 0, FR_LEN);
+	sge.addr = ib_dma_map_single(ibdev, src, FR_LEN, DMA_TO_DEVICE);
+	rdma.remote_addr = mr->iova;
+	rdma.rkey = mr->rkey;
+	st = post_and_poll(b, cq_b, &rdma.wr);
+	verdict(st == IB_WC_SUCCESS && !memcmp(target, src, FR_LEN), "fast-reg-new-iova-write",
+		"at 0x%llx: status %d, %s", mr->iova, st,
+		memcmp(target, src, FR_LEN) ? "memory differs" : "memory matches");
+	memset(target, 0, FR_LEN);
+	rdma.remote_addr = mapped_iova;
+	st = post_and_poll(b, cq_b, &rdma.wr);
+	verdict(st == IB_WC_REM_ACCESS_ERR && !memchr_inv(target, 0, FR_LEN), "fast-reg-mapped-iova-refused",
+		"at 0x%llx: status %d (want %d), memory %s", mapped_iova, st, IB_WC_REM_ACCESS_ERR,
 		memchr_inv(target, 0, FR_LEN) ? "changed" : "unchanged");
 out_unmap:
 	ib_dma_unmap_sg(ibdev, sg, 2, DMA_BIDIRECTIONAL);

@@ -70,6 +70,12 @@ pub struct KernelRegWr<'a, T: DriverTypes> {
     pub key: u32,
     /// `IB_ACCESS_*` rights the MR gets.
     pub access: u32,
+    /// The MR's IOVA when the work request was posted: `ib_map_mr_sg` sets it to the first
+    /// byte's address, and a consumer may change it before posting (NFS's client puts the RPC's
+    /// XID in its upper 32 bits), so the registration takes it from here, not from the mapping.
+    pub iova: u64,
+    /// The MR's length when the work request was posted.
+    pub length: u64,
 }
 
 /// `IB_WR_REG_MR`: kernel-only opcode of a fast registration.

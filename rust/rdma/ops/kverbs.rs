@@ -55,11 +55,14 @@ impl<T: Driver> Adapter<T> {
                         let r = &*wr.cast::<bindings::ib_reg_wr>();
                         if !r.mr.is_null() {
                             // CAST: `ib` is the first field of the `#[repr(C)]` `Mr<T>`; the
-                            // consumer registers an MR of this device, from `alloc_mr`.
+                            // consumer registers an MR of this device, from `alloc_mr`. Its
+                            // `iova` and `length` are read now: they are the registration's.
                             reg = Some(KernelRegWr {
                                 mr: &*r.mr.cast::<Mr<T>>(),
                                 key: r.key,
                                 access: r.access as u32,
+                                iova: (*r.mr).iova,
+                                length: (*r.mr).length,
                             });
                         }
                     }

@@ -313,7 +313,8 @@ pub(crate) fn map_sg(mr: &Mr<Roxe>, list: &FastRegPages<'_>) -> Result {
 
 /// Executes a REG_MR work request of a kernel QP of PD `pd_id` (IBA 10.7.2.2 Fast Register):
 /// the MR must be a Free fast-registration MR of that PD, and `wr.key` keeps its index. On
-/// success the MR maps what `map_mr_sg` set up, with `wr.key` and `wr.access`.
+/// success the MR maps the pages `map_mr_sg` set up at `wr.iova`, for `wr.length` bytes, with
+/// `wr.key` and `wr.access`.
 pub(crate) fn reg_fast(dev: &RoxeDevice, pd_id: u64, wr: &RegMrWr) -> Result<(), MemError> {
     let m = dev.mrs.get(wr.mr_index).ok_or(MemError::BadKey)?;
     let MrMem::Fast(state) = &m.mem else {
@@ -328,12 +329,25 @@ pub(crate) fn reg_fast(dev: &RoxeDevice, pd_id: u64, wr: &RegMrWr) -> Result<(),
     state.with_live(|live| {
         {
             let staged = state.staged.lock();
-            let Some(geometry) = staged.range else {
+            let Some(mapped) = staged.range else {
                 return Err(MemError::Range);
             };
             if live.range.is_some() {
                 // Fast Register needs the MR Free (IBA 10.7.2.2): the consumer invalidates first.
                 return Err(MemError::Access);
+            }
+            // The work request gives the MR its virtual address and length (IBA 10.7.2.2); the
+            // mapping gives the pages and where the first byte lies in the first of them. The
+            // length may not reach past the mapped pages.
+            let geometry = MttGeometry::new(
+                wr.iova,
+                wr.length,
+                mapped.page_shift(),
+                mapped.first_page_offset(),
+            )
+            .map_err(|_| MemError::Range)?;
+            if geometry.npages() > staged.pages.len() {
+                return Err(MemError::Range);
             }
             live.pages.clear();
             // The same reserved capacity as the staged list: never allocates.

@@ -697,10 +697,12 @@ pub(crate) fn post_send_kernel(qp: &Qp<Roxe>, wr: &KernelSendWr<'_, Roxe>) -> Re
     let u = send_layout::WR_UNION;
     if let Some(reg) = &wr.reg {
         // `wr.reg` as rxe lays it out, with the MR's key index where rxe keeps the `ib_mr`
-        // pointer (`proto::req::RegMrWr`).
+        // pointer, and the MR's IOVA and length at posting after it (`proto::req::RegMrWr`).
         put64(&mut slot, u, u64::from(reg.mr.data().index));
         put32(&mut slot, u + 8, reg.key);
         put32(&mut slot, u + 12, reg.access);
+        put64(&mut slot, u + 16, reg.iova);
+        put64(&mut slot, u + 24, reg.length);
     }
     match &wr.ud {
         Some(_) if wr.reg.is_some() => {}

@@ -420,7 +420,11 @@ impl MwWr {
 
 /// `wr.reg` of `struct rxe_send_wr`: a fast registration. Only kernel QPs post it, and roxe's
 /// kernel post path writes the MR's key index where rxe keeps the `struct ib_mr` pointer, so
-/// the WQE carries no kernel address.
+/// the WQE carries no kernel address. After rxe's fields it carries what IBA's Fast Register
+/// work request carries (IBA 10.7.2.2): the virtual address and the length the MR gets, read
+/// from the `ib_mr` when the consumer posted it. A consumer may set the MR's IOVA anew between
+/// `ib_map_mr_sg` and posting (NFS's client does), so the page list's mapping is not its last
+/// word.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct RegMrWr {
     /// The MR's key index (its L_Key without the key byte).
@@ -429,16 +433,22 @@ pub struct RegMrWr {
     pub key: u32,
     /// `IB_ACCESS_*` rights the MR gets.
     pub access: u32,
+    /// The virtual address of the MR's first byte.
+    pub iova: u64,
+    /// The MR's length in bytes.
+    pub length: u64,
 }
 
 impl RegMrWr {
     /// Decodes the union bytes (MR index in the low half of the 64-bit `mr` slot at 0, `key`
-    /// at 8, `access` at 12).
+    /// at 8, `access` at 12, `iova` at 16, `length` at 24).
     pub fn decode(wr: &[u8; 32]) -> RegMrWr {
         RegMrWr {
             mr_index: union_u32(wr, 0),
             key: union_u32(wr, 8),
             access: union_u32(wr, 12),
+            iova: union_u64(wr, 16),
+            length: union_u64(wr, 24),
         }
     }
 }
@@ -1037,6 +1047,28 @@ mod tests {
             pkey: 0xffff,
             max_rd_atomic: 2,
         }
+    }
+
+    #[test]
+    fn reg_mr_wr_carries_the_iova_and_length_at_posting() {
+        // The kernel post path's layout (`qp::post_send_kernel`): index, key, access, then the
+        // MR's IOVA and length, which a consumer may have set anew after mapping.
+        let mut wr = [0u8; 32];
+        wr[0..8].copy_from_slice(&7u64.to_ne_bytes());
+        wr[8..12].copy_from_slice(&0x0700_0042u32.to_ne_bytes());
+        wr[12..16].copy_from_slice(&6u32.to_ne_bytes());
+        wr[16..24].copy_from_slice(&0x5eed_0001_8401_a000u64.to_ne_bytes());
+        wr[24..32].copy_from_slice(&8192u64.to_ne_bytes());
+        assert_eq!(
+            RegMrWr::decode(&wr),
+            RegMrWr {
+                mr_index: 7,
+                key: 0x0700_0042,
+                access: 6,
+                iova: 0x5eed_0001_8401_a000,
+                length: 8192,
+            }
+        );
     }
 
     fn wqe(opcode: SendOpcode, length: u32) -> SendWqe {
