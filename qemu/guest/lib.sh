@@ -205,6 +205,16 @@ cm_pair() {
 	fi
 }
 
+# case_results TAG PREFIX LOG: the PASS/FAIL lines a Python test printed for its cases
+# (qemu/tests/py/ringlib.py Report: "PASS PREFIX:case (detail)") in LOG, recorded as results
+# named TAG-PREFIX:case (as they are when TAG is empty).
+case_results() {
+	local tag=$1 prefix=$2 log=$3 st name rest
+	grep -E "^(PASS|FAIL) $prefix:" "$log" | while read -r st name rest; do
+		echo "$st ${tag:+$tag-}$name $rest" >>/out/results
+	done
+}
+
 kmemleak_check() {
 	local f=/sys/kernel/debug/kmemleak
 	[ -w $f ] || return 0

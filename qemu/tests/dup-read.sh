@@ -110,9 +110,7 @@ fi
 touch $W/stop
 rc=0; wait $py || rc=$?
 cp $W/* /out/ 2>/dev/null
-grep -E '^(PASS|FAIL) dupread:' $W/dupread.log | while read -r st name rest; do
-	echo "$st $DRV-$name $rest" >>/out/results
-done
+case_results "$DRV" dupread $W/dupread.log
 grep -E '^(PASS|FAIL|SKIP) dupread:|^dupread:' $W/dupread.log
 [ $rc = 0 ] || fail "$DRV-dupread-cases (exit $rc)"
 

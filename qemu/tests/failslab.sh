@@ -23,9 +23,7 @@ run_failing() { echo 1 >/proc/self/make-it-fail && exec python3 -X faulthandler 
 export -f run_failing
 check "$DRV-completions-under-failslab" $((SECS + 240)) run_failing /roxe/qemu/tests/py/completions.py "$RDMA_DEV" "$gid" "$SECS"
 echo 0 >$F/probability
-grep -E '^(PASS|FAIL) completions:' "/out/$DRV-completions-under-failslab.log" | while read -r st name rest; do
-	echo "$st $DRV-$name $rest" >>/out/results
-done
+case_results "$DRV" completions "/out/$DRV-completions-under-failslab.log"
 grep -E '^posted' "/out/$DRV-completions-under-failslab.log"
 # The device still works for a process that is not made to fail.
 check "$DRV-pingpong-after" 120 bash -c "ibv_rc_pingpong -d $RDMA_DEV -g $gid -n 200 >/tmp/srv.log 2>&1 & sleep 1; ibv_rc_pingpong -d $RDMA_DEV -g $gid -n 200 127.0.0.1; rc=\$?; wait; exit \$rc"

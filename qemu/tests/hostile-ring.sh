@@ -15,9 +15,7 @@ good=$!
 for _ in $(seq 1 120); do [ -s /tmp/good.json ] && break; sleep 0.5; done
 [ -s /tmp/good.json ] || fail "the well-behaved process did not start"
 check hostile-cases 240 python3 -X faulthandler $PY hostile "$RDMA_DEV" "$gid" /tmp/good.json
-grep -E '^(PASS|FAIL) hostile:' /out/hostile-cases.log | while read -r st name rest; do
-	echo "$st $name $rest" >>/out/results
-done
+case_results "" hostile /out/hostile-cases.log
 tail -1 /out/hostile-cases.log
 touch /tmp/good.stop
 if timeout 120 tail --pid=$good -f /dev/null && wait $good; then

@@ -17,9 +17,7 @@ gid=$(gid_index_with "$RDMA_DEV" 0000:0000:0000:0000:0000:ffff:0a63:0201) || { f
 # The sender on the last CPU: a veth delivers a packet on the CPU that sent it.
 check "$DRV-odpflood-cases" $((FLOOD * 4 + 600)) taskset -c $(($(nproc) - 1)) \
 	python3 -X faulthandler /roxe/qemu/tests/py/odp_flood.py "$RDMA_DEV" "$gid" $NS $ADDR $PEER "$FLOOD"
-grep -E '^(PASS|FAIL) odpflood:' "/out/$DRV-odpflood-cases.log" | while read -r st name rest; do
-	echo "$st $DRV-$name $rest" >>/out/results
-done
+case_results "$DRV" odpflood "/out/$DRV-odpflood-cases.log"
 grep -E '^(PASS|FAIL|SKIP) odpflood:' "/out/$DRV-odpflood-cases.log"
 stalls=$(dmesg | grep -E 'soft lockup|rcu: INFO|detected stall|hung task|blocked for more than' | head -5)
 if [ -z "$stalls" ]; then

@@ -9,9 +9,7 @@ DRV=${1:-roxe}
 step "$DRV-load" load_driver "$DRV" || finish_tests
 gid=$(gid_index_v4) || { fail "no RoCE v2 IPv4 GID"; finish_tests; }
 check "$DRV-odp-cases" 300 python3 -X faulthandler /roxe/qemu/tests/py/odp_invalidate.py "$RDMA_DEV" "$gid"
-grep -E '^(PASS|FAIL) odp:' "/out/$DRV-odp-cases.log" | while read -r st name rest; do
-	echo "$st $DRV-$name $rest" >>/out/results
-done
+case_results "$DRV" odp "/out/$DRV-odp-cases.log"
 tail -1 "/out/$DRV-odp-cases.log"
 check "$DRV-unload" 60 unload_driver "$DRV"
 [ "$DRV" = roxe ] && kmemleak_check

@@ -18,9 +18,7 @@ step "$DRV-peer-setup" veth_peer "$DRV" $NS $TARGET $FORGER || finish_tests
 RDMA_DEV=${DRV}0
 gid=$(gid_index_with "$RDMA_DEV" 0000:0000:0000:0000:0000:ffff:0a63:0101) || { fail "no RoCE v2 GID for $TARGET"; finish_tests; }
 check "$DRV-peer-cases" 180 python3 -X faulthandler /roxe/qemu/tests/py/peer_check.py "$RDMA_DEV" "$gid" $NS $TARGET $FORGER
-grep -E '^(PASS|FAIL) peer:' "/out/$DRV-peer-cases.log" | while read -r st name rest; do
-	echo "$st $DRV-$name $rest" >>/out/results
-done
+case_results "$DRV" peer "/out/$DRV-peer-cases.log"
 grep -E '^(PASS|FAIL) peer:|^peer:' "/out/$DRV-peer-cases.log"
 grep -H . /sys/class/infiniband/$RDMA_DEV/ports/1/hw_counters/* 2>/dev/null | sed 's|.*/||' | tr '\n' ' '; echo
 check "$DRV-peer-unload" 60 veth_peer_unload "$DRV" $NS

@@ -11,6 +11,9 @@ DRV=${1:-rxe}
 shift
 ONLY=" $* "
 step "$DRV-load" load_driver "$DRV" || finish_tests
+# The suite's huge-page tests (MRs over 2 MiB pages) skip without a reserve of them.
+echo 64 >/proc/sys/vm/nr_hugepages
+say "2 MiB huge pages reserved: $(cat /proc/sys/vm/nr_hugepages)"
 gid=$(gid_index_v4)
 cd /opt/rdma-core
 : >/out/pyverbs-modules.txt

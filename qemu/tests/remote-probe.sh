@@ -12,9 +12,7 @@ DRV=${1:-roxe}
 step "$DRV-load" load_driver "$DRV" || finish_tests
 gid=$(gid_index_v4) || { fail "no RoCE v2 IPv4 GID"; finish_tests; }
 check "$DRV-probe-cases" 240 python3 -X faulthandler /roxe/qemu/tests/py/remote_probe.py "$RDMA_DEV" "$gid" "$DRV"
-grep -E '^(PASS|FAIL) probe:' "/out/$DRV-probe-cases.log" | while read -r st name rest; do
-	echo "$st $DRV-$name $rest" >>/out/results
-done
+case_results "$DRV" probe "/out/$DRV-probe-cases.log"
 grep -E '^SKIP probe:' "/out/$DRV-probe-cases.log" # on the console only: results hold PASS/FAIL
 tail -1 "/out/$DRV-probe-cases.log"
 check "$DRV-unload" 60 unload_driver "$DRV"

@@ -5,8 +5,6 @@
 DRV=${1:-roxe}
 step "$DRV-load" load_driver "$DRV" || finish_tests
 check "$DRV-size-cases" 120 python3 -X faulthandler /roxe/qemu/tests/py/user_sizes.py "$RDMA_DEV"
-grep -E '^(PASS|FAIL) sizes:' "/out/$DRV-size-cases.log" | while read -r st name rest; do
-	echo "$st $DRV-$name $rest" >>/out/results
-done
+case_results "$DRV" sizes "/out/$DRV-size-cases.log"
 check "$DRV-unload" 60 unload_driver "$DRV"
 finish_tests

@@ -216,12 +216,18 @@ pub(crate) fn reg_user(
     }
     insert(pd, access, || {
         // Pinning counts against RLIMIT_MEMLOCK (ib_umem_get), failing with ENOMEM past it.
-        let pages = PinnedPages::pin(dev, req.start, req.length, req.access)?;
+        let pages = PinnedPages::pin(dev, req.start, req.length, umem_access(req.access))?;
         if pages.page_count() != geometry.npages() {
             return Err(EFAULT);
         }
         Ok(MrMem::User { geometry, pages })
     })
+}
+
+/// The access flags a umem is pinned or mapped with: the consumer's, without the huge page
+/// hint (every MR is mapped at the base page size).
+fn umem_access(access: u32) -> u32 {
+    access & !Access::HUGETLB.bits()
 }
 
 /// What the registration checks allow: ODP (explicit MRs only), FLUSH.
@@ -240,7 +246,9 @@ fn reg_odp(
     geometry: MttGeometry,
 ) -> Result<MrCreated<MrHandle>> {
     let dev = pd.device();
-    let odp = OdpMem::register(dev, req.start, req.length, req.access)?;
+    // Without the huge page hint: `ib_umem_odp_get` would map the range in huge pages, and the
+    // page table is kept at the base page size (`access` has the hint left out).
+    let odp = OdpMem::register(dev, req.start, req.length, umem_access(req.access))?;
     if odp.page_count() != geometry.npages() {
         return Err(EFAULT);
     }

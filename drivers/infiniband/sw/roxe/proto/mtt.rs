@@ -414,20 +414,22 @@ impl Access {
         Access(Self::REMOTE_WRITE.0 | Self::REMOTE_READ.0 | Self::REMOTE_ATOMIC.0);
     /// What the core lets through at all (`IB_ACCESS_SUPPORTED`): bits 0..=9 and the hints.
     pub const CORE_SUPPORTED: Access = Access(0x3ff | Self::OPTIONAL_RANGE.0);
-    /// What a user MR may ask of this driver (rxe's `RXE_ACCESS_SUPPORTED_MR`): no zero-based
-    /// MRs, no huge page hint.
+    /// What a user MR may ask of this driver (rxe's `RXE_ACCESS_SUPPORTED_MR`, and the huge
+    /// page hint, which rxe refuses): no zero-based MRs.
     pub const DRIVER_SUPPORTED_MR: Access = Access(
         Self::REMOTE.0
             | Self::LOCAL_WRITE.0
             | Self::MW_BIND.0
             | Self::ON_DEMAND.0
+            | Self::HUGETLB.0
             | Self::FLUSH_GLOBAL.0
             | Self::FLUSH_PERSISTENT.0
             | Self::OPTIONAL_RANGE.0,
     );
-    /// What an MW bind may grant (rxe's `RXE_ACCESS_SUPPORTED_MW`): the MR set and zero-based.
+    /// What an MW bind may grant (rxe's `RXE_ACCESS_SUPPORTED_MW`): the MR set without the
+    /// huge page hint, and zero-based.
     pub const DRIVER_SUPPORTED_MW: Access =
-        Access(Self::DRIVER_SUPPORTED_MR.0 | Self::ZERO_BASED.0);
+        Access((Self::DRIVER_SUPPORTED_MR.0 & !Self::HUGETLB.0) | Self::ZERO_BASED.0);
 
     /// Flags from raw bits, any bits allowed.
     pub const fn from_bits(bits: u32) -> Access {
@@ -497,8 +499,9 @@ pub struct MrCaps {
 /// `EINVAL` (IBA 10.6.3.1: the HCA cannot write remotely into memory the consumer may not
 /// write locally), as is any bit the core does not know; ODP without the capability, and a
 /// FLUSH right the device does not advertise, are `EOPNOTSUPP`. Then the driver's own set (rxe's
-/// `rxe_reg_user_mr`): zero-based and huge-page flags are `EOPNOTSUPP`. Optional hints pass
-/// and are ignored.
+/// `rxe_reg_user_mr`): zero-based MRs are `EOPNOTSUPP`. Optional hints pass and are ignored, and
+/// so does the huge page hint (`IBV_ACCESS_HUGETLB`), which the result leaves out: a soft HCA
+/// maps every MR at the base page size, whatever pages back it.
 pub const fn validate_reg_access(flags: u32, caps: MrCaps) -> Result<Access, MttError> {
     let access = Access(flags);
     if access.intersects(Access(Access::REMOTE_WRITE.0 | Access::REMOTE_ATOMIC.0))
@@ -520,7 +523,7 @@ pub const fn validate_reg_access(flags: u32, caps: MrCaps) -> Result<Access, Mtt
     if !access.difference(Access::DRIVER_SUPPORTED_MR).is_empty() {
         return Err(MttError::AccessNotSupported);
     }
-    Ok(access)
+    Ok(access.difference(Access::HUGETLB))
 }
 
 #[cfg(test)]
@@ -672,10 +675,8 @@ mod tests {
             ok(Access::ZERO_BASED.bits()),
             Err(MttError::AccessNotSupported)
         );
-        assert_eq!(
-            ok(Access::HUGETLB.bits()),
-            Err(MttError::AccessNotSupported)
-        );
+        // The huge page hint passes, and is not part of the MR's rights.
+        assert_eq!(ok(Access::HUGETLB.bits() | 1), Ok(Access::LOCAL_WRITE));
         assert_eq!(
             ok(Access::RELAXED_ORDERING.bits() | 1),
             Ok(Access::from_bits(0x10_0001))
