@@ -16,7 +16,7 @@ use crate::rdma::{
     skb::TxSkBuff,
 };
 use crate::{
-    device::Roxe,
+    hca::Roxe,
     net::{self, udp_sport},
     proto::psn::Psn,
     qp::{HeldAck, RoxeQp},
@@ -73,25 +73,6 @@ pub(crate) fn send_responses(
         batch.add(dev, av, sport, skb);
     }
     batch.flush(dev);
-}
-
-/// The device's account of held ACKs (`RoxeDevice::held_acks`): the short timer runs while
-/// any QP holds one, and is stopped when the last is taken, so that a ping-pong, whose ACKs
-/// all leave with the answers, pays no timer interrupt.
-pub(crate) struct HeldAcks {
-    /// QPs holding an ACK.
-    count: u32,
-    /// The short timer is started and has not begun to run.
-    timer_armed: bool,
-}
-
-impl HeldAcks {
-    pub(crate) const fn new() -> Self {
-        HeldAcks {
-            count: 0,
-            timer_armed: false,
-        }
-    }
 }
 
 /// Holds `ack` in `qp` (see [`send_responses`]); of two, the later is kept.

@@ -13,7 +13,7 @@ use crate::rdma::{
     object::UData,
     pool::Alloc,
 };
-use crate::{device::Roxe, param};
+use crate::{hca::Roxe, param};
 use kernel::prelude::*;
 
 /// Size of `struct rxe_create_ah_resp`: `ah_num` u32, `reserved` u32.
@@ -41,7 +41,7 @@ pub(crate) fn create(
     ctx: AhContext,
     udata: Option<&UData<'_>>,
 ) -> Result<AhHandle> {
-    if av.port != crate::device::PORT {
+    if av.port != crate::hca::PORT {
         return Err(EINVAL);
     }
     let alloc = if ctx == AhContext::KernelAtomic {

@@ -13,79 +13,25 @@
 
 #![deny(unsafe_code)]
 
-use crate::rdma::{
-    device::{now_ms, Device},
-    qp::QpEvent,
-};
+use crate::rdma::device::{now_ms, Device};
 use crate::{
     counters::Counter,
-    device::Roxe,
-    mem::{MemError, SgeList},
+    hca::Roxe,
+    mem::SgeList,
+    mr::MemError,
     odp,
     proto::{
         comp::{on_ack_timeout, on_response, AckFacts, CompAction, Outstanding},
-        cqe::{wc_opcode_for_send, Cqe, WcStatus},
+        cqe::WcStatus,
         mtt::Access,
         packet::{NakCode, Packet, Syndrome},
-        qp_state::{QpState, QpType},
+        qp_state::QpType,
         req::ReqConfig,
-        wqe::{send_flags, send_layout, Payload, SendOpcode},
+        wqe::{send_layout, Payload},
     },
-    qp::{RoxeQp, SqState},
-    req::{self, Completions, SendDone},
+    qp::{Completions, RoxeQp, SqState},
+    req,
 };
-
-/// Posts the completion of a send WQE, if it asked for one (or all do, or it failed: IBA 10.8.6
-/// reports every error), and counts it.
-pub(crate) fn complete_send(dev: &Device<Roxe>, qp: &RoxeQp, done: SendDone) {
-    let (wr_id, op, flags, status, byte_len) = done;
-    // rxe's `rdma_sends`: every SEND the requester completes, signalled or not, with success or
-    // an error; a flushed one never ran (rxe flushes without `do_complete`).
-    let send = matches!(
-        op,
-        SendOpcode::Send | SendOpcode::SendWithImm | SendOpcode::SendWithInv
-    );
-    if send && status != WcStatus::WrFlushErr {
-        dev.data().counters.inc(Counter::RdmaSends);
-    }
-    let signalled =
-        qp.sq_sig_all || flags & send_flags::SIGNALED != 0 || status != WcStatus::Success;
-    if !signalled {
-        return;
-    }
-    let mut cqe = Cqe::new(wr_id, status, wc_opcode_for_send(op), qp.qpn);
-    if status == WcStatus::Success {
-        cqe.byte_len = byte_len;
-    }
-    if qp
-        .send_cq
-        .post(&cqe.to_bytes(), false, &qp.notifier)
-        .is_err()
-    {
-        cq_overflow(dev, qp);
-    }
-}
-
-/// A completion of `qp` found its CQ full (the CQ has told its consumer): the QP goes to the
-/// error state (IBA 10.10.2.3: a CQ overrun is an error for the QPs that feed it), and its
-/// WQEs flush, each reporting against the same CQ.
-pub(crate) fn cq_overflow(dev: &Device<Roxe>, qp: &RoxeQp) {
-    dev.data().counters.inc(Counter::CqOverflow);
-    move_to_error(qp);
-}
-
-/// Moves the QP to the error state after a failed WQE (IBA 10.3.1: completion errors on RC put
-/// the QP in error), and tells the consumer.
-pub(crate) fn move_to_error(qp: &RoxeQp) {
-    let mut st = qp.state.lock();
-    if st.state != QpState::Err {
-        st.state = QpState::Err;
-        st.attr.qp_state = QpState::Err.as_raw();
-        drop(st);
-        qp.notifier.event(QpEvent::Fatal);
-        crate::qp::last_wqe_reached(qp);
-    }
-}
 
 /// Counts what the completer decided: retransmissions and retry exhaustion.
 fn count(dev: &Device<Roxe>, action: &CompAction) {
@@ -134,7 +80,7 @@ fn place(dev: &Device<Roxe>, qp: &RoxeQp, sq: &SqState, offset: u32, data: &[u8]
         base: send_layout::DMA_DATA,
         num,
     };
-    match list.scatter(dev.data(), qp.pd_id, u64::from(offset), data) {
+    match list.scatter(dev, qp.pd_id, u64::from(offset), data) {
         Ok(()) => Placed::Done,
         Err(MemError::NotPresent) => {
             let rest = e.wqe.length.saturating_sub(offset) as usize;
@@ -157,7 +103,7 @@ fn complete_oldest(sq: &mut SqState, status: WcStatus, out: &mut Completions) {
     if out.is_full() {
         return;
     }
-    if let Some(d) = req::take_entry(sq, 0, status) {
+    if let Some(d) = sq.take_entry(0, status) {
         let _ = out.push(d);
     }
 }
@@ -194,7 +140,7 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>) {
     if qp.qp_type != QpType::Rc {
         return;
     }
-    let (_, cfg) = req::req_config(dev, qp);
+    let (_, cfg) = crate::qp::req_config(dev, qp);
     let ack = AckFacts::from_packet(pkt);
     match ack.aeth.map(|a| a.syndrome) {
         Some(Syndrome::RnrNak { .. }) => dev.data().counters.inc(Counter::RcvdRnrErr),
@@ -290,7 +236,7 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>) {
                     break;
                 }
                 CompAction::Retry { from_psn } => {
-                    req::rewind(&mut sq, from_psn, &cfg);
+                    sq.rewind(from_psn, &cfg);
                     break;
                 }
                 CompAction::RnrWait { delay_us, from_psn } => {
@@ -298,7 +244,7 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>) {
                     // waits meanwhile and restarts with the retransmission.
                     sq.rnr_until_ms = now_ms() + u64::from(delay_us).div_ceil(1000).max(1);
                     sq.ack_deadline_ms = 0;
-                    req::rewind(&mut sq, from_psn, &cfg);
+                    sq.rewind(from_psn, &cfg);
                     break;
                 }
                 CompAction::Error { status } => {
@@ -326,14 +272,14 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>) {
         }
         drop(sq);
         for done in completions.iter() {
-            complete_send(dev, qp, done);
+            crate::qp::complete_send(dev, qp, done);
         }
         if !more || error {
             break;
         }
     }
     if error {
-        move_to_error(qp);
+        crate::qp::move_to_error(qp);
     }
     // A completion may have returned a credit or opened the window, a NAK asked for a resend,
     // or the QP is now in error and its remaining WQEs must flush.
@@ -347,7 +293,7 @@ pub(crate) fn tick(dev: &Device<Roxe>, qp: &RoxeQp, now: u64) {
     if qp.qp_type != QpType::Rc {
         return;
     }
-    let (_, cfg) = req::req_config(dev, qp);
+    let (_, cfg) = crate::qp::req_config(dev, qp);
     let mut completions = Completions::new();
     let mut kick = false;
     let mut error = false;
@@ -364,7 +310,7 @@ pub(crate) fn tick(dev: &Device<Roxe>, qp: &RoxeQp, now: u64) {
             count(dev, &action);
             match action {
                 CompAction::Retry { from_psn } => {
-                    req::rewind(&mut sq, from_psn, &cfg);
+                    sq.rewind(from_psn, &cfg);
                     sq.ack_deadline_ms = now + sq.ack_timeout_ms;
                     kick = true;
                 }
@@ -378,10 +324,10 @@ pub(crate) fn tick(dev: &Device<Roxe>, qp: &RoxeQp, now: u64) {
         }
     }
     for done in completions.iter() {
-        complete_send(dev, qp, done);
+        crate::qp::complete_send(dev, qp, done);
     }
     if error {
-        move_to_error(qp);
+        crate::qp::move_to_error(qp);
     }
     if kick || error {
         req::run(dev, qp);

@@ -17,7 +17,7 @@ use crate::rdma::{
     qp::QpNotifier,
 };
 use crate::{
-    device::Roxe,
+    hca::Roxe,
     param,
     queue::{Direction, Queue},
 };

@@ -19,10 +19,14 @@ use crate::{
     ah::{AhHandle, RoxeAh},
     counters::Counters,
     cq::RoxeCq,
-    mr::{MrHandle, MwHandle, RoxeMr},
+    hca::Roxe,
+    mr::{MrHandle, RoxeMr},
+    mw::MwHandle,
     mw::RoxeMw,
-    proto::qp_state::Errno,
+    net::RxPath,
+    proto::{mtu::IbMtu, packet::Aeth, resp::ReadReply},
     qp::RoxeQp,
+    source::Source,
     srq::RoxeSrq,
 };
 use kernel::sync::{SpinLock, SpinLockIrq};
@@ -34,20 +38,6 @@ use kernel::{
         Arc,
     },
 };
-
-/// The kernel error for a pure-logic rejection.
-pub(crate) fn errno(e: Errno) -> Error {
-    match e {
-        Errno::Inval => EINVAL,
-        Errno::OpNotSupp => EOPNOTSUPP,
-    }
-}
-
-/// The one port of a roxe device (IB numbers ports from 1).
-pub(crate) const PORT: u32 = 1;
-
-/// The roxe driver type: its verbs, link type and netdev event handling.
-pub(crate) struct Roxe;
 
 /// Per-device state.
 #[pin_data]
@@ -85,12 +75,14 @@ pub(crate) struct RoxeDevice {
     pub(crate) loopback: SkbQueue,
     /// Someone is draining `loopback` (see `net::loopback`).
     pub(crate) loopback_draining: AtomicFlag,
+    /// Where received packets go past the network layer (`net::RxPath`).
+    pub(crate) rx: RxPath,
     /// An RDMA READ reply to a requester on this device, which the drainer that delivered the
     /// READ builds and delivers next (`read_reply::deliver_local_reply`). Only the holder of the
     /// drainer claim (`loopback_draining`) fills or empties it, and it is empty whenever the
     /// claim is free; the lock is a leaf, taken under a QP's `resp_state`.
     #[pin]
-    pub(crate) local_reply: SpinLockIrq<Option<crate::read_reply::LocalReply>>,
+    pub(crate) local_reply: SpinLockIrq<Option<LocalReply>>,
     /// Serialises the responder's atomic operations device-wide (IBA 9.4.5: atomics are atomic
     /// with respect to other atomics on the same HCA). A bottom-half lock: the responder, which
     /// alone takes it, runs with bottom halves off, and an ODP or fast-registration MR's copy
@@ -99,7 +91,7 @@ pub(crate) struct RoxeDevice {
     pub(crate) atomic_lock: SpinLock<()>,
     /// How many QPs hold an ACK, and whether the short timer runs for them (`ack::hold_ack`).
     #[pin]
-    pub(crate) held_acks: SpinLockIrq<crate::ack::HeldAcks>,
+    pub(crate) held_acks: SpinLockIrq<HeldAcks>,
     /// The port's hardware counters (`rdma statistic`).
     pub(crate) counters: Counters,
     /// Multicast groups and their attached QPs (`mcast.rs`).
@@ -108,6 +100,42 @@ pub(crate) struct RoxeDevice {
     /// On-demand paging: faults, kicks and deferred packets for the process work (`odp.rs`).
     #[pin]
     pub(crate) odp_jobs: SpinLockIrq<KVec<crate::odp::Job>>,
+}
+
+/// The device's account of held ACKs (`RoxeDevice::held_acks`): the short timer runs while
+/// any QP holds one, and is stopped when the last is taken, so that a ping-pong, whose ACKs
+/// all leave with the answers, pays no timer interrupt.
+pub(crate) struct HeldAcks {
+    /// QPs holding an ACK.
+    pub(crate) count: u32,
+    /// The short timer is started and has not begun to run.
+    pub(crate) timer_armed: bool,
+}
+
+impl HeldAcks {
+    pub(crate) const fn new() -> Self {
+        HeldAcks {
+            count: 0,
+            timer_armed: false,
+        }
+    }
+}
+
+/// An RDMA READ reply (its first [`crate::proto::resp::READ_REPLY_BURST`] responses) to a requester on this device,
+/// left for the loopback drainer that delivered the READ: it builds the responses one at a time
+/// into one buffer as it hands them to the completer (`read_reply::deliver_local_reply`), where the wire
+/// path builds a socket buffer per response and the drainer would queue, parse and free each.
+/// The data is read as the responses are built, as a NIC reads it while it sends.
+pub(crate) struct LocalReply {
+    /// Pinned user memory: its pages stay while this reference does.
+    pub(crate) mr: PoolRef<RoxeMr>,
+    pub(crate) reply: ReadReply,
+    pub(crate) mtu: IbMtu,
+    /// The AETH of the responses that carry one.
+    pub(crate) ack: Aeth,
+    pub(crate) dest_qpn: u32,
+    /// The responses' addresses, as the completer sees them.
+    pub(crate) src: Source,
 }
 
 impl RoxeDevice {

@@ -9,18 +9,16 @@
 //!
 //! Contexts: attach and detach run in process context (verbs), serialised by a mutex because
 //! they also program the netdev's filter; the receive path reads the table in softirq under its
-//! IRQ-safe spinlock and delivers after dropping it. Lock order: `McastTable::ops` ->
+//! IRQ-safe spinlock ([`McastTable::members`]), and `recv.rs` delivers after dropping it. Lock order: `McastTable::ops` ->
 //! `McastTable::groups`; no other lock is taken under either.
 
 #![deny(unsafe_code)]
 
 use crate::rdma::{device::Device, qp::Qp};
 use crate::{
-    device::{Roxe, RoxeDevice},
-    net::Source,
+    hca::Roxe,
     param::{MAX_MCAST_GRP, MAX_MCAST_QP_ATTACH},
-    proto::{mcast::mac_for_group, packet::Packet, qp_state::QpType},
-    resp,
+    proto::{mcast::mac_for_group, qp_state::QpType},
 };
 use kernel::{
     prelude::*,
@@ -44,12 +42,28 @@ pub(crate) struct McastTable {
     groups: SpinLockIrq<KVec<Group>>,
 }
 
+/// Room for the members of one group.
+pub(crate) type Members = [u32; MAX_MCAST_QP_ATTACH as usize];
+
 impl McastTable {
     pub(crate) fn new() -> impl PinInit<Self> {
         pin_init!(McastTable {
             ops <- kernel::new_mutex!((), "roxe_mcast_ops"),
             groups <- kernel::new_spinlock_irq!(KVec::new(), "roxe_mcast"),
         })
+    }
+
+    /// The QPNs attached to group `mgid`, copied into `out` so that the receive path serves
+    /// them without the table's lock; `None` when there is no such group. Context: any.
+    pub(crate) fn members(&self, mgid: &[u8; 16], out: &mut Members) -> Option<usize> {
+        let groups = self.groups.lock();
+        let g = groups.iter().find(|g| &g.mgid == mgid)?;
+        let mut n = 0usize;
+        for (slot, &q) in out.iter_mut().zip(g.qpns.iter()) {
+            *slot = q;
+            n += 1;
+        }
+        Some(n)
     }
 }
 
@@ -92,7 +106,7 @@ pub(crate) fn attach(qp: &Qp<Roxe>, mgid: &[u8; 16]) -> Result {
     };
     if new_group {
         if let Err(e) = data.netdev.mc_add(&mac) {
-            remove_qpn(data, mgid, this.qpn);
+            remove_qpn(qp.device(), mgid, this.qpn);
             return Err(e);
         }
     }
@@ -104,7 +118,7 @@ pub(crate) fn attach(qp: &Qp<Roxe>, mgid: &[u8; 16]) -> Result {
 pub(crate) fn detach(qp: &Qp<Roxe>, mgid: &[u8; 16]) -> Result {
     let data = qp.device().data();
     let _ops = data.mcast.ops.lock();
-    match remove_qpn(data, mgid, qp.qp_data().qpn) {
+    match remove_qpn(qp.device(), mgid, qp.qp_data().qpn) {
         Removed::NotAttached => Err(EINVAL),
         Removed::Attached => Ok(()),
         Removed::LastOne => {
@@ -119,7 +133,8 @@ pub(crate) fn detach(qp: &Qp<Roxe>, mgid: &[u8; 16]) -> Result {
 }
 
 /// Detaches QP `qpn` from every group (the QP is being destroyed). Process context.
-pub(crate) fn detach_all(data: &RoxeDevice, qpn: u32) {
+pub(crate) fn detach_all(dev: &Device<Roxe>, qpn: u32) {
+    let data = dev.data();
     let _ops = data.mcast.ops.lock();
     loop {
         let found = data
@@ -130,7 +145,7 @@ pub(crate) fn detach_all(data: &RoxeDevice, qpn: u32) {
             .find(|g| g.qpns.contains(&qpn))
             .map(|g| g.mgid);
         let Some(mgid) = found else { return };
-        if let Removed::LastOne = remove_qpn(data, &mgid, qpn) {
+        if let Removed::LastOne = remove_qpn(dev, &mgid, qpn) {
             if let Some(mac) = mac_for_group(&mgid) {
                 let _ = data.netdev.mc_del(&mac);
             }
@@ -144,7 +159,8 @@ enum Removed {
     LastOne,
 }
 
-fn remove_qpn(data: &RoxeDevice, mgid: &[u8; 16], qpn: u32) -> Removed {
+fn remove_qpn(dev: &Device<Roxe>, mgid: &[u8; 16], qpn: u32) -> Removed {
+    let data = dev.data();
     // The emptied group is dropped after the lock (its vector frees memory).
     let dropped;
     {
@@ -166,30 +182,4 @@ fn remove_qpn(data: &RoxeDevice, mgid: &[u8; 16], qpn: u32) -> Removed {
     }
     drop(dropped);
     Removed::LastOne
-}
-
-/// Delivers a multicast packet to every UD QP attached to the group it was sent to (the
-/// packet's destination GID). Each QP checks the Q_Key itself, as for unicast. Context: the
-/// receive pipeline.
-pub(crate) fn deliver(dev: &Device<Roxe>, data: &RoxeDevice, pkt: &Packet<&[u8]>, src: &Source) {
-    let mut qpns = [0u32; MAX_MCAST_QP_ATTACH as usize];
-    let mut n = 0usize;
-    {
-        let groups = data.mcast.groups.lock();
-        let Some(g) = groups.iter().find(|g| g.mgid == src.dgid) else {
-            drop(groups);
-            return crate::net::count_drop(crate::net::RxDrop::NoQp);
-        };
-        for (slot, &q) in qpns.iter_mut().zip(g.qpns.iter()) {
-            *slot = q;
-            n += 1;
-        }
-    }
-    for &qpn in qpns.iter().take(n) {
-        if let Some(qp) = data.qps.get(qpn) {
-            if qp.qp_type == QpType::Ud && pkt.info().is_request() {
-                resp::receive(dev, &qp, pkt, src);
-            }
-        }
-    }
 }

@@ -10,38 +10,21 @@
 #![deny(unsafe_code)]
 
 use crate::rdma::{
+    device::Device,
     odp::{OdpMem, OdpMiss, OdpPages},
     pool::PoolRef,
 };
 use crate::{
-    device::RoxeDevice,
-    mr::{FastMr, MrMem, RoxeMr},
+    hca::Roxe,
+    mr::{lookup_mr, FastMr, MemError, MrMem, RoxeMr},
     proto::mtt::MttGeometry,
     proto::{
-        mtt::{permits, Access, MemKey},
+        mtt::{Access, MemKey},
         resp::{KeyBounds, KeyTarget},
         wqe::{sge_at, Sge},
     },
 };
 use kernel::prelude::*;
-
-/// Why an access to registered memory was refused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum MemError {
-    /// No MR with this key (index unknown, or key byte stale).
-    BadKey,
-    /// The MR belongs to another PD.
-    WrongPd,
-    /// The MR does not grant the access.
-    Access,
-    /// The range is not inside the MR.
-    Range,
-    /// The SGE list is shorter than the data.
-    Length,
-    /// On-demand paging: a page of the range is not faulted in now. Nothing was refused: the
-    /// caller asks for a fault (`odp::fault_mr`, `odp::fault_sges`) and tries again later.
-    NotPresent,
-}
 
 /// Maps a miss of ODP memory to the data path's error.
 fn odp_err(m: OdpMiss) -> MemError {
@@ -60,7 +43,7 @@ fn odp_err(m: OdpMiss) -> MemError {
 /// memory window, else the MR. With it, the MR whose memory the access would touch. `None`:
 /// nothing lives under the key's index.
 pub(crate) fn remote_target(
-    dev: &RoxeDevice,
+    dev: &Device<Roxe>,
     rkey: u32,
     pd_id: u64,
     qpn: u32,
@@ -69,7 +52,7 @@ pub(crate) fn remote_target(
     if key.is_mw() {
         return crate::mw::target(dev, key, pd_id, qpn);
     }
-    let mr = dev.mrs.get(key.index())?;
+    let mr = dev.data().mrs.get(key.index())?;
     let (valid, bounds) = match &mr.mem {
         // An ODP MR's range is its registration's; whether its pages are present is the
         // copy's business (`MemError::NotPresent`), not the key check's.
@@ -110,35 +93,10 @@ pub(crate) fn remote_target(
     Some((target, mr))
 }
 
-/// Finds the MR `key` names for an access of `need` rights by a QP of PD `pd_id`.
-pub(crate) fn lookup_mr(
-    dev: &RoxeDevice,
-    key: u32,
-    pd_id: u64,
-    need: Access,
-) -> Result<PoolRef<RoxeMr>, MemError> {
-    let key = MemKey::from_raw(key);
-    if key.is_mw() {
-        // A window's key is not an MR's: windows are resolved by `remote_target`.
-        return Err(MemError::BadKey);
-    }
-    let mr = dev.mrs.get(key.index()).ok_or(MemError::BadKey)?;
-    if mr.key().raw() != key.raw() || !mr.is_valid() {
-        return Err(MemError::BadKey);
-    }
-    if mr.pd_id() != pd_id {
-        return Err(MemError::WrongPd);
-    }
-    if !permits(mr.access(), need) {
-        return Err(MemError::Access);
-    }
-    Ok(mr)
-}
-
 /// Invalidates the MR or type 2 MW `rkey` names, for a LOCAL_INV or a SEND with Invalidate of a
 /// QP of PD `pd_id` (IBA 10.6.7.3, 10.7.2.1). Only fast-registration MRs and type 2 windows can
 /// be invalidated; anything else is `MemError::BadKey`.
-pub(crate) fn invalidate(dev: &RoxeDevice, pd_id: u64, rkey: u32) -> Result<(), MemError> {
+pub(crate) fn invalidate(dev: &Device<Roxe>, pd_id: u64, rkey: u32) -> Result<(), MemError> {
     if MemKey::from_raw(rkey).is_mw() {
         crate::mw::invalidate(dev, pd_id, rkey)
     } else {
@@ -374,7 +332,7 @@ impl SgeList<'_> {
     /// caller's buffer)` for each piece, after looking the piece's MR up with `need` rights.
     pub(crate) fn walk(
         &self,
-        dev: &RoxeDevice,
+        dev: &Device<Roxe>,
         pd_id: u64,
         offset: u64,
         len: usize,
@@ -406,7 +364,7 @@ impl SgeList<'_> {
     /// MR grants local read, IBA 10.6.3.1).
     pub(crate) fn gather(
         &self,
-        dev: &RoxeDevice,
+        dev: &Device<Roxe>,
         pd_id: u64,
         offset: u64,
         buf: &mut [u8],
@@ -421,7 +379,7 @@ impl SgeList<'_> {
     /// now, without a fault (`MemError::NotPresent` otherwise).
     pub(crate) fn check_present(
         &self,
-        dev: &RoxeDevice,
+        dev: &Device<Roxe>,
         pd_id: u64,
         offset: u64,
         len: usize,
@@ -435,7 +393,7 @@ impl SgeList<'_> {
     /// Copies `buf` into the bytes at `offset..` of the list (receiving: needs local write).
     pub(crate) fn scatter(
         &self,
-        dev: &RoxeDevice,
+        dev: &Device<Roxe>,
         pd_id: u64,
         offset: u64,
         buf: &[u8],

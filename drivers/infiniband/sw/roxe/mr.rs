@@ -19,14 +19,12 @@ use crate::rdma::{
     object::UData,
     odp::OdpMem,
     pd::Pd,
-    pool::Alloc,
+    pool::{Alloc, PoolRef},
 };
 use crate::{
-    device::{errno, Roxe, RoxeDevice},
-    mem::MemError,
-    mw::{MwState, RoxeMw},
+    hca::{errno, Roxe},
     proto::{
-        mtt::{validate_reg_access, Access, MemKey, MrCaps, MttGeometry},
+        mtt::{permits, validate_reg_access, Access, MemKey, MrCaps, MttGeometry},
         req::RegMrWr,
     },
 };
@@ -41,6 +39,24 @@ use kernel::{
 /// Page shift of pinned user memory (the kernel's page size).
 const PAGE_SHIFT: u32 = kernel::page::PAGE_SHIFT as u32;
 
+/// Why an access to registered memory was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MemError {
+    /// No MR with this key (index unknown, or key byte stale).
+    BadKey,
+    /// The MR belongs to another PD.
+    WrongPd,
+    /// The MR does not grant the access.
+    Access,
+    /// The range is not inside the MR.
+    Range,
+    /// The SGE list is shorter than the data.
+    Length,
+    /// On-demand paging: a page of the range is not faulted in now. Nothing was refused: the
+    /// caller asks for a fault (`odp::fault_mr`, `odp::fault_sges`) and tries again later.
+    NotPresent,
+}
+
 /// The memory behind an MR.
 pub(crate) enum MrMem {
     /// Pinned user pages and the MTT geometry that maps the IOVA range onto them.
@@ -53,7 +69,7 @@ pub(crate) enum MrMem {
     /// A fast-registration MR: pages of kernel memory, mapped while a REG_MR holds.
     Fast(Pin<KBox<FastMr>>),
     /// An on-demand paging MR (`IB_ACCESS_ON_DEMAND`): user memory that is not pinned, its
-    /// pages faulted in by `odp::run` when the data path finds them missing (see `odp.rs`).
+    /// pages faulted in by the process work (`odp::next_stage_job`) when the data path finds them missing (see `odp.rs`).
     Odp { geometry: MttGeometry, odp: OdpMem },
 }
 
@@ -323,8 +339,8 @@ pub(crate) fn map_sg(mr: &Mr<Roxe>, list: &FastRegPages<'_>) -> Result {
 /// the MR must be a Free fast-registration MR of that PD, and `wr.key` keeps its index. On
 /// success the MR maps the pages `map_mr_sg` set up at `wr.iova`, for `wr.length` bytes, with
 /// `wr.key` and `wr.access`.
-pub(crate) fn reg_fast(dev: &RoxeDevice, pd_id: u64, wr: &RegMrWr) -> Result<(), MemError> {
-    let m = dev.mrs.get(wr.mr_index).ok_or(MemError::BadKey)?;
+pub(crate) fn reg_fast(dev: &Device<Roxe>, pd_id: u64, wr: &RegMrWr) -> Result<(), MemError> {
+    let m = dev.data().mrs.get(wr.mr_index).ok_or(MemError::BadKey)?;
     let MrMem::Fast(state) = &m.mem else {
         return Err(MemError::BadKey);
     };
@@ -372,9 +388,9 @@ pub(crate) fn reg_fast(dev: &RoxeDevice, pd_id: u64, wr: &RegMrWr) -> Result<(),
 
 /// Invalidates fast-registration MR `key` (LOCAL_INV, or a SEND with Invalidate received by a
 /// QP of PD `pd_id`, IBA 10.6.7.3 and 10.7.2.1): it returns to Free.
-pub(crate) fn invalidate_fast(dev: &RoxeDevice, pd_id: u64, key: u32) -> Result<(), MemError> {
+pub(crate) fn invalidate_fast(dev: &Device<Roxe>, pd_id: u64, key: u32) -> Result<(), MemError> {
     let mk = MemKey::from_raw(key);
-    let m = dev.mrs.get(mk.index()).ok_or(MemError::BadKey)?;
+    let m = dev.data().mrs.get(mk.index()).ok_or(MemError::BadKey)?;
     let MrMem::Fast(state) = &m.mem else {
         return Err(MemError::BadKey);
     };
@@ -422,6 +438,31 @@ fn apply(m: &RoxeMr, flags: u32, req: &UserMrRequest, new_pd: Option<&Pd<Roxe>>)
     Ok(())
 }
 
+/// Finds the MR `key` names for an access of `need` rights by a QP of PD `pd_id`.
+pub(crate) fn lookup_mr(
+    dev: &Device<Roxe>,
+    key: u32,
+    pd_id: u64,
+    need: Access,
+) -> Result<PoolRef<RoxeMr>, MemError> {
+    let key = MemKey::from_raw(key);
+    if key.is_mw() {
+        // A window's key is not an MR's: windows are resolved by `remote_target`.
+        return Err(MemError::BadKey);
+    }
+    let mr = dev.data().mrs.get(key.index()).ok_or(MemError::BadKey)?;
+    if mr.key().raw() != key.raw() || !mr.is_valid() {
+        return Err(MemError::BadKey);
+    }
+    if mr.pd_id() != pd_id {
+        return Err(MemError::WrongPd);
+    }
+    if !permits(mr.access(), need) {
+        return Err(MemError::Access);
+    }
+    Ok(mr)
+}
+
 /// Refuses to deregister an MR that memory windows are bound to (`EBUSY`); otherwise marks it
 /// so that no window binds to it any more.
 pub(crate) fn prepare_dereg(dev: &Device<Roxe>, mr: &MrHandle) -> Result {
@@ -442,40 +483,4 @@ pub(crate) fn dereg(dev: &Device<Roxe>, mr: MrHandle) {
         odp.release();
     }
     drop(m);
-}
-
-/// The driver's handle of an MW: its key index in the pool.
-pub(crate) struct MwHandle {
-    index: u32,
-}
-
-pub(crate) fn alloc_mw(
-    pd: &Pd<Roxe>,
-    type2: bool,
-    udata: Option<&UData<'_>>,
-) -> Result<(MwHandle, u32)> {
-    if let Some(u) = udata {
-        u.check_in_empty()?;
-    }
-    let dev = pd.device();
-    let slot = dev
-        .data()
-        .mws
-        .reserve(MemKey::MW_INDEX_MIN, MemKey::MW_INDEX_MAX, Alloc::Kernel)?;
-    let key = MemKey::new(slot.index(), dev.data().next_key_byte()).ok_or(EINVAL)?;
-    let index = slot.index();
-    slot.fill(try_pin_init!(RoxeMw {
-        pd_id: pd.data().id,
-        type2,
-        state <- kernel::new_spinlock_irq!(MwState { key, binding: None }, "roxe_mw"),
-    }? Error))?;
-    Ok((MwHandle { index }, key.raw()))
-}
-
-pub(crate) fn dealloc_mw(dev: &Device<Roxe>, mw: MwHandle) {
-    if let Some(w) = dev.data().mws.remove(mw.index) {
-        // Its MR may be deregistered once this returns, even if a packet handler still holds
-        // the window.
-        crate::mw::unbind(&w);
-    }
 }

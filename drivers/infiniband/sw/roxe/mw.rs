@@ -12,11 +12,15 @@
 
 #![deny(unsafe_code)]
 
-use crate::rdma::pool::PoolRef;
+use crate::rdma::{
+    device::Device,
+    object::UData,
+    pd::Pd,
+    pool::{Alloc, PoolRef},
+};
 use crate::{
-    device::RoxeDevice,
-    mem::{lookup_mr, MemError},
-    mr::RoxeMr,
+    hca::Roxe,
+    mr::{lookup_mr, MemError, RoxeMr},
     proto::{
         cqe::WcStatus,
         mtt::{Access, MemKey},
@@ -77,7 +81,12 @@ fn rd_u64(b: &[u8], off: usize) -> u64 {
 /// Executes a BIND_MW WQE of QP `qpn` (PD `pd_id`). The WQE's union holds, as rdma-core's rxe
 /// provider writes it: `addr` u64, `length` u64, `mr_lkey`, `mw_rkey`, the new `rkey`, `access`.
 /// Every violation completes with `IBV_WC_MW_BIND_ERR` (IBA 10.6.7.2.4).
-pub(crate) fn bind(dev: &RoxeDevice, pd_id: u64, qpn: u32, wqe: &SendWqe) -> Result<(), WcStatus> {
+pub(crate) fn bind(
+    dev: &Device<Roxe>,
+    pd_id: u64,
+    qpn: u32,
+    wqe: &SendWqe,
+) -> Result<(), WcStatus> {
     let w = &wqe.wr;
     let (addr, length) = (rd_u64(w, 0), rd_u64(w, 8));
     let (mr_lkey, mw_rkey, new_rkey, access) =
@@ -89,7 +98,7 @@ pub(crate) fn bind(dev: &RoxeDevice, pd_id: u64, qpn: u32, wqe: &SendWqe) -> Res
     if !old.is_mw() || !old.same_object(new) {
         return Err(err);
     }
-    let mw = dev.mws.get(old.index()).ok_or(err)?;
+    let mw = dev.data().mws.get(old.index()).ok_or(err)?;
     let access = Access::from_bits(access);
     // Zero-based windows (addressed from 0 rather than by VA) are not supported.
     if access.contains(Access::ZERO_BASED) {
@@ -146,12 +155,12 @@ pub(crate) fn bind(dev: &RoxeDevice, pd_id: u64, qpn: u32, wqe: &SendWqe) -> Res
 
 /// Invalidates the type 2 window `rkey` names (LOCAL_INV, or a SEND with Invalidate received by
 /// QP `qpn` of PD `pd_id`, IBA 10.6.7.3). Errors: `MemError::BadKey` for anything else.
-pub(crate) fn invalidate(dev: &RoxeDevice, pd_id: u64, rkey: u32) -> Result<(), MemError> {
+pub(crate) fn invalidate(dev: &Device<Roxe>, pd_id: u64, rkey: u32) -> Result<(), MemError> {
     let key = MemKey::from_raw(rkey);
     if !key.is_mw() {
         return Err(MemError::BadKey);
     }
-    let mw = dev.mws.get(key.index()).ok_or(MemError::BadKey)?;
+    let mw = dev.data().mws.get(key.index()).ok_or(MemError::BadKey)?;
     let old = {
         let mut st = mw.state.lock();
         if !mw.type2 || st.key.raw() != key.raw() || st.binding.is_none() || mw.pd_id != pd_id {
@@ -174,12 +183,12 @@ pub(crate) fn unbind(mw: &RoxeMw) {
 /// `proto::resp::check_rkey`, and the MR behind the window's binding. `None`: no window under
 /// the key's index, or the window is not bound (nothing to reach through it).
 pub(crate) fn target(
-    dev: &RoxeDevice,
+    dev: &Device<Roxe>,
     key: MemKey,
     pd_id: u64,
     qpn: u32,
 ) -> Option<(KeyTarget, PoolRef<RoxeMr>)> {
-    let mw = dev.mws.get(key.index())?;
+    let mw = dev.data().mws.get(key.index())?;
     let st = mw.state.lock();
     let b = st.binding.as_ref()?;
     let target = KeyTarget {
@@ -197,4 +206,40 @@ pub(crate) fn target(
         },
     };
     Some((target, b.mr.clone()))
+}
+
+/// The driver's handle of an MW: its key index in the pool.
+pub(crate) struct MwHandle {
+    index: u32,
+}
+
+pub(crate) fn alloc_mw(
+    pd: &Pd<Roxe>,
+    type2: bool,
+    udata: Option<&UData<'_>>,
+) -> Result<(MwHandle, u32)> {
+    if let Some(u) = udata {
+        u.check_in_empty()?;
+    }
+    let dev = pd.device();
+    let slot = dev
+        .data()
+        .mws
+        .reserve(MemKey::MW_INDEX_MIN, MemKey::MW_INDEX_MAX, Alloc::Kernel)?;
+    let key = MemKey::new(slot.index(), dev.data().next_key_byte()).ok_or(EINVAL)?;
+    let index = slot.index();
+    slot.fill(try_pin_init!(RoxeMw {
+        pd_id: pd.data().id,
+        type2,
+        state <- kernel::new_spinlock_irq!(MwState { key, binding: None }, "roxe_mw"),
+    }? Error))?;
+    Ok((MwHandle { index }, key.raw()))
+}
+
+pub(crate) fn dealloc_mw(dev: &Device<Roxe>, mw: MwHandle) {
+    if let Some(w) = dev.data().mws.remove(mw.index) {
+        // Its MR may be deregistered once this returns, even if a packet handler still holds
+        // the window.
+        unbind(&w);
+    }
 }

@@ -24,17 +24,27 @@ use crate::rdma::{
 };
 use crate::{
     counters::Counter,
-    device::Roxe,
+    hca::Roxe,
     proto::{
         icrc::{self, Crc32, IpHeader},
         packet::{Packet, PacketError},
     },
-    recv,
+    source::Source,
 };
 use kernel::{
     prelude::*,
     sync::atomic::{Atomic, Full, Relaxed}, //
 };
+
+/// Where the receive entry hands a checked packet: the stages above this file, installed by
+/// the device's creator (`verbs.rs`), so that the network layer depends on nothing above it.
+pub(crate) struct RxPath {
+    /// Hands a packet to the QP it is addressed to (`recv::dispatch`).
+    pub(crate) dispatch: fn(&Device<Roxe>, &Packet<&[u8]>, &Source),
+    /// Delivers the READ reply a loopback delivery left for the drainer, if any; returns how
+    /// many responses it delivered (`read_reply::deliver_local_reply`).
+    pub(crate) local_reply: fn(&Device<Roxe>) -> u32,
+}
 
 /// The RoCEv2 UDP destination port (IBA A17.2.1, assigned by IANA).
 pub(crate) const ROCE_V2_UDP_PORT: u16 = 4791;
@@ -100,21 +110,6 @@ impl Crc32 for KernelCrc {
     fn crc32_le(&self, seed: u32, data: &[u8]) -> u32 {
         crc32_le(seed, data)
     }
-}
-
-/// Where a received packet came from (for UD completions and responses).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Source {
-    /// The sender's GID (IPv4-mapped for IPv4).
-    pub(crate) sgid: [u8; 16],
-    /// The GID the packet was sent to.
-    pub(crate) dgid: [u8; 16],
-    /// IPv4 or IPv6.
-    pub(crate) network: Network,
-    /// Sent to the device's own GID and delivered by the loopback drainer, which holds the
-    /// device's drainer claim meanwhile (`deliver_local`, `drain_claimed`); never set for a
-    /// packet from the wire, whatever its addresses say.
-    pub(crate) local: bool,
 }
 
 fn v4_mapped(addr: &[u8]) -> [u8; 16] {
@@ -217,7 +212,7 @@ fn receive(mut skb: SkBuff, check_icrc: bool) {
         }
     }
     counters.received(bytes);
-    recv::dispatch(&dev, dev.data(), &pkt, &source);
+    (dev.data().rx.dispatch)(&dev, &pkt, &source);
 }
 
 /// Packets one caller delivers from the loopback queue before it leaves the rest to the
@@ -267,7 +262,7 @@ fn drain_claimed(dev: &Device<Roxe>, mut budget: u32) -> u32 {
             // Our own packets: nothing can have corrupted them, and they carry no ICRC.
             receive(skb, false);
             // An RDMA READ it asked for is answered before the next packet (the queue's order).
-            budget = budget.saturating_sub(1 + crate::read_reply::deliver_local_reply(dev));
+            budget = budget.saturating_sub(1 + (data.rx.local_reply)(dev));
         }
     }
     // A full barrier, not a release store: the caller's emptiness check that follows must not
@@ -305,12 +300,12 @@ pub(crate) fn deliver_local(dev: &Device<Roxe>, av: &AddressVector, sport: u16, 
                     network: av.network,
                     local: true,
                 };
-                recv::dispatch(dev, data, &pkt, &src);
+                (data.rx.dispatch)(dev, &pkt, &src);
             }
             Err(_) => count_drop(RxDrop::BadHeaders),
         }
     }
-    let delivered = crate::read_reply::deliver_local_reply(dev);
+    let delivered = (data.rx.local_reply)(dev);
     // The responses this delivery queued (and whatever other CPUs queued meanwhile).
     let budget = drain_claimed(dev, LOOPBACK_BUDGET.saturating_sub(delivered));
     drain_loopback(dev, budget);

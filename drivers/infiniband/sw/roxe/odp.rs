@@ -16,21 +16,22 @@
 //! - the responder of a UD QP, which has no NAK, defers the packet: a copy is queued after the
 //!   fault and handed to the responder again from process context.
 //!
-//! Jobs run in order in the device's process work ([`run`]), so a kick or a redelivery queued
-//! after a fault runs after it.
+//! Jobs run in order in the device's process work ([`next_stage_job`], which hands kicks and
+//! redeliveries back to the stages' caller), so a kick or a redelivery queued after a fault runs
+//! after it.
 
 #![deny(unsafe_code)]
 
 use crate::rdma::device::Device;
 use crate::{
-    device::Roxe,
+    hca::Roxe,
     mem::SgeList,
     mr::RoxeMr,
-    net::Source,
     proto::{
         mtt::{Access, MemKey},
         packet::Packet,
     },
+    source::Source,
 };
 use kernel::prelude::*;
 
@@ -52,9 +53,15 @@ pub(crate) enum Job {
         first: usize,
         count: usize,
     },
+    /// Work of a stage, which the process work hands to it ([`next_stage_job`]).
+    Stage(StageJob),
+}
+
+/// A job for a stage of the pipeline, queued behind the faults it waits for.
+pub(crate) enum StageJob {
     /// Run QP `qpn`'s requester.
     Kick { qpn: u32 },
-    /// Hand a deferred request packet to QP `qpn`'s responder again.
+    /// Hand a deferred request packet from `src` to QP `qpn`'s responder again.
     Redeliver {
         qpn: u32,
         bytes: KVec<u8>,
@@ -80,7 +87,9 @@ fn push(dev: &Device<Roxe>, job: Job) -> bool {
                     count: c2,
                 },
             ) => index == i2 && key == k2 && *first <= *f2 && f2 + c2 <= first + count,
-            (Job::Kick { qpn }, Job::Kick { qpn: q2 }) => qpn == q2,
+            (Job::Stage(StageJob::Kick { qpn }), Job::Stage(StageJob::Kick { qpn: q2 })) => {
+                qpn == q2
+            }
             _ => false,
         });
         if !dup {
@@ -123,7 +132,7 @@ pub(crate) fn fault_sges(
     need: Access,
 ) -> bool {
     let mut all = true;
-    let _ = list.walk(dev.data(), pd_id, offset, len, need, |mr, va, r| {
+    let _ = list.walk(dev, pd_id, offset, len, need, |mr, va, r| {
         if mr.odp_pages(va, r.len() as u64, 1).is_some() {
             all &= fault_mr(dev, mr, va, r.len() as u64);
         }
@@ -134,7 +143,7 @@ pub(crate) fn fault_sges(
 
 /// Queues a run of QP `qpn`'s requester after the faults queued so far. Any context.
 pub(crate) fn kick_after(dev: &Device<Roxe>, qpn: u32) -> bool {
-    push(dev, Job::Kick { qpn })
+    push(dev, Job::Stage(StageJob::Kick { qpn }))
 }
 
 /// Queues a copy of request `pkt` from `src` for QP `qpn`'s responder, after the faults queued
@@ -152,26 +161,26 @@ pub(crate) fn redeliver_after(
     }
     push(
         dev,
-        Job::Redeliver {
+        Job::Stage(StageJob::Redeliver {
             qpn,
             bytes,
             src: *src,
-        },
+        }),
     )
 }
 
-/// The device's process work: runs the queued jobs in order. Process context.
-pub(crate) fn run(dev: &Device<Roxe>) {
+/// The device's process work: runs the queued faults in order, up to the first job of a stage,
+/// which it hands back for the caller to run; `None` once the queue is empty. Process context.
+pub(crate) fn next_stage_job(dev: &Device<Roxe>) -> Option<StageJob> {
     loop {
         // One at a time, so that jobs queued meanwhile (behind the current one) keep their place.
         let job = {
             let mut jobs = dev.data().odp_jobs.lock();
             if jobs.is_empty() {
-                return;
+                return None;
             }
-            jobs.remove(0)
+            jobs.remove(0).ok()?
         };
-        let Ok(job) = job else { return };
         match job {
             Job::Fault {
                 index,
@@ -187,21 +196,7 @@ pub(crate) fn run(dev: &Device<Roxe>) {
                     let _ = mr.odp_fault(first, count);
                 }
             }
-            Job::Kick { qpn } => {
-                if let Some(qp) = dev.data().qps.get(qpn) {
-                    crate::req::run(dev, &qp);
-                }
-            }
-            Job::Redeliver { qpn, bytes, src } => {
-                let Some(qp) = dev.data().qps.get(qpn) else {
-                    continue;
-                };
-                if let Ok(pkt) = Packet::new_checked(&bytes[..]) {
-                    // The responder's lock is a bottom-half lock (`RoxeQp::resp_state`).
-                    let _bh = crate::rdma::bh::disable();
-                    crate::resp::receive(dev, &qp, &pkt, &src);
-                }
-            }
+            Job::Stage(s) => return Some(s),
         }
     }
 }

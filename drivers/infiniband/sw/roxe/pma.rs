@@ -8,7 +8,7 @@
 #![deny(unsafe_code)]
 
 use crate::counters::{Counter, Counters};
-use crate::device::PORT;
+use crate::hca::PORT;
 use crate::proto::pma::{self, Answer, PortCounts};
 use crate::rdma::driver::{MadResult, MAD_SIZE};
 

@@ -12,7 +12,6 @@
 use crate::rdma::{
     ah::AddressVector,
     device::Device,
-    kverbs::{KernelRecvWr, KernelSendWr},
     mmap::MmapInfo,
     object::UData,
     pool::{Alloc, PoolRef},
@@ -20,31 +19,32 @@ use crate::rdma::{
     skb::TxSkBuff,
 };
 use crate::{
+    counters::Counter,
     cq::{mminfo_bytes, RoxeCq, MMINFO_SIZE},
-    device::{errno, Roxe, PORT},
+    hca::{errno, Roxe, PORT},
     param,
     proto::{
+        batch::Batch,
         comp::{ack_timeout_ms, CompState, RetryCounters},
-        cqe::{Cqe, WcOpcode, WcStatus},
+        cqe::{wc_opcode_for_send, Cqe, WcOpcode, WcStatus},
         mtu::IbMtu,
         psn::Psn,
         qp_state::{
-            check_attr_values, check_modify_request, psn_from_attr, recv_verdict, send_verdict,
-            AttrLimits, AttrMask, AttrValues, ModifyRequest, PostVerdict, QpState, QpType,
+            check_attr_values, check_modify_request, psn_from_attr, send_verdict, AttrLimits,
+            AttrMask, AttrValues, ModifyRequest, PostVerdict, QpState, QpType,
         },
-        req::WqeProgress,
-        wqe::{recv_layout, send_flags, send_layout, SendWqe, SqLimits, SGE_SIZE},
+        req::{ReqConfig, WqeProgress},
+        wqe::{recv_layout, send_flags, send_layout, SendOpcode, SendWqe, SqLimits, SGE_SIZE},
     },
     queue::{Direction, Queue},
-    req,
-    resp::RespState,
+    resp_state::RespState,
     srq::RoxeSrq,
 };
 use kernel::sync::{SpinLock, SpinLockIrq};
 use kernel::{
     prelude::*,
     sync::{
-        atomic::{Acquire, Atomic, AtomicFlag, Relaxed, Release},
+        atomic::{Atomic, AtomicFlag, Relaxed, Release},
         Arc,
     },
 };
@@ -71,6 +71,73 @@ pub(crate) struct QpStateData {
     /// Send WQEs are still being drained in SQD.
     pub(crate) sq_draining: bool,
 }
+
+/// The QP attributes the requester and responder need, read under the state lock.
+pub(crate) struct PathInfo {
+    pub(crate) state: QpState,
+    pub(crate) dest_qpn: u32,
+    pub(crate) av: Option<AddressVector>,
+}
+
+impl PathInfo {
+    /// The path of a QP whose state lock the caller holds.
+    pub(crate) fn of(st: &QpStateData) -> PathInfo {
+        PathInfo {
+            state: st.state,
+            dest_qpn: st.attr.dest_qp_num,
+            av: st.av,
+        }
+    }
+}
+
+pub(crate) fn path_info(qp: &RoxeQp) -> PathInfo {
+    PathInfo::of(&qp.state.lock())
+}
+
+/// The requester's view of the QP's attributes: the path and the [`ReqConfig`]. RC and UC
+/// segment by the path MTU; datagrams by the port's active MTU (they have no path, IBA 9.6.1),
+/// read from the netdev the device holds (the data path never calls `ib_device_get_netdev`,
+/// whose lock is not IRQ-safe). Takes the state lock: call it before `sq_state`.
+pub(crate) fn req_config(dev: &Device<Roxe>, qp: &RoxeQp) -> (PathInfo, ReqConfig) {
+    let port_mtu = match qp.qp_type {
+        QpType::Rc | QpType::Uc => None,
+        _ => Some(IbMtu::for_netdev_mtu(dev.data().netdev.mtu())),
+    };
+    let st = qp.state.lock();
+    let path_mtu = IbMtu::from_raw(st.attr.path_mtu).unwrap_or(IbMtu::Mtu256);
+    let mtu = port_mtu.unwrap_or(path_mtu);
+    let path = PathInfo::of(&st);
+    let cfg = ReqConfig {
+        qp_type: wqe_qp_type(qp.qp_type),
+        mtu,
+        qp_num: qp.qpn,
+        dest_qp_num: st.attr.dest_qp_num,
+        qkey: st.attr.qkey,
+        pkey: 0xffff,
+        max_rd_atomic: u32::from(st.attr.max_rd_atomic),
+    };
+    (path, cfg)
+}
+
+pub(crate) fn wqe_qp_type(t: QpType) -> crate::proto::wqe::QpType {
+    match t {
+        QpType::Rc => crate::proto::wqe::QpType::Rc,
+        QpType::Uc => crate::proto::wqe::QpType::Uc,
+        QpType::Ud => crate::proto::wqe::QpType::Ud,
+        QpType::Gsi | QpType::Smi => crate::proto::wqe::QpType::Gsi,
+    }
+}
+
+/// A completion the requester posts: `(wr_id, opcode, flags, status, byte_len)`.
+pub(crate) type SendDone = (u64, SendOpcode, u32, WcStatus, u32);
+
+/// How many completions one step collects under the send lock before they are posted. Small:
+/// every requester step returns a step that can hold a batch, and the completer builds one
+/// per response packet, so the batch's size is paid per packet.
+pub(crate) const COMPLETION_BATCH: usize = 8;
+
+/// Completions collected under the send lock, posted after it is released; never allocates.
+pub(crate) type Completions = Batch<SendDone, COMPLETION_BATCH>;
 
 /// A send WQE taken off the SQ: a validated copy, and its progress on the wire.
 pub(crate) struct SendEntry {
@@ -139,6 +206,58 @@ impl SqState {
         } = self;
         for e in entries.drain_all() {
             let _ = spare_slots.push_within_capacity(e.slot);
+        }
+    }
+
+    /// Removes entry `idx` and returns its completion, returning its initiator-depth credit.
+    pub(crate) fn take_entry(&mut self, idx: usize, status: WcStatus) -> Option<SendDone> {
+        let sq = self;
+        if idx >= sq.entries.len() {
+            return None;
+        }
+        let e = sq.entries.remove(idx).ok()?;
+        if idx < sq.cur {
+            sq.cur -= 1;
+        }
+        if e.credit {
+            sq.rd_atomic_in_flight = sq.rd_atomic_in_flight.saturating_sub(1);
+        }
+        let len = match e.wqe.opcode {
+            SendOpcode::RdmaRead => e.read_done,
+            _ => e.wqe.length,
+        };
+        let done = (e.wqe.wr_id, e.wqe.opcode, e.wqe.flags, status, len);
+        sq.retire(e);
+        Some(done)
+    }
+
+    /// Goes back to `from_psn` (a retry): the WQE holding it resumes there, every later started WQE
+    /// restarts from its first PSN, and the next packet gets `from_psn`. The highest PSN sent
+    /// (`psn_limit`) stays.
+    pub(crate) fn rewind(&mut self, from_psn: Psn, cfg: &ReqConfig) {
+        let sq = self;
+        let mut found = None;
+        for (i, e) in sq.entries.iter_mut().enumerate() {
+            let Some(p) = e.progress else { break };
+            match found {
+                None => {
+                    if let Some(np) = WqeProgress::resume_at(&e.wqe, p.first_psn, from_psn, cfg) {
+                        e.progress = Some(np);
+                        if np.psns_used == 0 {
+                            e.read_done = 0;
+                        }
+                        found = Some(i);
+                    }
+                }
+                Some(_) => {
+                    e.progress = Some(WqeProgress::start(p.first_psn));
+                    e.read_done = 0;
+                }
+            }
+        }
+        if let Some(i) = found {
+            sq.cur = i;
+            sq.next_psn = from_psn;
         }
     }
 }
@@ -396,12 +515,25 @@ fn attr_limits() -> AttrLimits {
     }
 }
 
+/// What a Modify QP did that the stages must follow up, once the QP's locks are released.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Transition {
+    /// The QP entered the error state: its work queues are to be flushed (IBA 10.3.1).
+    ToError,
+    /// The QP went to RESET: an ACK held for the old connection is still to leave.
+    ToReset,
+    /// Nothing to follow up.
+    Other,
+}
+
+/// Modify QP (IBA 11.2.5.2): checks the request against the state machine and the device's
+/// limits, then applies it; what the stages must do about the transition is returned.
 pub(crate) fn modify(
     qp: &Qp<Roxe>,
     attr: &QpAttr,
     mask: QpAttrMask,
     udata: Option<&UData<'_>>,
-) -> Result {
+) -> Result<Transition> {
     if let Some(u) = udata {
         u.check_in_empty()?;
     }
@@ -511,14 +643,9 @@ pub(crate) fn modify(
     st.state = next;
     st.attr.qp_state = next.as_raw();
     st.attr.cur_qp_state = next.as_raw();
-    let to_error = next == QpState::Err && prev != QpState::Err;
-    if to_error {
-        drop(st);
-        // Outstanding and queued WQEs complete with a flush error (IBA 10.3.1).
-        req::run(qp.device(), this);
-        flush_recv(qp.device(), this);
-        last_wqe_reached(this);
-        return Ok(());
+    if next == QpState::Err && prev != QpState::Err {
+        // The caller flushes the outstanding and queued WQEs (IBA 10.3.1).
+        return Ok(Transition::ToError);
     }
     if next == QpState::Reset && prev != QpState::Reset {
         // IBA 10.3.1: RESET empties the work queues and forgets the path.
@@ -539,9 +666,6 @@ pub(crate) fn modify(
             sq.comp = CompState::new(Psn::new(0), IbMtu::Mtu256, retry_cnt, rnr_retry);
         }
         drop(st);
-        // An ACK held for the old connection still leaves (it carries its own address), with
-        // no lock held.
-        crate::ack::send_held_ack(qp.device(), this);
         // The next connection learns again whether its answers come quickly.
         this.hold_acks.store(false, Relaxed);
         this.unheld_ack_ns.store(0, Relaxed);
@@ -550,8 +674,10 @@ pub(crate) fn modify(
         if let Some(q) = &mut *rq {
             q.reset();
         }
+        // An ACK held for the old connection still leaves: the caller sends it.
+        return Ok(Transition::ToReset);
     }
-    Ok(())
+    Ok(Transition::Other)
 }
 
 pub(crate) fn query(qp: &Qp<Roxe>) -> (QpAttr, bool) {
@@ -563,30 +689,24 @@ pub(crate) fn query(qp: &Qp<Roxe>) -> (QpAttr, bool) {
     (attr, this.sq_sig_all)
 }
 
+/// Takes the QP out of the device's table; after the grace period in `remove` no packet
+/// handler still uses its number, so no responder holds an ACK for it any more (the caller
+/// sends one it holds).
 pub(crate) fn destroy(qp: &Qp<Roxe>) {
     let this = qp.qp_data();
     if this.qp_type == QpType::Ud {
         // uverbs detaches its groups first; a kernel consumer may not have.
-        crate::mcast::detach_all(qp.device().data(), this.qpn);
+        crate::mcast::detach_all(qp.device(), this.qpn);
     }
-    // After the grace period in `remove` no packet handler still uses the QP's number.
     drop(qp.device().data().qps.remove(this.qpn));
-    // No responder finds the QP any more to hold an ACK. One it holds leaves now: its request
-    // completed here, and the peer's requester waits for it (after its last message to a
-    // consumer that then destroys the QP, it would time out for good).
-    crate::ack::send_held_ack(qp.device(), this);
 }
 
-/// The send doorbell: new WQEs are in the ring; the requester sends them (or flushes them in
-/// the error state).
+/// The send doorbell's admission: new WQEs may be sent (or flushed in the error state) unless
+/// the QP's state refuses posting.
 pub(crate) fn doorbell(qp: &Qp<Roxe>) -> Result {
-    let state = qp.qp_data().state.lock().state;
-    match send_verdict(state) {
+    match send_verdict(qp.qp_data().state.lock().state) {
         PostVerdict::Reject => Err(EINVAL),
-        PostVerdict::Queue | PostVerdict::FlushWithError => {
-            req::run(qp.device(), qp.qp_data());
-            Ok(())
-        }
+        PostVerdict::Queue | PostVerdict::FlushWithError => Ok(()),
     }
 }
 
@@ -649,149 +769,54 @@ pub(crate) fn continue_flush(dev: &Device<Roxe>, qp: &RoxeQp) {
     dev.queue_process_work();
 }
 
-/// The device's process work: goes on with the flushes [`continue_flush`] left, one budget
-/// each per pass (a QP whose ring is still not empty asks for another pass).
-pub(crate) fn run_pending_flushes(dev: &Device<Roxe>) {
-    dev.data().qps.for_each(|_, qp| {
-        if qp.flush_pending.xchg(false, Acquire) {
-            req::run(dev, qp);
-            if qp.state.lock().state == QpState::Err {
-                flush_recv(dev, qp);
-            }
-        }
-    });
+/// Posts the completion of a send WQE, if it asked for one (or all do, or it failed: IBA 10.8.6
+/// reports every error), and counts it.
+pub(crate) fn complete_send(dev: &Device<Roxe>, qp: &RoxeQp, done: SendDone) {
+    let (wr_id, op, flags, status, byte_len) = done;
+    // rxe's `rdma_sends`: every SEND the requester completes, signalled or not, with success or
+    // an error; a flushed one never ran (rxe flushes without `do_complete`).
+    let send = matches!(
+        op,
+        SendOpcode::Send | SendOpcode::SendWithImm | SendOpcode::SendWithInv
+    );
+    if send && status != WcStatus::WrFlushErr {
+        dev.data().counters.inc(Counter::RdmaSends);
+    }
+    let signalled =
+        qp.sq_sig_all || flags & send_flags::SIGNALED != 0 || status != WcStatus::Success;
+    if !signalled {
+        return;
+    }
+    let mut cqe = Cqe::new(wr_id, status, wc_opcode_for_send(op), qp.qpn);
+    if status == WcStatus::Success {
+        cqe.byte_len = byte_len;
+    }
+    if qp
+        .send_cq
+        .post(&cqe.to_bytes(), false, &qp.notifier)
+        .is_err()
+    {
+        cq_overflow(dev, qp);
+    }
 }
 
-/// Writes a kernel consumer's send WR into the SQ ring as the rxe-ABI WQE user space would
-/// write, so that one requester serves both. Context: any (kernel consumers may post from
-/// atomic context).
-pub(crate) fn post_send_kernel(qp: &Qp<Roxe>, wr: &KernelSendWr<'_, Roxe>) -> Result {
-    let this = qp.qp_data();
-    if this.is_user {
-        return Err(EINVAL);
-    }
-    if let PostVerdict::Reject = send_verdict(this.state.lock().state) {
-        return Err(EINVAL);
-    }
-    if wr.send_flags & send_flags::INLINE != 0 || wr.sges.len() > this.sq_limits.max_sge as usize {
-        // Kernel consumers that want inline data get it from rdma_rxe-class HCAs only when
-        // `max_inline_data` says so; roxe reports its inline room but copies through SGEs.
-        return Err(EINVAL);
-    }
-    let mut ring = this.sq.lock();
-    let mut slot = KVec::from_elem(0u8, ring.elem_size(), GFP_ATOMIC)?;
-    let put32 = |b: &mut [u8], off: usize, v: u32| {
-        if let Some(d) = b.get_mut(off..off + 4) {
-            d.copy_from_slice(&v.to_ne_bytes());
-        }
-    };
-    let put64 = |b: &mut [u8], off: usize, v: u64| {
-        if let Some(d) = b.get_mut(off..off + 8) {
-            d.copy_from_slice(&v.to_ne_bytes());
-        }
-    };
-    put64(&mut slot, send_layout::WR_ID, wr.wr_id);
-    put32(&mut slot, send_layout::OPCODE, wr.opcode);
-    put32(&mut slot, send_layout::SEND_FLAGS, wr.send_flags);
-    put32(&mut slot, send_layout::EX, wr.ex);
-    let u = send_layout::WR_UNION;
-    if let Some(reg) = &wr.reg {
-        // `wr.reg` as rxe lays it out, with the MR's key index where rxe keeps the `ib_mr`
-        // pointer, and the MR's IOVA and length at posting after it (`proto::req::RegMrWr`).
-        put64(&mut slot, u, u64::from(reg.mr.data().index));
-        put32(&mut slot, u + 8, reg.key);
-        put32(&mut slot, u + 12, reg.access);
-        put64(&mut slot, u + 16, reg.iova);
-        put64(&mut slot, u + 24, reg.length);
-    }
-    match &wr.ud {
-        Some(_) if wr.reg.is_some() => {}
-        Some(ud) => {
-            put32(&mut slot, u, ud.remote_qpn);
-            put32(&mut slot, u + 4, ud.remote_qkey);
-            put32(&mut slot, u + 12, ud.ah.data().ah_num());
-        }
-        None if wr.reg.is_some() => {}
-        None => {
-            put64(&mut slot, u, wr.remote_addr);
-            if matches!(wr.opcode, 5 | 6) {
-                // Atomics: remote address, compare/add, swap, rkey.
-                put64(&mut slot, u + 8, wr.compare_add);
-                put64(&mut slot, u + 16, wr.swap);
-                put32(&mut slot, u + 24, wr.rkey);
-            } else {
-                put32(&mut slot, u + 8, wr.rkey);
-            }
-        }
-    }
-    let mut total = 0u32;
-    for (i, sge) in wr.sges.iter().enumerate() {
-        let o = send_layout::DMA_DATA + i * SGE_SIZE;
-        put64(&mut slot, o, sge.addr);
-        put32(&mut slot, o + 8, sge.length);
-        put32(&mut slot, o + 12, sge.lkey);
-        total = total.saturating_add(sge.length);
-    }
-    put32(&mut slot, send_layout::DMA_LENGTH, total);
-    put32(&mut slot, send_layout::DMA_NUM_SGE, wr.sges.len() as u32);
-    ring.produce(&slot)?;
-    drop(ring);
-    // The caller may hold a lock with interrupts disabled, where nothing may be sent: the
-    // requester runs from the device's kick work, in softirq context.
-    this.kick_pending.store(true, Release);
-    qp.device().kick();
-    Ok(())
+/// A completion of `qp` found its CQ full (the CQ has told its consumer): the QP goes to the
+/// error state (IBA 10.10.2.3: a CQ overrun is an error for the QPs that feed it), and its
+/// WQEs flush, each reporting against the same CQ.
+pub(crate) fn cq_overflow(dev: &Device<Roxe>, qp: &RoxeQp) {
+    dev.data().counters.inc(Counter::CqOverflow);
+    move_to_error(qp);
 }
 
-/// A kernel consumer's receive WR as the rxe-ABI receive WQE user space would write (for an RQ
-/// or an SRQ ring with `elem_size`-byte slots).
-pub(crate) fn encode_recv_wqe(elem_size: usize, wr: &KernelRecvWr<'_>) -> Result<KVec<u8>> {
-    let mut slot = KVec::from_elem(0u8, elem_size, GFP_ATOMIC)?;
-    let mut total = 0u32;
-    if let Some(d) = slot.get_mut(recv_layout::WR_ID..recv_layout::WR_ID + 8) {
-        d.copy_from_slice(&wr.wr_id.to_ne_bytes());
+/// Moves the QP to the error state after a failed WQE (IBA 10.3.1: completion errors on RC put
+/// the QP in error), and tells the consumer.
+pub(crate) fn move_to_error(qp: &RoxeQp) {
+    let mut st = qp.state.lock();
+    if st.state != QpState::Err {
+        st.state = QpState::Err;
+        st.attr.qp_state = QpState::Err.as_raw();
+        drop(st);
+        qp.notifier.event(QpEvent::Fatal);
+        crate::qp::last_wqe_reached(qp);
     }
-    for (i, sge) in wr.sges.iter().enumerate() {
-        let o = recv_layout::DMA_DATA + i * SGE_SIZE;
-        let d = slot.get_mut(o..o + SGE_SIZE).ok_or(EINVAL)?;
-        d[..8].copy_from_slice(&sge.addr.to_ne_bytes());
-        d[8..12].copy_from_slice(&sge.length.to_ne_bytes());
-        d[12..].copy_from_slice(&sge.lkey.to_ne_bytes());
-        total = total.saturating_add(sge.length);
-    }
-    if let Some(d) = slot.get_mut(recv_layout::DMA_LENGTH..recv_layout::DMA_LENGTH + 4) {
-        d.copy_from_slice(&total.to_ne_bytes());
-    }
-    if let Some(d) = slot.get_mut(recv_layout::DMA_NUM_SGE..recv_layout::DMA_NUM_SGE + 4) {
-        d.copy_from_slice(&(wr.sges.len() as u32).to_ne_bytes());
-    }
-    Ok(slot)
-}
-
-/// Writes a kernel consumer's receive WR into the RQ ring. Context: any.
-pub(crate) fn post_recv(qp: &Qp<Roxe>, wr: &KernelRecvWr<'_>) -> Result {
-    let this = qp.qp_data();
-    if this.is_user || wr.sges.len() > this.rq_max_sge as usize {
-        return Err(EINVAL);
-    }
-    if let PostVerdict::Reject = recv_verdict(this.state.lock().state) {
-        // IBA C10-97.2.1: receives cannot be posted in RESET.
-        return Err(EINVAL);
-    }
-    let mut rq = this.rq.lock();
-    let Some(ring) = &mut *rq else {
-        return Err(EINVAL);
-    };
-    let slot = encode_recv_wqe(ring.elem_size(), wr)?;
-    ring.produce(&slot)?;
-    drop(rq);
-    // Checked after producing: a move to ERR that flushed the ring just before this WQE
-    // arrived must not leave it behind.
-    if let PostVerdict::FlushWithError = recv_verdict(this.state.lock().state) {
-        // The flush completion goes out from the kick work, not from inside the consumer's
-        // call, which may hold the lock its completion handler takes.
-        this.kick_pending.store(true, Release);
-        qp.device().kick();
-    }
-    Ok(())
 }

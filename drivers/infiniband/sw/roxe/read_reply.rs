@@ -15,11 +15,12 @@ use crate::rdma::{
     skb::TxSkBuff,
 };
 use crate::{
-    device::Roxe,
-    mem::{remote_target, MemError},
+    device::LocalReply,
+    hca::Roxe,
+    mem::remote_target,
+    mr::MemError,
     mr::RoxeMr,
-    net::{self, Source},
-    odp,
+    net, odp,
     proto::{
         mtu::IbMtu,
         opcode::Opcode,
@@ -27,9 +28,9 @@ use crate::{
         qp_state::{QpState, QpType},
         resp::{ack_syndrome, check_rkey, ReadReply, READ_REPLY_BURST},
     },
-    qp::RoxeQp,
-    req::{self, PathInfo},
+    qp::{PathInfo, RoxeQp},
     response::{response, response_len, write_response, RespHeader},
+    source::Source,
 };
 use kernel::prelude::*;
 
@@ -40,23 +41,6 @@ pub(crate) struct ReplyPath<'a> {
     pub(crate) path: &'a PathInfo,
     pub(crate) mtu: IbMtu,
     pub(crate) ack: Aeth,
-}
-
-/// An RDMA READ reply (its first [`READ_REPLY_BURST`] responses) to a requester on this device,
-/// left for the loopback drainer that delivered the READ: it builds the responses one at a time
-/// into one buffer as it hands them to the completer ([`deliver_local_reply`]), where the wire
-/// path builds a socket buffer per response and the drainer would queue, parse and free each.
-/// The data is read as the responses are built, as a NIC reads it while it sends.
-pub(crate) struct LocalReply {
-    /// Pinned user memory: its pages stay while this reference does.
-    mr: PoolRef<RoxeMr>,
-    reply: ReadReply,
-    mtu: IbMtu,
-    /// The AETH of the responses that carry one.
-    ack: Aeth,
-    dest_qpn: u32,
-    /// The responses' addresses, as the completer sees them.
-    src: Source,
 }
 
 /// The reply to a READ as a [`LocalReply`], if the drainer can deliver it: the READ came
@@ -137,7 +121,7 @@ pub(crate) fn deliver_local_reply(dev: &Device<Roxe>) -> u32 {
         let ip_len = net::ip_bytes(r.src.network, bytes.len());
         data.counters.sent(1, ip_len);
         data.counters.received(ip_len);
-        crate::recv::dispatch(dev, data, &pkt, &r.src);
+        (data.rx.dispatch)(dev, &pkt, &r.src);
         delivered += 1;
     }
     delivered
@@ -149,7 +133,7 @@ pub(crate) fn tick(dev: &Device<Roxe>, qp: &RoxeQp, now: u64) {
     if qp.qp_type != QpType::Rc || !qp.resp_state.lock().read.due(now) {
         return;
     }
-    let path = req::path_info(qp);
+    let path = crate::qp::path_info(qp);
     if !matches!(
         path.state,
         QpState::Rts | QpState::Sqd | QpState::Sqe | QpState::Rtr
@@ -186,7 +170,7 @@ pub(crate) fn send_read_burst(
         (Some(mr), _) => Some(mr),
         (None, None) => None,
         (None, Some(access)) => {
-            let found = remote_target(dev.data(), reply.rkey, qp.pd_id, qp.qpn);
+            let found = remote_target(dev, reply.rkey, qp.pd_id, qp.qpn);
             if check_rkey(found.as_ref().map(|(t, _)| t), &access).is_ok() {
                 found.map(|(_, mr)| mr)
             } else {

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Dispatch of a checked packet to its QP: requests to the responder, responses and
-//! acknowledgements to the completer. Counterpart of rxe's `rxe_recv.c`.
+//! acknowledgements to the completer, multicast to every attached QP. Counterpart of rxe's
+//! `rxe_recv.c`.
 
 #![deny(unsafe_code)]
 
@@ -9,10 +10,13 @@ use crate::rdma::{ah::AddressVector, device::Device};
 use crate::{
     comp,
     counters::Counter,
-    device::{Roxe, RoxeDevice},
-    net::{count_drop, RxDrop, Source},
+    hca::Roxe,
+    mcast::Members,
+    net::{count_drop, RxDrop},
+    param::MAX_MCAST_QP_ATTACH,
     proto::{mcast::MULTICAST_QPN, packet::Packet, qp_state::QpType},
     resp,
+    source::Source,
 };
 
 /// Whether a packet from `src` may reach a connected QP: its IP source is the QP's destination
@@ -27,9 +31,10 @@ fn from_peer(av: &Option<AddressVector>, src: &Source) -> bool {
 
 /// Hands `pkt` to the QP it is addressed to. Context: the receive pipeline (softirq or the
 /// loopback drainer).
-pub(crate) fn dispatch(dev: &Device<Roxe>, data: &RoxeDevice, pkt: &Packet<&[u8]>, src: &Source) {
+pub(crate) fn dispatch(dev: &Device<Roxe>, pkt: &Packet<&[u8]>, src: &Source) {
+    let data = dev.data();
     if pkt.dest_qpn() == MULTICAST_QPN {
-        return crate::mcast::deliver(dev, data, pkt, src);
+        return deliver_mcast(dev, pkt, src);
     }
     let Some(qp) = data.qps.get(pkt.dest_qpn()) else {
         data.counters.inc(Counter::RcvdDrops);
@@ -47,5 +52,22 @@ pub(crate) fn dispatch(dev: &Device<Roxe>, data: &RoxeDevice, pkt: &Packet<&[u8]
         // there as deferred; roxe's completer takes it now, and counts the same packets.
         data.counters.inc(Counter::AckDeferred);
         comp::receive(dev, &qp, pkt);
+    }
+}
+
+/// Delivers a multicast packet to every UD QP attached to the group it was sent to (the
+/// packet's destination GID). Each QP checks the Q_Key itself, as for unicast.
+fn deliver_mcast(dev: &Device<Roxe>, pkt: &Packet<&[u8]>, src: &Source) {
+    let data = dev.data();
+    let mut qpns: Members = [0; MAX_MCAST_QP_ATTACH as usize];
+    let Some(n) = data.mcast.members(&src.dgid, &mut qpns) else {
+        return count_drop(RxDrop::NoQp);
+    };
+    for &qpn in qpns.iter().take(n) {
+        if let Some(qp) = data.qps.get(qpn) {
+            if qp.qp_type == QpType::Ud && pkt.info().is_request() {
+                resp::receive(dev, &qp, pkt, src);
+            }
+        }
     }
 }

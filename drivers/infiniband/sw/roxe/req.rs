@@ -23,18 +23,15 @@ use crate::rdma::{
     skb::TxSkBuff,
 };
 use crate::{
-    comp,
-    device::Roxe,
-    mem::{MemError, SgeList},
+    hca::Roxe,
+    mem::SgeList,
+    mr::MemError,
     net, odp,
     proto::{
-        batch::Batch,
         comp::completes_without_ack,
         cqe::WcStatus,
         mtt::Access,
-        mtu::IbMtu,
         packet::Packet,
-        psn::Psn,
         qp_state::{QpState, QpType},
         req::{
             finished, may_continue, may_start, next_packet, Finished, InFlight, LocalOp,
@@ -42,76 +39,18 @@ use crate::{
         },
         wqe::{send_flags, send_layout, Payload, SendOpcode, SendWqe},
     },
-    qp::{QpStateData, RoxeQp, SendEntry, SqState},
+    qp::{Completions, PathInfo, RoxeQp, SendDone, SendEntry, SqState, COMPLETION_BATCH},
 };
 use kernel::{
     prelude::*,
     sync::atomic::{Full, Release},
 };
 
-/// The QP attributes the requester and responder need, read under the state lock.
-pub(crate) struct PathInfo {
-    pub(crate) state: QpState,
-    pub(crate) dest_qpn: u32,
-    pub(crate) av: Option<AddressVector>,
-}
-
-impl PathInfo {
-    /// The path of a QP whose state lock the caller holds.
-    pub(crate) fn of(st: &QpStateData) -> PathInfo {
-        PathInfo {
-            state: st.state,
-            dest_qpn: st.attr.dest_qp_num,
-            av: st.av,
-        }
-    }
-}
-
-pub(crate) fn path_info(qp: &RoxeQp) -> PathInfo {
-    PathInfo::of(&qp.state.lock())
-}
-
-/// The requester's view of the QP's attributes: the path and the [`ReqConfig`]. RC and UC
-/// segment by the path MTU; datagrams by the port's active MTU (they have no path, IBA 9.6.1),
-/// read from the netdev the device holds (the data path never calls `ib_device_get_netdev`,
-/// whose lock is not IRQ-safe). Takes the state lock: call it before `sq_state`.
-pub(crate) fn req_config(dev: &Device<Roxe>, qp: &RoxeQp) -> (PathInfo, ReqConfig) {
-    let port_mtu = match qp.qp_type {
-        QpType::Rc | QpType::Uc => None,
-        _ => Some(IbMtu::for_netdev_mtu(dev.data().netdev.mtu())),
-    };
-    let st = qp.state.lock();
-    let path_mtu = IbMtu::from_raw(st.attr.path_mtu).unwrap_or(IbMtu::Mtu256);
-    let mtu = port_mtu.unwrap_or(path_mtu);
-    let path = PathInfo::of(&st);
-    let cfg = ReqConfig {
-        qp_type: wqe_qp_type(qp.qp_type),
-        mtu,
-        qp_num: qp.qpn,
-        dest_qp_num: st.attr.dest_qp_num,
-        qkey: st.attr.qkey,
-        pkey: 0xffff,
-        max_rd_atomic: u32::from(st.attr.max_rd_atomic),
-    };
-    (path, cfg)
-}
-
 fn rd_u64(b: &[u8], off: usize) -> u64 {
     b.get(off..off + 8)
         .and_then(|s| s.try_into().ok())
         .map_or(0, u64::from_ne_bytes)
 }
-
-/// A completion the requester posts: `(wr_id, opcode, flags, status, byte_len)`.
-pub(crate) type SendDone = (u64, SendOpcode, u32, WcStatus, u32);
-
-/// How many completions one step collects under the send lock before they are posted. Small:
-/// every requester step returns a [`Step`] that can hold a batch, and the completer builds one
-/// per response packet, so the batch's size is paid per packet.
-pub(crate) const COMPLETION_BATCH: usize = 8;
-
-/// Completions collected under the send lock, posted after it is released; never allocates.
-pub(crate) type Completions = Batch<SendDone, COMPLETION_BATCH>;
 
 /// Steps (packets built, completions posted) one call of [`run`] makes before it leaves the
 /// rest to the device's kick work, or a flush to its process work: the SQ's producer index is
@@ -239,7 +178,7 @@ fn fill(
         };
         let len = entry.wqe.length.saturating_sub(d.payload_offset);
         if list.check_present(
-            dev.data(),
+            dev,
             qp.pd_id,
             u64::from(d.payload_offset),
             len as usize,
@@ -282,7 +221,7 @@ fn fill(
                         base: send_layout::DMA_DATA,
                         num,
                     };
-                    match list.gather(dev.data(), qp.pd_id, u64::from(d.payload_offset), out) {
+                    match list.gather(dev, qp.pd_id, u64::from(d.payload_offset), out) {
                         Ok(()) => {}
                         Err(MemError::NotPresent) => {
                             // ODP: fault in the rest of the message, then go on from this packet.
@@ -334,7 +273,7 @@ fn fetch(dev: &Device<Roxe>, qp: &RoxeQp, sq: &mut SqState) -> Option<Result<(),
     // has completed: completions leave a send queue in order (IBA 10.8.3.1), so it waits in the
     // ring until the completer has retired the earlier ones (it runs the requester after each
     // ACK). Nothing is consumed while it waits.
-    let parsed = match SendWqe::parse(&slot, wqe_qp_type(qp.qp_type), &qp.sq_limits) {
+    let parsed = match SendWqe::parse(&slot, crate::qp::wqe_qp_type(qp.qp_type), &qp.sq_limits) {
         Ok(wqe) if matches!(qp.qp_type, QpType::Ud | QpType::Gsi) => {
             // AH numbers are device-wide: a WQE may only name an AH of its QP's PD (IBA 10.2.3).
             match dev.data().ahs.get(UdWr::decode(&wqe.wr).ah_num) {
@@ -387,65 +326,6 @@ fn fetch(dev: &Device<Roxe>, qp: &RoxeQp, sq: &mut SqState) -> Option<Result<(),
         return None;
     }
     Some(Ok(()))
-}
-
-pub(crate) fn wqe_qp_type(t: QpType) -> crate::proto::wqe::QpType {
-    match t {
-        QpType::Rc => crate::proto::wqe::QpType::Rc,
-        QpType::Uc => crate::proto::wqe::QpType::Uc,
-        QpType::Ud => crate::proto::wqe::QpType::Ud,
-        QpType::Gsi | QpType::Smi => crate::proto::wqe::QpType::Gsi,
-    }
-}
-
-/// Removes entry `idx` and returns its completion, returning its initiator-depth credit.
-pub(crate) fn take_entry(sq: &mut SqState, idx: usize, status: WcStatus) -> Option<SendDone> {
-    if idx >= sq.entries.len() {
-        return None;
-    }
-    let e = sq.entries.remove(idx).ok()?;
-    if idx < sq.cur {
-        sq.cur -= 1;
-    }
-    if e.credit {
-        sq.rd_atomic_in_flight = sq.rd_atomic_in_flight.saturating_sub(1);
-    }
-    let len = match e.wqe.opcode {
-        SendOpcode::RdmaRead => e.read_done,
-        _ => e.wqe.length,
-    };
-    let done = (e.wqe.wr_id, e.wqe.opcode, e.wqe.flags, status, len);
-    sq.retire(e);
-    Some(done)
-}
-
-/// Goes back to `from_psn` (a retry): the WQE holding it resumes there, every later started WQE
-/// restarts from its first PSN, and the next packet gets `from_psn`. The highest PSN sent
-/// (`psn_limit`) stays.
-pub(crate) fn rewind(sq: &mut SqState, from_psn: Psn, cfg: &ReqConfig) {
-    let mut found = None;
-    for (i, e) in sq.entries.iter_mut().enumerate() {
-        let Some(p) = e.progress else { break };
-        match found {
-            None => {
-                if let Some(np) = WqeProgress::resume_at(&e.wqe, p.first_psn, from_psn, cfg) {
-                    e.progress = Some(np);
-                    if np.psns_used == 0 {
-                        e.read_done = 0;
-                    }
-                    found = Some(i);
-                }
-            }
-            Some(_) => {
-                e.progress = Some(WqeProgress::start(p.first_psn));
-                e.read_done = 0;
-            }
-        }
-    }
-    if let Some(i) = found {
-        sq.cur = i;
-        sq.next_psn = from_psn;
-    }
 }
 
 /// The flush of a QP in the error state: every WQE not yet completed, in the list or still in
@@ -527,7 +407,7 @@ fn one(done: Option<SendDone>, error: bool) -> Step {
 fn finish(sq: &mut SqState, cur: usize, status: WcStatus) -> Step {
     let verdict = finished(cur > 0, status);
     if verdict == Finished::CompleteNow {
-        return one(take_entry(sq, cur, status), status != WcStatus::Success);
+        return one(sq.take_entry(cur, status), status != WcStatus::Success);
     }
     if let Some(e) = sq.entries.get_mut(cur) {
         e.finished = Some(status);
@@ -547,14 +427,14 @@ fn finish(sq: &mut SqState, cur: usize, status: WcStatus) -> Step {
 /// nothing still in flight uses the key it invalidates.
 fn local(dev: &Device<Roxe>, qp: &RoxeQp, wqe: &SendWqe, op: &LocalOp) -> WcStatus {
     let ok = match op {
-        LocalOp::BindMw(_) => match crate::mw::bind(dev.data(), qp.pd_id, qp.qpn, wqe) {
+        LocalOp::BindMw(_) => match crate::mw::bind(dev, qp.pd_id, qp.qpn, wqe) {
             Ok(()) => return WcStatus::Success,
             Err(status) => return status,
         },
-        LocalOp::Invalidate { rkey } => crate::mem::invalidate(dev.data(), qp.pd_id, *rkey).is_ok(),
-        // Only kernel QPs fast-register: their WQEs come from `post_send_kernel`, which names the
+        LocalOp::Invalidate { rkey } => crate::mem::invalidate(dev, qp.pd_id, *rkey).is_ok(),
+        // Only kernel QPs fast-register: their WQEs come from `kpost::post_send`, which names the
         // MR by key index; a user ring claiming the opcode gets an error.
-        LocalOp::RegMr(wr) => !qp.is_user && crate::mr::reg_fast(dev.data(), qp.pd_id, wr).is_ok(),
+        LocalOp::RegMr(wr) => !qp.is_user && crate::mr::reg_fast(dev, qp.pd_id, wr).is_ok(),
     };
     if ok {
         WcStatus::Success
@@ -677,7 +557,7 @@ fn step(
                 sq.cur += 1;
                 // UC and UD messages complete once sent (IBA 10.8.5: no acknowledgement).
                 if completes_without_ack(cfg.qp_type, op) {
-                    done = take_entry(&mut sq, cur, WcStatus::Success);
+                    done = sq.take_entry(cur, WcStatus::Success);
                 }
             }
             let batch = matches!(
@@ -702,7 +582,7 @@ fn step(
             if sq.next_psn.diff(sq.psn_limit) > 0 {
                 sq.psn_limit = sq.next_psn;
             }
-            one(take_entry(&mut sq, cur, WcStatus::Success), false)
+            one(sq.take_entry(cur, WcStatus::Success), false)
         }
         PacketPlan::Done => {
             sq.cur += 1;
@@ -748,7 +628,7 @@ pub(crate) fn run(dev: &Device<Roxe>, qp: &RoxeQp) {
             return;
         }
         budget -= 1;
-        let (path, cfg) = req_config(dev, qp);
+        let (path, cfg) = crate::qp::req_config(dev, qp);
         flushing = matches!(path.state, QpState::Err | QpState::Sqe);
         match step(dev, qp, &dev.data().netdev, &path, &cfg) {
             Step::Send(o, done) => {
@@ -777,7 +657,7 @@ pub(crate) fn run(dev: &Device<Roxe>, qp: &RoxeQp) {
                 }
                 if let Some(done) = done {
                     batch.flush(dev);
-                    comp::complete_send(dev, qp, done);
+                    crate::qp::complete_send(dev, qp, done);
                 }
                 continue;
             }
@@ -786,10 +666,10 @@ pub(crate) fn run(dev: &Device<Roxe>, qp: &RoxeQp) {
                 budget = budget.saturating_sub(list.len().saturating_sub(1) as u32);
                 batch.flush(dev);
                 for done in list.iter() {
-                    comp::complete_send(dev, qp, done);
+                    crate::qp::complete_send(dev, qp, done);
                 }
                 if error {
-                    comp::move_to_error(qp);
+                    crate::qp::move_to_error(qp);
                 }
                 continue;
             }

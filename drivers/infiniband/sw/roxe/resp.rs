@@ -23,12 +23,12 @@ use crate::rdma::{
     skb::TxSkBuff,
 };
 use crate::{
-    comp,
     counters::Counter,
-    device::Roxe,
-    mem::{remote_target, MemError, SgeList},
+    device::LocalReply,
+    hca::Roxe,
+    mem::{remote_target, SgeList},
+    mr::MemError,
     mr::RoxeMr,
-    net::Source,
     odp,
     proto::{
         cqe::{Cqe, RecvCompletion, WcStatus},
@@ -39,78 +39,20 @@ use crate::{
         psn::Psn,
         qp_state::{QpState, QpType},
         resp::{
-            self as presp, ack_syndrome, check_length, check_op_allowed, check_opcode, check_psn,
-            check_resource, check_rkey, commit, handle_duplicate, PageFaultAction, Placement,
-            PsnVerdict, ReadStream, RecvWqeFate, Request, RespConfig, RespError,
-            ResponderResources, Response, READ_REPLY_BURST, UD_GRH_LEN,
+            ack_syndrome, check_length, check_op_allowed, check_opcode, check_psn, check_resource,
+            check_rkey, commit, handle_duplicate, PageFaultAction, Placement, PsnVerdict,
+            RecvWqeFate, Request, RespConfig, RespError, Response, READ_REPLY_BURST, UD_GRH_LEN,
         },
         wqe::{recv_layout, RecvWqe},
     },
-    qp::{self, RoxeQp},
-    read_reply::{self, send_read_burst, LocalReply, ReplyPath},
-    req::{self, PathInfo},
+    qp::{self, PathInfo, RoxeQp},
+    read_reply::{self, send_read_burst, ReplyPath},
+    req,
+    resp_state::{RecvEntry, RespState},
     response::{ack_packet, response, RespHeader},
+    source::Source,
 };
 use kernel::{prelude::*, sync::aref::ARef};
-
-/// Slots of the responder resources cache: the device's `max_qp_rd_atom`, so that every READ or
-/// atomic a requester may still retry can be found again.
-pub(crate) const RD_ATOMIC_SLOTS: usize = 128;
-
-const _: () = assert!(RD_ATOMIC_SLOTS >= crate::param::MAX_QP_RD_ATOM as usize);
-
-/// The responder resources of one QP.
-type Resources = ResponderResources<RD_ATOMIC_SLOTS>;
-
-/// A receive WQE held for the message in progress: a validated copy of its slot.
-pub(crate) struct RecvEntry {
-    wqe: RecvWqe,
-    slot: KVec<u8>,
-}
-
-/// The responder's state of one QP: the protocol state, the resources cache (boxed: it is a few
-/// kilobytes) and the receive WQE the current message fills.
-pub(crate) struct RespState {
-    pub(crate) proto: presp::RespState,
-    cache: KBox<Resources>,
-    recv: Option<RecvEntry>,
-    /// The RDMA READ reply being sent, a burst of at most [`READ_REPLY_BURST`] responses at a
-    /// time, paced ([`presp::ReadStream`]): the first burst of a new READ at once, the rest
-    /// and every replay from the device tick, at most one burst per interval.
-    pub(crate) read: ReadStream,
-}
-
-impl RespState {
-    /// A responder expecting PSN 0 with no responder resources (QP creation: process context).
-    pub(crate) fn new() -> Result<RespState> {
-        Ok(RespState {
-            proto: presp::RespState::new(Psn::new(0)),
-            cache: KBox::new(Resources::new(0), GFP_KERNEL)?,
-            recv: None,
-            read: ReadStream::default(),
-        })
-    }
-
-    /// Modify QP set `rq_psn`.
-    pub(crate) fn set_rq_psn(&mut self, psn: Psn) {
-        self.proto.set_expected_psn(psn);
-        self.read.clear();
-    }
-
-    /// Modify QP set `max_dest_rd_atomic`: the cache starts over with that many slots.
-    pub(crate) fn set_max_dest_rd_atomic(&mut self, n: u8) {
-        self.cache.reset(u32::from(n));
-    }
-
-    /// The QP went to RESET: forget everything but the cache's size. A held receive WQE was
-    /// already consumed from the ring, which RESET empties anyway.
-    pub(crate) fn reset(&mut self, max_dest_rd_atomic: u8) {
-        self.proto = presp::RespState::new(Psn::new(0));
-        self.cache.reset(u32::from(max_dest_rd_atomic));
-        self.recv = None;
-        self.read.clear();
-    }
-}
 
 /// What the responder sends, completes or raises once its lock is released.
 struct Effects {
@@ -320,7 +262,7 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src:
         qp.notifier.event(QpEvent::AccessError);
     }
     if fx.error {
-        comp::move_to_error(qp);
+        crate::qp::move_to_error(qp);
         qp::flush_recv(dev, qp);
         req::run(dev, qp);
     } else if path.state == QpState::Rtr && pkt.info().starts_message() {
@@ -437,7 +379,7 @@ fn place_recv(
     data: &[u8],
     recv_len: u32,
 ) -> Result<(), Refusal> {
-    match list.scatter(dev.data(), qp.pd_id, u64::from(offset), data) {
+    match list.scatter(dev, qp.pd_id, u64::from(offset), data) {
         Ok(()) => Ok(()),
         Err(MemError::NotPresent) => {
             let rest = recv_len.saturating_sub(offset) as usize;
@@ -455,7 +397,7 @@ fn place_recv(
     }
 }
 
-/// Answers a request deferred by an ODP miss as [`presp::RespState::page_fault`] says. Called
+/// Answers a request deferred by an ODP miss as [`crate::proto::resp::RespState::page_fault`] says. Called
 /// before `commit`: the expected PSN, the MSN and the message in progress are as before the
 /// packet.
 fn page_fault(cx: &Ctx<'_>, req: &Request, rs: &mut RespState, fx: &mut Effects) {
@@ -532,12 +474,12 @@ fn execute(
                 // SEND with Invalidate (its LAST or ONLY packet carries the IETH) frees the named
                 // window or fast-registration MR before the receive completes (IBA 10.6.7.3); an
                 // R_Key that names nothing this QP may invalidate fails the message (class J).
-                crate::mem::invalidate(dev.data(), qp.pd_id, ieth.rkey)
+                crate::mem::invalidate(dev, qp.pd_id, ieth.rkey)
                     .map_err(|_| RespError::InvalidateFailed)?;
             }
         }
         Placement::Remote(access) => {
-            let found = remote_target(dev.data(), access.rkey, qp.pd_id, qp.qpn);
+            let found = remote_target(dev, access.rkey, qp.pd_id, qp.qpn);
             check_rkey(found.as_ref().map(|(t, _)| t), &access)?;
             let Some((_, mr)) = found else {
                 return Err(RespError::RemoteAccess.into());
@@ -625,7 +567,7 @@ fn execute(
                 },
                 grh: ud,
                 pkey_index: 0,
-                port_num: crate::device::PORT as u8,
+                port_num: crate::hca::PORT as u8,
             };
             fx.recv_cqe = Some(Cqe::recv(&c));
             fx.solicited = pkt.solicited_event();
@@ -694,7 +636,7 @@ fn respond(
     }
 }
 
-/// Handles a refused request as [`presp::RespState::fail`] says.
+/// Handles a refused request as [`crate::proto::resp::RespState::fail`] says.
 fn fail(cx: &Ctx<'_>, req: &Request, rs: &mut RespState, fx: &mut Effects, err: RespError) {
     let Ctx {
         dev, qp, path, cfg, ..

@@ -14,7 +14,7 @@ use crate::{
         packet::{pad_count_for, Aeth, AtomicAckEth, Packet},
         psn::Psn,
     },
-    req::PathInfo,
+    qp::PathInfo,
 };
 
 /// The header fields of a response that vary: its opcode, BTH PSN, AETH (responses without one:

@@ -31,6 +31,8 @@ mod comp;
 mod counters;
 mod cq;
 mod device;
+mod hca;
+mod kpost;
 mod mcast;
 mod mem;
 mod mr;
@@ -45,8 +47,11 @@ mod read_reply;
 mod recv;
 mod req;
 mod resp;
+mod resp_state;
 mod response;
+mod source;
 mod srq;
+mod task;
 mod verbs;
 // Pure protocol logic shared with the host test crate, which uses all of it.
 #[allow(
@@ -78,7 +83,7 @@ struct Devices;
 
 impl Drop for Devices {
     fn drop(&mut self) {
-        unregister_all::<device::Roxe>();
+        unregister_all::<hca::Roxe>();
     }
 }
 
@@ -97,11 +102,11 @@ impl Drop for RcuCallbacks {
 /// packets, and last the guard that keeps `rdma_rxe` out.
 #[pin_data]
 struct RoxeModule {
-    link: LinkRegistration<device::Roxe>,
+    link: LinkRegistration<hca::Roxe>,
     devices: Devices,
     rcu_callbacks: RcuCallbacks,
     #[pin]
-    notifier: NetdevNotifierRegistration<device::Roxe>,
+    notifier: NetdevNotifierRegistration<hca::Roxe>,
     sockets: net::Sockets,
     #[pin]
     rxe_guard: ModuleBlocker,

@@ -9,7 +9,6 @@
 
 use crate::rdma::{
     device::Device,
-    kverbs::KernelRecvWr,
     object::UData,
     pool::Alloc,
     srq::{srq_mask, Srq, SrqAttr, SrqInit, SrqNotifier},
@@ -17,7 +16,7 @@ use crate::rdma::{
 use crate::rdma::{mmap::MmapInfo, pool::PoolRef};
 use crate::{
     cq::{mminfo_bytes, MMINFO_SIZE},
-    device::Roxe,
+    hca::Roxe,
     param,
     proto::wqe::{recv_layout, SGE_SIZE},
     queue::{Direction, Queue},
@@ -191,16 +190,4 @@ pub(crate) fn query(srq: &Srq<Roxe>) -> SrqAttr {
 
 pub(crate) fn destroy(srq: &Srq<Roxe>) {
     drop(srq.device().data().srqs.remove(srq.srq_data().srq_num));
-}
-
-/// Writes a kernel consumer's receive WR into the SRQ ring (`ib_post_srq_recv`). Context: any;
-/// the QPs sharing the SRQ take it from there in the receive path.
-pub(crate) fn post_kernel(srq: &Srq<Roxe>, wr: &KernelRecvWr<'_>) -> Result {
-    let s = srq.srq_data();
-    let mut inner = s.inner.lock();
-    if wr.sges.len() > inner.max_sge as usize {
-        return Err(EINVAL);
-    }
-    let slot = crate::qp::encode_recv_wqe(inner.queue.elem_size(), wr)?;
-    inner.queue.produce(&slot)
 }

@@ -9,7 +9,6 @@
 
 #![deny(unsafe_code)]
 
-use crate::device::{fallback_mac, port_state, Roxe, RoxeDevice, RoxePd, RoxeUContext, PORT};
 use crate::rdma::{
     ah::{AddressVector, Ah, AhContext},
     attr::{
@@ -34,11 +33,16 @@ use crate::{
     ah::{self, AhHandle},
     counters::{self, Counter, Counters},
     cq::{self, RoxeCq},
-    mr::{self, MrHandle, MwHandle},
+    mr::{self, MrHandle},
+    mw::MwHandle,
     param,
     proto::{guid::eui64_from_mac, mtu::IbMtu},
     qp::{self, RoxeQp},
     srq::{self, RoxeSrq},
+};
+use crate::{
+    device::{fallback_mac, port_state, RoxeDevice, RoxePd, RoxeUContext},
+    hca::{Roxe, PORT},
 };
 use kernel::{
     prelude::*,
@@ -61,11 +65,7 @@ impl Driver for Roxe {
     const TICK_MS: u32 = 10;
 
     fn tick(dev: &Device<Self>) {
-        let now = crate::rdma::device::now_ms();
-        dev.data().qps.for_each(|_, qp| {
-            crate::comp::tick(dev, qp, now);
-            crate::read_reply::tick(dev, qp, now);
-        });
+        crate::task::tick(dev);
     }
 
     fn short_timer(dev: &Device<Self>) {
@@ -73,23 +73,11 @@ impl Driver for Roxe {
     }
 
     fn kicked(dev: &Device<Self>) {
-        // Loopback packets a drainer left over when its budget ran out.
-        crate::net::drain_loopback(dev, crate::net::LOOPBACK_BUDGET);
-        dev.data().qps.for_each(|_, qp| {
-            if qp.kick_pending.xchg(false, kernel::sync::atomic::Acquire) {
-                crate::req::run(dev, qp);
-                // A receive posted to a QP in error flushes (IBA 10.3.1); `ib_drain_rq`
-                // waits for exactly that completion.
-                if qp.state.lock().state == crate::proto::qp_state::QpState::Err {
-                    crate::qp::flush_recv(dev, qp);
-                }
-            }
-        });
+        crate::task::kicked(dev);
     }
 
     fn process_work(dev: &Device<Self>) {
-        crate::odp::run(dev);
-        crate::qp::run_pending_flushes(dev);
+        crate::task::process_work(dev);
     }
 
     fn query_device(dev: &Device<Self>) -> Result<DeviceAttr> {
@@ -273,7 +261,21 @@ impl Driver for Roxe {
         mask: QpAttrMask,
         udata: Option<&UData<'_>>,
     ) -> Result {
-        qp::modify(qp, attr, mask, udata)
+        match qp::modify(qp, attr, mask, udata)? {
+            qp::Transition::ToError => {
+                // Outstanding and queued WQEs complete with a flush error (IBA 10.3.1).
+                crate::req::run(qp.device(), qp.qp_data());
+                qp::flush_recv(qp.device(), qp.qp_data());
+                qp::last_wqe_reached(qp.qp_data());
+            }
+            // An ACK held for the old connection still leaves (it carries its own address),
+            // with no lock held.
+            qp::Transition::ToReset => {
+                crate::ack::send_held_ack(qp.device(), qp.qp_data());
+            }
+            qp::Transition::Other => {}
+        }
+        Ok(())
     }
 
     fn query_qp(qp: &Qp<Self>) -> Result<(QpAttr, bool)> {
@@ -282,11 +284,15 @@ impl Driver for Roxe {
 
     fn destroy_qp(qp: &Qp<Self>) -> Result {
         qp::destroy(qp);
+        // No responder finds the QP any more to hold an ACK. One it holds leaves now: its
+        // request completed here, and the peer's requester waits for it (after its last message
+        // to a consumer that then destroys the QP, it would time out for good).
+        crate::ack::send_held_ack(qp.device(), qp.qp_data());
         Ok(())
     }
 
     fn post_srq_recv(s: &Srq<Self>, wr: &KernelRecvWr<'_>) -> Result {
-        crate::srq::post_kernel(s, wr)
+        crate::kpost::post_srq_recv(s, wr)
     }
 
     fn attach_mcast(q: &Qp<Self>, mgid: &[u8; 16]) -> Result {
@@ -298,7 +304,11 @@ impl Driver for Roxe {
     }
 
     fn post_send_doorbell(qp: &Qp<Self>) -> Result {
-        qp::doorbell(qp)
+        // New WQEs are in the ring: the requester sends them (or flushes them in the error
+        // state).
+        qp::doorbell(qp)?;
+        crate::req::run(qp.device(), qp.qp_data());
+        Ok(())
     }
 
     fn create_srq(
@@ -368,19 +378,19 @@ impl Driver for Roxe {
     }
 
     fn alloc_mw(pd: &Pd<Self>, type2: bool, udata: Option<&UData<'_>>) -> Result<(MwHandle, u32)> {
-        mr::alloc_mw(pd, type2, udata)
+        crate::mw::alloc_mw(pd, type2, udata)
     }
 
     fn dealloc_mw(dev: &Device<Self>, m: MwHandle) {
-        mr::dealloc_mw(dev, m)
+        crate::mw::dealloc_mw(dev, m)
     }
 
     fn post_send_kernel(q: &Qp<Self>, wr: &KernelSendWr<'_, Self>) -> Result {
-        qp::post_send_kernel(q, wr)
+        crate::kpost::post_send(q, wr)
     }
 
     fn post_recv(q: &Qp<Self>, wr: &KernelRecvWr<'_>) -> Result {
-        qp::post_recv(q, wr)
+        crate::kpost::post_recv(q, wr)
     }
 
     fn poll_cq(c: &Cq<Self>) -> Option<Wc> {
@@ -460,9 +470,13 @@ impl Link for Roxe {
                 ahs <- Pool::new(),
                 loopback <- SkbQueue::new(),
                 loopback_draining: AtomicFlag::new(false),
+                rx: crate::net::RxPath {
+                    dispatch: crate::recv::dispatch,
+                    local_reply: crate::read_reply::deliver_local_reply,
+                },
                 local_reply <- kernel::new_spinlock_irq!(None, "roxe_local_reply"),
                 atomic_lock <- kernel::new_spinlock!((), "roxe_atomic"),
-                held_acks <- kernel::new_spinlock_irq!(crate::ack::HeldAcks::new(), "roxe_held_acks"),
+                held_acks <- kernel::new_spinlock_irq!(crate::device::HeldAcks::new(), "roxe_held_acks"),
                 counters: Counters::new(),
                 mcast <- crate::mcast::McastTable::new(),
                 odp_jobs <- kernel::new_spinlock_irq!(KVec::new(), "roxe_odp_jobs"),

@@ -1051,7 +1051,7 @@ mod tests {
 
     #[test]
     fn reg_mr_wr_carries_the_iova_and_length_at_posting() {
-        // The kernel post path's layout (`qp::post_send_kernel`): index, key, access, then the
+        // The kernel post path's layout (`kpost::post_send`): index, key, access, then the
         // MR's IOVA and length, which a consumer may have set anew after mapping.
         let mut wr = [0u8; 32];
         wr[0..8].copy_from_slice(&7u64.to_ne_bytes());

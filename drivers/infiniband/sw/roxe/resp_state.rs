@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The responder's state of one QP, which the QP owns (under its `resp_state` lock) and the
+//! responder stage (`resp.rs`) updates: the protocol state, the responder resources cache, the
+//! receive WQE the current message fills and the paced READ reply. Modify QP sets it up here;
+//! every packet-driven change is the responder's.
+
+#![deny(unsafe_code)]
+
+use crate::proto::{
+    psn::Psn,
+    resp::{self as presp, ReadStream, ResponderResources},
+    wqe::RecvWqe,
+};
+use kernel::prelude::*;
+
+/// Slots of the responder resources cache: the device's `max_qp_rd_atom`, so that every READ or
+/// atomic a requester may still retry can be found again.
+pub(crate) const RD_ATOMIC_SLOTS: usize = 128;
+
+const _: () = assert!(RD_ATOMIC_SLOTS >= crate::param::MAX_QP_RD_ATOM as usize);
+
+/// The responder resources of one QP.
+pub(crate) type Resources = ResponderResources<RD_ATOMIC_SLOTS>;
+
+/// A receive WQE held for the message in progress: a validated copy of its slot.
+pub(crate) struct RecvEntry {
+    pub(crate) wqe: RecvWqe,
+    pub(crate) slot: KVec<u8>,
+}
+
+/// The responder's state of one QP: the protocol state, the resources cache (boxed: it is a few
+/// kilobytes) and the receive WQE the current message fills.
+pub(crate) struct RespState {
+    pub(crate) proto: presp::RespState,
+    pub(crate) cache: KBox<Resources>,
+    pub(crate) recv: Option<RecvEntry>,
+    /// The RDMA READ reply being sent, a burst of at most [`presp::READ_REPLY_BURST`] responses at a
+    /// time, paced ([`presp::ReadStream`]): the first burst of a new READ at once, the rest
+    /// and every replay from the device tick, at most one burst per interval.
+    pub(crate) read: ReadStream,
+}
+
+impl RespState {
+    /// A responder expecting PSN 0 with no responder resources (QP creation: process context).
+    pub(crate) fn new() -> Result<RespState> {
+        Ok(RespState {
+            proto: presp::RespState::new(Psn::new(0)),
+            cache: KBox::new(Resources::new(0), GFP_KERNEL)?,
+            recv: None,
+            read: ReadStream::default(),
+        })
+    }
+
+    /// Modify QP set `rq_psn`.
+    pub(crate) fn set_rq_psn(&mut self, psn: Psn) {
+        self.proto.set_expected_psn(psn);
+        self.read.clear();
+    }
+
+    /// Modify QP set `max_dest_rd_atomic`: the cache starts over with that many slots.
+    pub(crate) fn set_max_dest_rd_atomic(&mut self, n: u8) {
+        self.cache.reset(u32::from(n));
+    }
+
+    /// The QP went to RESET: forget everything but the cache's size. A held receive WQE was
+    /// already consumed from the ring, which RESET empties anyway.
+    pub(crate) fn reset(&mut self, max_dest_rd_atomic: u8) {
+        self.proto = presp::RespState::new(Psn::new(0));
+        self.cache.reset(u32::from(max_dest_rd_atomic));
+        self.recv = None;
+        self.read.clear();
+    }
+}

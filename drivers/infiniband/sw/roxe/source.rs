@@ -1,0 +1,23 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Where a received packet came from: what the receive entry (`net.rs`) learns from the IP
+//! header, and the stages after it need for UD completions, responses and the peer check.
+
+#![deny(unsafe_code)]
+
+use crate::rdma::ah::Network;
+
+/// Where a received packet came from (for UD completions and responses).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Source {
+    /// The sender's GID (IPv4-mapped for IPv4).
+    pub(crate) sgid: [u8; 16],
+    /// The GID the packet was sent to.
+    pub(crate) dgid: [u8; 16],
+    /// IPv4 or IPv6.
+    pub(crate) network: Network,
+    /// Sent to the device's own GID and delivered by the loopback drainer, which holds the
+    /// device's drainer claim meanwhile (`deliver_local`, `drain_claimed`); never set for a
+    /// packet from the wire, whatever its addresses say.
+    pub(crate) local: bool,
+}

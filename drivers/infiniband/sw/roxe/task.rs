@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The device's deferred work and what it runs: the tick (retransmission, RNR and READ-reply
+//! pacing timers), the kick work (requesters and receive flushes asked for from contexts that
+//! may not send, loopback packets a drainer left), and the process work (ODP faults and the
+//! stage work queued behind them, flushes too long for softirq). Counterpart of rxe's
+//! `rxe_task.c`: the stages run from here, and the objects only ask for it (`kick_pending`,
+//! `flush_pending`, `odp`'s queue).
+//!
+//! Contexts: the tick runs in the timer's softirq, the kick work in a BH workqueue (softirq),
+//! the process work in process context; each takes a QP's locks only through the stages it runs.
+
+#![deny(unsafe_code)]
+
+use crate::rdma::device::{now_ms, Device};
+use crate::{
+    hca::Roxe,
+    odp::{self, StageJob},
+    proto::{packet::Packet, qp_state::QpState},
+    qp::{self, RoxeQp},
+};
+use kernel::sync::atomic::Acquire;
+
+/// The device tick (every `Driver::TICK_MS`): each QP's completer timers (retransmission, RNR
+/// wait) and its paced READ reply.
+pub(crate) fn tick(dev: &Device<Roxe>) {
+    let now = now_ms();
+    dev.data().qps.for_each(|_, qp| {
+        crate::comp::tick(dev, qp, now);
+        crate::read_reply::tick(dev, qp, now);
+    });
+}
+
+/// The kick work: loopback packets a drainer left over when its budget ran out, then the QPs
+/// that asked for their queues to run.
+pub(crate) fn kicked(dev: &Device<Roxe>) {
+    crate::net::drain_loopback(dev, crate::net::LOOPBACK_BUDGET);
+    dev.data().qps.for_each(|_, qp| {
+        if qp.kick_pending.xchg(false, Acquire) {
+            run_queues(dev, qp);
+        }
+    });
+}
+
+/// The process work: ODP faults, and behind them the requester runs and redeliveries that
+/// waited for them; then the flushes `qp::continue_flush` left, one budget each per pass (a QP
+/// whose ring is still not empty asks for another pass).
+pub(crate) fn process_work(dev: &Device<Roxe>) {
+    while let Some(job) = odp::next_stage_job(dev) {
+        match job {
+            StageJob::Kick { qpn } => {
+                if let Some(qp) = dev.data().qps.get(qpn) {
+                    crate::req::run(dev, &qp);
+                }
+            }
+            StageJob::Redeliver { qpn, bytes, src } => {
+                let Some(qp) = dev.data().qps.get(qpn) else {
+                    continue;
+                };
+                if let Ok(pkt) = Packet::new_checked(&bytes[..]) {
+                    // The responder's lock is a bottom-half lock (`RoxeQp::resp_state`).
+                    let _bh = crate::rdma::bh::disable();
+                    crate::resp::receive(dev, &qp, &pkt, &src);
+                }
+            }
+        }
+    }
+    dev.data().qps.for_each(|_, qp| {
+        if qp.flush_pending.xchg(false, Acquire) {
+            run_queues(dev, qp);
+        }
+    });
+}
+
+/// Runs a QP's requester (which sends, or in the error state flushes, its send queue) and, in
+/// the error state, flushes its receive queue: a receive posted to a QP in error flushes (IBA
+/// 10.3.1), and `ib_drain_rq` waits for exactly that completion.
+fn run_queues(dev: &Device<Roxe>, qp: &RoxeQp) {
+    crate::req::run(dev, qp);
+    if qp.state.lock().state == QpState::Err {
+        qp::flush_recv(dev, qp);
+    }
+}
