@@ -9,8 +9,8 @@
 //!
 //! Contexts: attach and detach run in process context (verbs), serialised by a mutex because
 //! they also program the netdev's filter; the receive path reads the table in softirq under its
-//! IRQ-safe spinlock ([`McastTable::members`]), and `recv.rs` delivers after dropping it. Lock order: `McastTable::ops` ->
-//! `McastTable::groups`; no other lock is taken under either.
+//! IRQ-safe spinlock ([`McastTable::members`]), and `recv.rs` delivers after dropping it. Lock
+//! order: `McastTable::ops` -> `McastTable::groups`; no other lock is taken under either.
 
 #![deny(unsafe_code)]
 

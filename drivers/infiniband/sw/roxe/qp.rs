@@ -211,33 +211,31 @@ impl SqState {
 
     /// Removes entry `idx` and returns its completion, returning its initiator-depth credit.
     pub(crate) fn take_entry(&mut self, idx: usize, status: WcStatus) -> Option<SendDone> {
-        let sq = self;
-        if idx >= sq.entries.len() {
+        if idx >= self.entries.len() {
             return None;
         }
-        let e = sq.entries.remove(idx).ok()?;
-        if idx < sq.cur {
-            sq.cur -= 1;
+        let e = self.entries.remove(idx).ok()?;
+        if idx < self.cur {
+            self.cur -= 1;
         }
         if e.credit {
-            sq.rd_atomic_in_flight = sq.rd_atomic_in_flight.saturating_sub(1);
+            self.rd_atomic_in_flight = self.rd_atomic_in_flight.saturating_sub(1);
         }
         let len = match e.wqe.opcode {
             SendOpcode::RdmaRead => e.read_done,
             _ => e.wqe.length,
         };
         let done = (e.wqe.wr_id, e.wqe.opcode, e.wqe.flags, status, len);
-        sq.retire(e);
+        self.retire(e);
         Some(done)
     }
 
-    /// Goes back to `from_psn` (a retry): the WQE holding it resumes there, every later started WQE
-    /// restarts from its first PSN, and the next packet gets `from_psn`. The highest PSN sent
-    /// (`psn_limit`) stays.
+    /// Goes back to `from_psn` (a retry): the WQE holding it resumes there, every later started
+    /// WQE restarts from its first PSN, and the next packet gets `from_psn`. The highest PSN
+    /// sent (`psn_limit`) stays.
     pub(crate) fn rewind(&mut self, from_psn: Psn, cfg: &ReqConfig) {
-        let sq = self;
         let mut found = None;
-        for (i, e) in sq.entries.iter_mut().enumerate() {
+        for (i, e) in self.entries.iter_mut().enumerate() {
             let Some(p) = e.progress else { break };
             match found {
                 None => {
@@ -256,8 +254,8 @@ impl SqState {
             }
         }
         if let Some(i) = found {
-            sq.cur = i;
-            sq.next_psn = from_psn;
+            self.cur = i;
+            self.next_psn = from_psn;
         }
     }
 }

@@ -75,7 +75,7 @@ pub(crate) fn process_work(dev: &Device<Roxe>) {
 /// Runs a QP's requester (which sends, or in the error state flushes, its send queue) and, in
 /// the error state, flushes its receive queue: a receive posted to a QP in error flushes (IBA
 /// 10.3.1), and `ib_drain_rq` waits for exactly that completion.
-fn run_queues(dev: &Device<Roxe>, qp: &RoxeQp) {
+pub(crate) fn run_queues(dev: &Device<Roxe>, qp: &RoxeQp) {
     crate::req::run(dev, qp);
     if qp.state.lock().state == QpState::Err {
         qp::flush_recv(dev, qp);

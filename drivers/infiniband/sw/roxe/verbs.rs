@@ -264,8 +264,7 @@ impl Driver for Roxe {
         match qp::modify(qp, attr, mask, udata)? {
             qp::Transition::ToError => {
                 // Outstanding and queued WQEs complete with a flush error (IBA 10.3.1).
-                crate::req::run(qp.device(), qp.qp_data());
-                qp::flush_recv(qp.device(), qp.qp_data());
+                crate::task::run_queues(qp.device(), qp.qp_data());
                 qp::last_wqe_reached(qp.qp_data());
             }
             // An ACK held for the old connection still leaves (it carries its own address),
