@@ -3,7 +3,8 @@
 # every variant in turn in the same boot and runs the listed perftest tests between the VMs,
 # printing "RESULT round=R VARIANT TOOL SIZE = VALUE" (bandwidth MiB/s, or t_avg us) on VM 1
 # and each test's device counter deltas on both. How performance.md's variants were compared.
-# Args (commas between, "+" inside): VARIANTS ROUNDS TESTS MTU, e.g.
+# Args (commas between, "+" inside): VARIANTS ROUNDS TESTS MTU ITERS (iterations of a bandwidth
+# run; a latency run does three quarters of them), e.g.
 #   qemu/run-vm.sh --flavour stock --two-vm --script qemu/tests/diag2vm.sh --timeout 1600 \
 #     --args "rxe+roxe+roxe-old,3,ib_write_lat:2+ib_write_bw:65536"
 # Variants: rxe, roxe (the build under test), roxe-NAME (build/exp/roxe-NAME.ko, a copy of an
@@ -13,7 +14,7 @@
 TWO=0; grep -qw 'roxe.two=1' /proc/cmdline && TWO=1
 # One VM: no peer to wait for, and this VM is the client.
 [ $TWO = 0 ] && { barrier() { :; }; ROXE_VM=1; PEER_IP=127.0.0.1; }
-VARIANTS=${1:-rxe+roxe}; VARIANTS=${VARIANTS//+/ }; ROUNDS=${2:-1}; TESTS=${3:-"ib_write_bw:65536 ib_send_bw:65536 ib_send_lat:2 ib_write_lat:2"}; TESTS=${TESTS//+/ }; MTU=${4:-1500}
+VARIANTS=${1:-rxe+roxe}; VARIANTS=${VARIANTS//+/ }; ROUNDS=${2:-1}; TESTS=${3:-"ib_write_bw:65536 ib_send_bw:65536 ib_send_lat:2 ib_write_lat:2"}; TESTS=${TESTS//+/ }; MTU=${4:-1500}; ITERS=${5:-400}
 ip link set "$NETDEV" mtu "$MTU" || fail "mtu"
 snap() { local d=/sys/class/infiniband/$RDMA_DEV/ports/1/hw_counters f; for f in $d/*; do echo "$(basename $f)=$(cat $f)"; done; ethtool -S $NETDEV 2>/dev/null | awk "/kicks|tx_queue_0_packets|rx_queue_0_packets/ { sub(\":\",\"\"); print \$1\"=\"\$2 }"; }
 delta() { join -t= <(echo "$1" | sort) <(echo "$2" | sort) | awk -F= '$3!=$2 { printf "%s+%d ", $1, $3-$2 }'; }
@@ -29,7 +30,7 @@ for r in $(seq 1 $ROUNDS); do for var in $VARIANTS; do
 	barrier "up-$var-$r" 120
 	for t in $TESTS; do
 		tool=${t%%:*}; size=${t##*:}; k=$((k+1))
-		case $tool in *lat) n=300 ;; *) n=400 ;; esac
+		case $tool in *lat) n=$((ITERS * 3 / 4)) ;; *) n=$ITERS ;; esac
 		args="-d $RDMA_DEV -x $gid -s $size -n $n -F"
 		s0=$(snap)
 		if [ $ROXE_VM = 0 ]; then barrier "b$k" 120; timeout 150 $tool $args >/dev/null 2>&1; barrier "e$k" 200

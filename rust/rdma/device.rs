@@ -7,11 +7,12 @@
 //! CQs, QPs...). A driver's per-object data lives right after the C object in the same
 //! allocation, as in C's `INIT_RDMA_OBJ_SIZE`: [`Device<T>`] is `#[repr(C)]` with the
 //! `ib_device` first and `T::Data` after it. The verbs themselves are in `driver.rs`, their
-//! C trampolines in `ops/`, registration in `link.rs`.
+//! C trampolines in `ops/`, registration in `link.rs`, the device's deferred work in
+//! `deferred.rs`.
 //!
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 
-use super::{bindings, netdev::NetDevice};
+use super::{bindings, netdev::NetDevice, sched::Sched};
 use core::{ffi::CStr, marker::PhantomData, ops::Deref, ptr::NonNull};
 use kernel::{prelude::*, sync::aref::ARef, types::Opaque};
 
@@ -70,16 +71,9 @@ pub enum PortEvent {
 #[repr(C)]
 pub struct Device<T: DriverTypes> {
     pub(super) ibdev: Opaque<bindings::ib_device>,
-    /// Drives [`Driver::tick`]; set up at registration, shut down before `data` drops.
-    pub(super) tick: Opaque<bindings::timer_list>,
-    /// The tick timer was set up (registration got that far).
-    pub(super) tick_armed: kernel::sync::atomic::AtomicFlag,
-    /// Runs [`Driver::short_timer`]; set up at allocation, cancelled before `data` drops.
-    pub(super) short_timer: Opaque<bindings::roxe_hrtimer>,
-    /// Runs [`Driver::kicked`]; set up before registration, disabled before `data` drops.
-    pub(super) kick: Opaque<bindings::work_struct>,
-    /// Runs [`Driver::process_work`]; set up before registration, disabled before `data` drops.
-    pub(super) process_work: Opaque<bindings::work_struct>,
+    /// The device's timers and works (`deferred.rs`): set up at allocation, stopped in
+    /// `dealloc_driver` before `data` drops.
+    pub(super) sched: Sched,
     pub(super) data: T::Data,
 }
 
@@ -153,41 +147,6 @@ impl<T: DriverTypes> Device<T> {
         unsafe { bindings::ib_dispatch_event(&ev) };
     }
 
-    /// Starts the device's short timer: [`Driver::short_timer`] runs once in softirq context, no
-    /// sooner than `us` microseconds from now and no later than one scheduler tick after that:
-    /// within that slack the timer expires with the tick, so that on a busy CPU starting and
-    /// stopping it costs no reprogramming of the clock event device. Starting it while it is
-    /// armed moves the expiry, so the driver keeps track of whether it is. Any context.
-    pub fn start_short_timer(&self, us: u32) {
-        // SAFETY: The timer was set up at allocation and stays valid until `dealloc_driver`
-        // cancels it, when no reference to the device is left.
-        unsafe { bindings::roxe_helper_hrtimer_arm_us(self.short_timer.get(), us) };
-    }
-
-    /// Stops the short timer without waiting: `true` when its callback will not run for the
-    /// last start, `false` when it runs or has run since that start. Any context.
-    pub fn try_cancel_short_timer(&self) -> bool {
-        // SAFETY: As in `start_short_timer`.
-        unsafe { bindings::roxe_helper_hrtimer_try_to_cancel(self.short_timer.get()) }
-    }
-
-    /// Asks for [`Driver::kicked`] to run soon in softirq context. Any context, including with
-    /// interrupts disabled; kicks before the work runs coalesce.
-    pub fn kick(&self) {
-        // SAFETY: The work was initialised at allocation and stays valid until `dealloc_driver`
-        // disables it; queueing a pending work is a no-op.
-        unsafe { bindings::roxe_helper_queue_work_bh(self.kick.get()) };
-    }
-
-    /// Asks for [`Driver::process_work`] to run soon in process context. Any context, including
-    /// with interrupts disabled; requests before the work runs coalesce, and a request while it
-    /// runs makes it run again.
-    pub fn queue_process_work(&self) {
-        // SAFETY: The work was initialised at allocation and stays valid until `dealloc_driver`
-        // disables it; queueing a pending work is a no-op.
-        unsafe { bindings::roxe_helper_queue_work_unbound(self.process_work.get()) };
-    }
-
     /// Schedules the unregistration of the device (`ib_unregister_device_queued`), for contexts
     /// that hold locks the unregistration needs, such as RTNL in a netdev notifier.
     pub fn unregister_queued(&self) {
@@ -228,7 +187,7 @@ pub fn now_ns() -> u64 {
     unsafe { bindings::roxe_helper_ktime_ns() }
 }
 
-/// Milliseconds since boot, from the jiffies clock (the granularity of [`Driver::tick`]).
+/// Milliseconds since boot, from the jiffies clock (the granularity of [`Deferred::tick`](super::deferred::Deferred::tick)).
 pub fn now_ms() -> u64 {
     // SAFETY: Reads the jiffies counter.
     unsafe { bindings::roxe_helper_jiffies_ms() }

@@ -10,7 +10,8 @@ use super::{
     attr::{DeviceAttr, PortAttr, PortImmutable},
     bindings,
     cq::{Cq, CqInit, CqNotifier, NotifyFlags},
-    device::{Device, DriverTypes},
+    deferred::Deferred,
+    device::Device,
     kverbs::{KernelMem, KernelRecvWr, KernelSendWr, Wc},
     mr::{FastRegPages, Mr, MrCreated, UserMrRequest},
     object::UData,
@@ -38,32 +39,14 @@ impl DriverId {
 /// The verbs a driver implements for its devices.
 ///
 /// All methods are called in process context by the RDMA core, with no driver lock held; several
-/// may run concurrently on one device.
+/// may run concurrently on one device. The device's own deferred work is the supertrait's.
 #[vtable]
-pub trait Driver: DriverTypes {
+pub trait Driver: Deferred {
     /// The driver id user space matches providers by.
     const DRIVER_ID: DriverId;
 
     /// The driver's uverbs ABI version (`uverbs_abi_ver`).
     const UVERBS_ABI_VERSION: u32;
-
-    /// Period of [`Driver::tick`] in milliseconds, from registration until the device is freed.
-    const TICK_MS: u32;
-
-    /// Periodic work of a registered device (retransmission and RNR timers). Softirq context.
-    fn tick(dev: &Device<Self>);
-
-    /// Runs once, in softirq context (the BH workqueue), when the timer
-    /// [`Device::start_short_timer`] started expires.
-    fn short_timer(dev: &Device<Self>);
-
-    /// Work asked for with [`Device::kick`], e.g. from a context that may not transmit (kernel
-    /// consumers post with interrupts disabled). Softirq context (the BH workqueue).
-    fn kicked(dev: &Device<Self>);
-
-    /// Work asked for with [`Device::queue_process_work`]: process context (the unbound system
-    /// workqueue), may sleep, e.g. to fault in on-demand-paging memory for the data path.
-    fn process_work(_dev: &Device<Self>) {}
 
     /// Reports the device's attributes (`query_device`).
     fn query_device(dev: &Device<Self>) -> Result<DeviceAttr>;

@@ -6,7 +6,7 @@
 //! C header: [`include/rdma/rdma_netlink.h`](srctree/include/rdma/rdma_netlink.h)
 
 use super::{
-    bindings,
+    bindings, deferred,
     device::{Device, DeviceRef},
     driver::Driver,
     netdev::NetDevice,
@@ -191,24 +191,11 @@ impl<T: Link> Device<T> {
         let dev = ibdev.as_ptr().cast::<Self>();
 
         // SAFETY: `data` lies inside the fresh allocation, right after the `ib_device`, and is
-        // pinned there (the core never moves the device). The flag, the short timer and the
-        // works are set up in place before anything can use them; the timer is cancelled in
-        // `dealloc_driver`, and a device freed before registration never armed it.
+        // pinned there (the core never moves the device). The deferred work is set up in place
+        // before anything can use it and stopped in `dealloc_driver`; a device freed before
+        // registration never armed or queued it.
         let init = unsafe {
-            core::ptr::addr_of_mut!((*dev).tick_armed)
-                .write(kernel::sync::atomic::AtomicFlag::new(false));
-            bindings::roxe_helper_hrtimer_setup(
-                Opaque::cast_into(core::ptr::addr_of!((*dev).short_timer)),
-                Some(Adapter::<T>::short_timer),
-            );
-            bindings::roxe_helper_init_work_bh(
-                Opaque::cast_into(core::ptr::addr_of!((*dev).kick)),
-                Some(Adapter::<T>::kick),
-            );
-            bindings::roxe_helper_init_work(
-                Opaque::cast_into(core::ptr::addr_of!((*dev).process_work)),
-                Some(Adapter::<T>::process_work),
-            );
+            deferred::init(dev);
             pin_init::raw_try_init(core::ptr::addr_of_mut!((*dev).data), data)
         };
         if let Err(e) = init {
@@ -272,16 +259,9 @@ impl<T: Link> Device<T> {
             unsafe { bindings::ib_dealloc_device(ibdev.as_ptr()) };
             return Err(Error::from_errno(err));
         }
-        if T::TICK_MS > 0 {
-            // SAFETY: The timer lies in the device, which lives until `dealloc_driver`, where the
-            // timer is shut down before anything is freed.
-            unsafe {
-                let timer = Opaque::cast_into(core::ptr::addr_of!((*dev).tick));
-                bindings::roxe_helper_timer_setup(timer, Some(Adapter::<T>::tick));
-                (*dev).tick_armed.store(true, kernel::sync::atomic::Release);
-                bindings::roxe_helper_timer_arm_ms(timer, T::TICK_MS);
-            }
-        }
+        // SAFETY: The deferred work was set up above and the data is initialised; the tick
+        // is stopped in `dealloc_driver` before anything is freed.
+        unsafe { deferred::start_tick(dev) };
         Ok(())
     }
 }

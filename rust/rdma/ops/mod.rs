@@ -16,6 +16,7 @@ use crate::rdma::{
     ah::Ah,
     bindings,
     cq::Cq,
+    deferred,
     device::Device,
     driver::{Driver, MadResult, MAD_SIZE},
     mmap,
@@ -26,7 +27,7 @@ use crate::rdma::{
     srq::Srq,
 };
 use core::marker::PhantomData;
-use kernel::{error::from_result, ffi, prelude::*, types::Opaque};
+use kernel::{error::from_result, ffi, prelude::*};
 
 /// The `extern "C"` trampolines of driver `T`'s ops; each object's file adds its own.
 pub(crate) struct Adapter<T: Driver>(PhantomData<T>);
@@ -408,64 +409,6 @@ impl<T: Driver> Adapter<T> {
         0
     }
 
-    /// The device's tick timer.
-    ///
-    /// # Safety
-    ///
-    /// Only the `tick` timer of a `Device<T>` that `register` set up calls this, with `timer` that
-    /// field; `dealloc_driver` shuts the timer down before the device is freed.
-    pub(in crate::rdma) unsafe extern "C" fn tick(timer: *mut bindings::timer_list) {
-        let offset = core::mem::offset_of!(Device<T>, tick);
-        // SAFETY: The timer is the `tick` field of a registered `Device<T>` (see `register`),
-        // which is alive: `dealloc_driver` shuts the timer down before freeing it.
-        let dev = unsafe { &*timer.cast::<u8>().sub(offset).cast::<Device<T>>() };
-        T::tick(dev);
-        // SAFETY: As above; once shut down the timer ignores re-arming.
-        unsafe { bindings::roxe_helper_timer_arm_ms(timer, T::TICK_MS) };
-    }
-
-    /// The device's short timer.
-    ///
-    /// # Safety
-    ///
-    /// Only the `short_timer` of a live `Device<T>` calls this, with `timer` that field;
-    /// `dealloc_driver` cancels it before the device is freed.
-    pub(in crate::rdma) unsafe extern "C" fn short_timer(timer: *mut bindings::roxe_hrtimer) {
-        let offset = core::mem::offset_of!(Device<T>, short_timer);
-        // SAFETY: The timer is the `short_timer` field of a `Device<T>`, alive: `dealloc_driver`
-        // cancels the timer, waiting for a running callback, before freeing the device.
-        let dev = unsafe { &*timer.cast::<u8>().sub(offset).cast::<Device<T>>() };
-        T::short_timer(dev);
-    }
-
-    /// The device's kick work.
-    ///
-    /// # Safety
-    ///
-    /// Only the `kick` work of a live `Device<T>` calls this, with `work` that field;
-    /// `dealloc_driver` disables it before the device is freed.
-    pub(in crate::rdma) unsafe extern "C" fn kick(work: *mut bindings::work_struct) {
-        let offset = core::mem::offset_of!(Device<T>, kick);
-        // SAFETY: The work is the `kick` field of a `Device<T>`, alive: `dealloc_driver` disables
-        // the work (waiting for a running one) before freeing the device.
-        let dev = unsafe { &*work.cast::<u8>().sub(offset).cast::<Device<T>>() };
-        T::kicked(dev);
-    }
-
-    /// The device's process work.
-    ///
-    /// # Safety
-    ///
-    /// Only the `process_work` work of a live `Device<T>` calls this, with `work` that field;
-    /// `dealloc_driver` disables it before the device is freed.
-    pub(in crate::rdma) unsafe extern "C" fn process_work(work: *mut bindings::work_struct) {
-        let offset = core::mem::offset_of!(Device<T>, process_work);
-        // SAFETY: The work is the `process_work` field of a `Device<T>`, alive: `dealloc_driver`
-        // disables the work (waiting for a running one) before freeing the device.
-        let dev = unsafe { &*work.cast::<u8>().sub(offset).cast::<Device<T>>() };
-        T::process_work(dev);
-    }
-
     /// None
     ///
     /// # Safety
@@ -474,29 +417,9 @@ impl<T: Driver> Adapter<T> {
     /// after unregistering it and before freeing it; nothing uses the device afterwards.
     unsafe extern "C" fn dealloc_driver(ibdev: *mut bindings::ib_device) {
         let dev = ibdev.cast::<Device<T>>();
-        // SAFETY: The work was initialised at allocation; afterwards it can neither run nor be
-        // queued again. First, since it may kick.
-        unsafe {
-            bindings::disable_work_sync(Opaque::cast_into(core::ptr::addr_of!((*dev).process_work)))
-        };
-        // SAFETY: The work was initialised at allocation; afterwards it can neither run nor be
-        // queued again.
-        unsafe { bindings::disable_work_sync(Opaque::cast_into(core::ptr::addr_of!((*dev).kick))) };
-        // SAFETY: The device is being freed; the timer, if set up, stops for good and any
-        // running callback finishes before we go on.
-        unsafe {
-            if (*dev).tick_armed.load(kernel::sync::atomic::Acquire) {
-                bindings::timer_shutdown_sync(Opaque::cast_into(core::ptr::addr_of!((*dev).tick)));
-            }
-        }
-        // SAFETY: The timer was set up at allocation. Nothing else can arm it now: no reference
-        // to the device is left and the work and tick are stopped; the helper waits for a
-        // running callback, disables the work it queues and cancels what that callback armed.
-        unsafe {
-            bindings::roxe_helper_hrtimer_cancel(Opaque::cast_into(core::ptr::addr_of!(
-                (*dev).short_timer
-            )))
-        };
+        // SAFETY: The device's deferred work was set up at allocation; the core is freeing it
+        // and nothing else uses it. Stopped first: its callbacks use `data`.
+        unsafe { deferred::shutdown(dev) };
         // SAFETY: `dealloc_driver` is set only once `data` is initialised (see `register`), and
         // the core calls it exactly once, as the last op, before freeing the device.
         unsafe { core::ptr::drop_in_place(core::ptr::addr_of_mut!((*dev).data)) };

@@ -21,7 +21,7 @@ use crate::{
 };
 use kernel::sync::atomic::Acquire;
 
-/// The device tick (every `Driver::TICK_MS`): each QP's completer timers (retransmission, RNR
+/// The device tick (every `Deferred::TICK_MS`): each QP's completer timers (retransmission, RNR
 /// wait) and its paced READ reply.
 pub(crate) fn tick(dev: &Device<Roxe>) {
     let now = now_ms();

@@ -16,6 +16,7 @@ use crate::rdma::{
         PortImmutable, PortState,
     },
     cq::{Cq, CqInit, CqNotifier, NotifyFlags},
+    deferred::Deferred,
     device::{Device, PortEvent},
     driver::{Driver, DriverId, StatDesc},
     kverbs::{KernelMem, KernelRecvWr, KernelSendWr, Wc},
@@ -56,11 +57,7 @@ use kernel::{
 /// The link type table the RDMA core calls `newlink`/`dellink` through.
 pub(crate) static LINK_OPS: LinkOps<Roxe> = LinkOps::new();
 
-#[vtable]
-impl Driver for Roxe {
-    const DRIVER_ID: DriverId = DriverId::Rxe;
-    /// rxe's `RXE_UVERBS_ABI_VERSION`, the only one rdma-core's rxe provider accepts.
-    const UVERBS_ABI_VERSION: u32 = 2;
+impl Deferred for Roxe {
     /// The granularity of the retransmission and RNR timers.
     const TICK_MS: u32 = 10;
 
@@ -79,7 +76,13 @@ impl Driver for Roxe {
     fn process_work(dev: &Device<Self>) {
         crate::task::process_work(dev);
     }
+}
 
+#[vtable]
+impl Driver for Roxe {
+    const DRIVER_ID: DriverId = DriverId::Rxe;
+    /// rxe's `RXE_UVERBS_ABI_VERSION`, the only one rdma-core's rxe provider accepts.
+    const UVERBS_ABI_VERSION: u32 = 2;
     fn query_device(dev: &Device<Self>) -> Result<DeviceAttr> {
         let caps = [
             DeviceCaps::BAD_PKEY_CNTR,
