@@ -73,7 +73,8 @@ except OSError:
     commit = '?'
 head = [f'Made by `{os.environ.get("BENCH_COMMAND", "tools/bench.sh")}` at commit {commit or "?"}: Debian\'s stock',
         f'kernel under QEMU TCG, rdma_rxe and roxe alternating in one boot per setup, {rounds} round(s),',
-        'medians. perftest defaults otherwise (RC, MTU 1024 from the 1500-byte netdev, `-F`); 1vm:',
+        'medians. Bandwidth runs of 20000 messages or 64 MiB, whichever is less (at least 100),',
+        'latency runs of 2000; perftest defaults otherwise (RC, MTU 1024 from the 1500-byte netdev, `-F`); 1vm:',
         'loopback through the device\'s own GID; 2vm: two VMs (one vCPU each) on QEMU\'s `dgram` netdev.',
         '']
 md = '\n'.join(head + lines + goals) + '\n'

@@ -10,10 +10,12 @@ TWO=0; grep -qw 'roxe.two=1' /proc/cmdline && TWO=1
 if [ "$QUICK" = 1 ]; then
 	BW_SIZES="64 4096 65536"; LAT_SIZES="2 4096"; ITERS_BW=300; ITERS_LAT=200
 else
-	BW_SIZES="64 1024 4096 16384 65536 262144 1048576"; LAT_SIZES="2 64 1024 4096"; ITERS_BW=1000; ITERS_LAT=500
+	BW_SIZES="64 1024 4096 16384 65536 262144 1048576"; LAT_SIZES="2 64 1024 4096"; ITERS_BW=20000; ITERS_LAT=2000
 fi
 # Iterations of a bandwidth run: ITERS_BW, but at most about 64 MiB per run for large messages
-# (and at least 100), so that a sweep round stays within minutes on the emulated wire.
+# (and at least 100), so that a sweep round stays within minutes on the emulated wire. Small
+# messages need the many: a run of 1000 64-byte messages lasts some 50 ms in one VM, about as
+# long as perftest's own start and stop, and its rate varies by a third from run to run.
 bw_iters() { local n=$((67108864 / $1)); [ $n -gt $ITERS_BW ] && n=$ITERS_BW; [ $n -lt 100 ] && n=100; echo $n; }
 csv=/out/bench.csv; [ "$ROXE_VM" = 0 ] && echo "round,driver,test,size,value,unit" >$csv
 [ "$ROXE_VM" = 1 ] && echo "round,driver,test,size,value,unit" >$csv
