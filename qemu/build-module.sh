@@ -28,9 +28,11 @@ rsync -a --delete --exclude '*.o' --exclude '*.ko' --exclude '*.cmd' --exclude '
 	--include 'tools/' --include 'tools/proto/***' --exclude '*' \
 	"$ROXE_TOP/" "$out/"
 in_buildroot make -C "$kdir" M="$out" "${mkargs[@]}" -j"$(nproc)" modules
-# The kernel's rdma selftest that qemu/tests/kselftest-sent-rcvd.sh runs, taken from the source
-# tree the modules are built against (both flavours share it), never kept in the project.
+# The kernel's rdma selftests that qemu/tests/kselftest-rdma.sh runs, with the helper they
+# source, taken from the source tree the modules are built against (both flavours share it),
+# never kept in the project.
 ksrc=$(readlink -f "$kdir/source")
-install -D -m 0644 "$ksrc/tools/testing/selftests/rdma/rxe_sent_rcvd_bytes.sh" \
-	"$ROXE_TOP/build/kselftest/rdma/rxe_sent_rcvd_bytes.sh"
+mkdir -p "$ROXE_TOP/build/kselftest/rdma" "$ROXE_TOP/build/kselftest/kselftest"
+install -m 0755 "$ksrc"/tools/testing/selftests/rdma/*.sh "$ROXE_TOP/build/kselftest/rdma/"
+install -m 0644 "$ksrc/tools/testing/selftests/kselftest/ktap_helpers.sh" "$ROXE_TOP/build/kselftest/kselftest/"
 ls "$out"/*.ko

@@ -26,6 +26,9 @@ bool roxe_helper_is_vlan_dev(const struct net_device *dev);
 int roxe_helper_udp_tunnel_sock_create(struct net *net, bool ipv6, __be16 port,
 				       int (*encap_rcv)(struct sock *sk, struct sk_buff *skb),
 				       struct socket **sockp);
+struct net *roxe_helper_dev_net_get(const struct net_device *dev);
+void roxe_helper_put_net(struct net *net);
+u64 roxe_helper_net_cookie(const struct net *net);
 
 /* linux/skbuff.h */
 void roxe_helper_kfree_skb(struct sk_buff *skb);

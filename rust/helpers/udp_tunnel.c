@@ -31,3 +31,23 @@ int roxe_helper_udp_tunnel_sock_create(struct net *net, bool ipv6, __be16 port,
 	setup_udp_tunnel_sock(net, (*sockp)->sk, &tnl_cfg);
 	return 0;
 }
+
+/*
+ * A counted reference on @dev's network namespace, or NULL when that namespace is already being
+ * dismantled (its count reached zero): maybe_get_net() is static inline.
+ */
+struct net *roxe_helper_dev_net_get(const struct net_device *dev)
+{
+	return maybe_get_net(dev_net(dev));
+}
+
+void roxe_helper_put_net(struct net *net)
+{
+	put_net(net);
+}
+
+/* The namespace's cookie: a number no other namespace of this boot has had or will have. */
+u64 roxe_helper_net_cookie(const struct net *net)
+{
+	return net->net_cookie;
+}

@@ -39,9 +39,9 @@ pub trait Link: Driver {
 ///
 /// # Invariants
 ///
-/// The wrapped `rdma_link_ops` has `type` = `T::TYPE` and the callbacks of `T`. The core links
-/// it into its list (mutating `list`) only between [`LinkRegistration`]'s register and
-/// unregister calls.
+/// The wrapped `rdma_link_ops` has a `type` that lives for the program (`T::TYPE`, or another
+/// name for the same link type) and the callbacks of `T`. The core links it into its list
+/// (mutating `list`) only between [`LinkRegistration`]'s register and unregister calls.
 pub struct LinkOps<T: Link> {
     ops: Opaque<bindings::rdma_link_ops>,
     _t: PhantomData<T>,
@@ -53,13 +53,20 @@ unsafe impl<T: Link> Sync for LinkOps<T> {}
 impl<T: Link> LinkOps<T> {
     /// Creates the operations table.
     pub const fn new() -> Self {
+        Self::with_type(T::TYPE)
+    }
+
+    /// Creates an operations table that answers to `ty` instead of `T::TYPE`, for a driver that
+    /// stands in for another's link type. The devices it creates are `T`'s as any others:
+    /// they point to [`Link::link_ops`], which `rdma link delete` goes through.
+    pub const fn with_type(ty: &'static CStr) -> Self {
         Self {
             ops: Opaque::new(bindings::rdma_link_ops {
                 list: bindings::list_head {
                     next: core::ptr::null_mut(),
                     prev: core::ptr::null_mut(),
                 },
-                type_: kernel::str::as_char_ptr_in_const_context(T::TYPE).cast(),
+                type_: kernel::str::as_char_ptr_in_const_context(ty).cast(),
                 newlink: Some(Self::newlink_callback),
                 dellink: Some(Self::dellink_callback),
             }),

@@ -23,13 +23,13 @@ use crate::{
     mr::{MrHandle, RoxeMr},
     mw::MwHandle,
     mw::RoxeMw,
-    net::RxPath,
+    net::{RoceSockets, RxPath},
     proto::{mtu::IbMtu, packet::Aeth, resp::ReadReply},
     qp::RoxeQp,
     source::Source,
     srq::RoxeSrq,
 };
-use kernel::sync::{SpinLock, SpinLockIrq};
+use kernel::sync::{Mutex, SpinLock, SpinLockIrq};
 use kernel::{
     prelude::*,
     sync::{
@@ -100,6 +100,11 @@ pub(crate) struct RoxeDevice {
     /// On-demand paging: faults, kicks and deferred packets for the process work (`odp.rs`).
     #[pin]
     pub(crate) odp_jobs: SpinLockIrq<KVec<crate::odp::Job>>,
+    /// The device's hold on the RoCEv2 sockets of its netdev's namespace (`net::port_ref`),
+    /// let go when the link is deleted or the netdev unregisters, so that the last device of a
+    /// namespace closes the port there at once, as rdma_rxe does; process context only.
+    #[pin]
+    pub(crate) sockets: Mutex<Option<RoceSockets>>,
 }
 
 /// The device's account of held ACKs (`RoxeDevice::held_acks`): the short timer runs while
@@ -110,6 +115,15 @@ pub(crate) struct HeldAcks {
     pub(crate) count: u32,
     /// The short timer is started and has not begun to run.
     pub(crate) timer_armed: bool,
+}
+
+impl RoxeDevice {
+    /// Lets go of the device's RoCEv2 sockets (`sockets`); the port closes in the namespace if
+    /// no other device there holds it. Process context: releasing a socket may sleep.
+    pub(crate) fn release_sockets(&self) {
+        let sockets = self.sockets.lock().take();
+        drop(sockets);
+    }
 }
 
 impl HeldAcks {

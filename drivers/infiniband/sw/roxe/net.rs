@@ -3,8 +3,9 @@
 //! The network side: roxe's UDP sockets on the RoCEv2 port, the receive pipeline up to the
 //! packet's QP, and transmission (over IPv4, or looped back to the device's own GID).
 //!
-//! Rust counterpart of rxe's `rxe_net.c` and `rxe_recv.c`. Holding port 4791 from module load is
-//! also what keeps roxe and another RoCEv2 stack (the in-tree `rdma_rxe`) from both claiming it.
+//! Rust counterpart of rxe's `rxe_net.c`, `rxe_ns.c` and `rxe_recv.c`. Each device holds the
+//! RoCEv2 port's sockets of its netdev's network namespace ([`port_ref`]): bound with the first
+//! device there, released with the last, or when the namespace goes.
 //!
 //! Contexts: [`Rx::recv`] runs in softirq. Loopback packets are delivered by whoever sends them
 //! (process context or softirq): they go through a per-device queue that one caller at a time
@@ -19,8 +20,9 @@ use crate::rdma::{
     bh,
     copy::copy,
     device::Device,
+    netdev::NetDevice,
     skb::{crc32_le, SkBuff, TxSkBuff, MAX_BATCH},
-    udp_tunnel::{EncapRecv, Family, UdpTunnelSocket},
+    udp_tunnel::{EncapRecv, PortRef},
 };
 use crate::{
     counters::Counter,
@@ -160,7 +162,7 @@ fn parse_ip(ip: &[u8]) -> Option<(Source, IpHeader<'_>)> {
 }
 
 /// Receives RoCEv2 datagrams (softirq context).
-struct Rx;
+pub(crate) struct Rx;
 
 impl EncapRecv for Rx {
     fn recv(skb: SkBuff) {
@@ -542,38 +544,20 @@ fn set_ip_id(skb: &mut TxSkBuff, id: u16) -> Result {
     Ok(())
 }
 
-/// The IPv4 and IPv6 sockets bound to the RoCEv2 port of the initial namespace.
-pub(crate) struct Sockets {
-    _v4: UdpTunnelSocket<Rx>,
-    _v6: Option<UdpTunnelSocket<Rx>>,
-}
+/// A device's hold on the RoCEv2 port's sockets of its netdev's network namespace.
+pub(crate) type RoceSockets = PortRef<Rx>;
 
-impl Sockets {
-    /// Binds port 4791 for IPv4 and, when the kernel has IPv6, for IPv6.
-    pub(crate) fn bind() -> Result<Self> {
-        let v4 = UdpTunnelSocket::bind(Family::Ipv4, ROCE_V2_UDP_PORT).inspect_err(|e| {
-            if *e == EADDRINUSE {
-                pr_err!(
-                    "UDP port {} is in use: another RoCEv2 stack (rdma_rxe?) owns it\n",
-                    ROCE_V2_UDP_PORT
-                );
-            } else {
-                pr_err!("cannot bind UDP port {}: {:?}\n", ROCE_V2_UDP_PORT, e);
-            }
-        })?;
-        let v6 = match UdpTunnelSocket::bind(Family::Ipv6, ROCE_V2_UDP_PORT) {
-            Ok(s) => Some(s),
-            // No IPv6 in this kernel (or disabled): run IPv4-only, as rxe does.
-            Err(e) if e == EAFNOSUPPORT => None,
-            Err(e) => {
-                pr_err!(
-                    "cannot bind UDP port {} for IPv6: {:?}\n",
-                    ROCE_V2_UDP_PORT,
-                    e
-                );
-                return Err(e);
-            }
-        };
-        Ok(Self { _v4: v4, _v6: v6 })
-    }
+/// Takes a hold on the RoCEv2 port's sockets (IPv4, and IPv6 when the kernel has it) in
+/// `netdev`'s namespace, binding them if no device there holds them yet. Process context.
+pub(crate) fn port_ref(netdev: &NetDevice) -> Result<RoceSockets> {
+    PortRef::get(netdev, ROCE_V2_UDP_PORT).inspect_err(|e| {
+        if *e == EADDRINUSE {
+            pr_err!(
+                "UDP port {} is in use in this namespace: another RoCEv2 stack owns it\n",
+                ROCE_V2_UDP_PORT
+            );
+        } else {
+            pr_err!("cannot bind UDP port {}: {:?}\n", ROCE_V2_UDP_PORT, e);
+        }
+    })
 }

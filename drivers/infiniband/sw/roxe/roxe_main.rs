@@ -66,7 +66,8 @@ use rdma::{
     driver::unregister_all,
     link::LinkRegistration,
     module_guard::ModuleBlocker,
-    netdev::NetdevNotifierRegistration, //
+    netdev::NetdevNotifierRegistration,
+    udp_tunnel::TunnelRegistration, //
 };
 
 module! {
@@ -76,6 +77,12 @@ module! {
     description: "Software RoCEv2 HCA (rxe ABI), in Rust",
     license: "GPL",
     alias: ["rdma-link-roxe"],
+    params: {
+        rxe_compat: bool {
+            default: false,
+            description: "Also answer to the link type rxe (rdma link add NAME type rxe), for tools written for rdma_rxe; see Documentation/install.md",
+        },
+    },
 }
 
 /// Unregisters every roxe device when dropped.
@@ -98,16 +105,18 @@ impl Drop for RcuCallbacks {
 }
 
 /// The module's state. Fields drop in declaration order, which is the teardown order: first no
-/// new devices, then no devices (and no RCU callback of their objects), then no events, then no
-/// packets, and last the guard that keeps `rdma_rxe` out.
+/// new devices (under either link type), then no devices (and no RCU callback of their
+/// objects), then no events, then no packets (the namespace hook releases any socket left),
+/// and last the guard that keeps `rdma_rxe` out.
 #[pin_data]
 struct RoxeModule {
+    rxe_link: Option<LinkRegistration<hca::Roxe>>,
     link: LinkRegistration<hca::Roxe>,
     devices: Devices,
     rcu_callbacks: RcuCallbacks,
     #[pin]
     notifier: NetdevNotifierRegistration<hca::Roxe>,
-    sockets: net::Sockets,
+    tunnels: TunnelRegistration,
     #[pin]
     rxe_guard: ModuleBlocker,
 }
@@ -121,11 +130,15 @@ impl kernel::InPlaceModule for RoxeModule {
                 c"rdma_rxe",
                 c"roxe and rdma_rxe share the rxe driver id and UDP port 4791 and cannot run together; unload one of them",
             ),
-            sockets: net::Sockets::bind()?,
+            tunnels: TunnelRegistration::new()?,
             notifier <- NetdevNotifierRegistration::new(),
             rcu_callbacks: RcuCallbacks,
             devices: Devices,
             link: LinkRegistration::new(&verbs::LINK_OPS),
+            // rdma_rxe is not loaded (the guard above would have failed), so the name is free.
+            rxe_link: module_parameters::rxe_compat
+                .value()
+                .then(|| LinkRegistration::new(&verbs::RXE_LINK_OPS)),
         })
     }
 }

@@ -57,6 +57,12 @@ use kernel::{
 /// The link type table the RDMA core calls `newlink`/`dellink` through.
 pub(crate) static LINK_OPS: LinkOps<Roxe> = LinkOps::new();
 
+/// The same link type under rdma_rxe's name, registered only with the `rxe_compat` module
+/// parameter, so that `rdma link add NAME type rxe` creates a roxe device. Never beside
+/// rdma_rxe: the module keeps rdma_rxe from loading while it is loaded, and does not load
+/// while rdma_rxe is.
+pub(crate) static RXE_LINK_OPS: LinkOps<Roxe> = LinkOps::with_type(c"rxe");
+
 impl Deferred for Roxe {
     /// The granularity of the retransmission and RNR timers.
     const TICK_MS: u32 = 10;
@@ -434,6 +440,13 @@ impl Link for Roxe {
         &LINK_OPS
     }
 
+    fn dellink(dev: &Device<Self>) -> Result {
+        // The port closes in the namespace with its last device, before `rdma link delete`
+        // returns (rxe_sock_put in rdma_rxe's dellink).
+        dev.data().release_sockets();
+        Ok(())
+    }
+
     fn newlink(name: &CStr, netdev: &NetDevice) -> Result {
         // As rxe: a VLAN device has its own GIDs on the real device; bind to that one.
         if netdev.is_vlan() {
@@ -450,6 +463,7 @@ impl Link for Roxe {
             );
             return Err(EEXIST);
         }
+        let sockets = crate::net::port_ref(netdev)?;
         let mac = netdev.mac().unwrap_or_else(|| fallback_mac(netdev));
         let guid = eui64_from_mac(mac);
         let active = port_state(netdev) == PortState::Active;
@@ -482,6 +496,7 @@ impl Link for Roxe {
                 counters: Counters::new(),
                 mcast <- crate::mcast::McastTable::new(),
                 odp_jobs <- kernel::new_spinlock_irq!(KVec::new(), "roxe_odp_jobs"),
+                sockets <- kernel::new_mutex!(Some(sockets)),
             }),
         )?;
         pr_info!(
@@ -500,8 +515,12 @@ impl NetdevNotifier for Roxe {
             return;
         };
         match event {
-            // RTNL is held here, and unregistration needs it: queue it.
-            NetdevEvent::Unregister => dev.unregister_queued(),
+            // RTNL is held here, and unregistration needs it: queue it. The sockets go now, so
+            // that the port is closed when the netdev's removal returns, as with rdma_rxe.
+            NetdevEvent::Unregister => {
+                dev.unregister_queued();
+                dev.data().release_sockets();
+            }
             NetdevEvent::Up | NetdevEvent::Down | NetdevEvent::Change => {
                 let active = port_state(netdev) == PortState::Active;
                 if dev.data().port_active.xchg(active, Relaxed) != active {
