@@ -21,13 +21,18 @@ if [ "${ROXE_CLIPPY:-0}" = 1 ]; then
 	mkargs+=(CLIPPY=1 KRUSTFLAGS=-Dwarnings)
 fi
 mkdir -p "$out"
-rsync -a --delete --exclude '*.o' --exclude '*.ko' --exclude '*.cmd' --exclude '*.mod*' \
-	--exclude 'generated' --exclude '.*.d' --exclude 'modules.order' --exclude 'Module.symvers' \
-	--include 'Kbuild' --include 'Makefile' \
-	--include 'rust/***' --include 'drivers/***' --include 'qemu/' --include 'qemu/selftest/***' --include 'qemu/kverbs/***' \
-	--include 'tools/' --include 'tools/proto/***' --exclude '*' \
-	"$ROXE_TOP/" "$out/"
-in_buildroot make -C "$kdir" M="$out" "${mkargs[@]}" -j"$(nproc)" modules
+build() {
+	rsync -a --delete --exclude '*.o' --exclude '*.ko' --exclude '*.cmd' --exclude '*.mod*' \
+		--exclude 'generated' --exclude '.*.d' --exclude 'modules.order' --exclude 'Module.symvers' \
+		--include 'Kbuild' --include 'Makefile' \
+		--include 'rust/***' --include 'drivers/***' --include 'qemu/' --include 'qemu/selftest/***' --include 'qemu/kverbs/***' \
+		--include 'tools/' --include 'tools/proto/***' --exclude '*' \
+		"$ROXE_TOP/" "$out/"
+	in_buildroot make -C "$kdir" M="$out" "${mkargs[@]}" -j"$(nproc)" modules
+}
+# Two runners (a long form beside a single test) may build the same flavour at once: one at a time
+# per output directory, or they would delete each other's generated files mid-build.
+with_lock "module-$(basename "$out")" build
 # The kernel's rdma selftests that qemu/tests/kselftest-rdma.sh runs, with the helper they
 # source, taken from the source tree the modules are built against (both flavours share it),
 # never kept in the project.

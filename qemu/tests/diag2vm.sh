@@ -1,8 +1,9 @@
 #!/bin/bash
 # Diagnostic for comparing driver builds between two VMs (not in make test): each round loads
 # every variant in turn in the same boot and runs the listed perftest tests between the VMs,
-# printing "RESULT round=R VARIANT TOOL SIZE = VALUE" (bandwidth MiB/s, or t_avg us) on VM 1
-# and each test's device counter deltas on both. How performance.md's variants were compared.
+# printing "RESULT round=R VARIANT TOOL SIZE = VALUE" (bandwidth MiB/s, atomics kops/s, or t_avg
+# us) on VM 1 and each test's device counter deltas on both. How performance.md's variants were
+# compared.
 # Args (commas between, "+" inside): VARIANTS ROUNDS TESTS MTU ITERS (iterations of a bandwidth
 # run; a latency run does three quarters of them), e.g.
 #   qemu/run-vm.sh --flavour stock --two-vm --script qemu/tests/diag2vm.sh --timeout 1600 \
@@ -42,6 +43,7 @@ for r in $(seq 1 $ROUNDS); do for var in $VARIANTS; do
 			out=$(retry_client 30 timeout 120 $tool $args "$PEER_IP" 2>/dev/null)
 			[ $TWO = 0 ] && wait
 			case $tool in *lat) v=$(echo "$out" | awk '/^ *[0-9]+ +[0-9]+ +[0-9.]+/ { print $6 }' | tail -1) ;;
+			ib_atomic_bw) v=$(echo "$out" | awk '/^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+/ { print $5 * 1000 }' | tail -1) ;;
 			*) v=$(echo "$out" | awk '/^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+/ { print $4 }' | tail -1) ;; esac
 			say "RESULT round=$r $var $tool $size = $v  (t=$t0..$(date +%s))"
 			say "CLIENT $var $tool: $(delta "$s0" "$(snap)")"
