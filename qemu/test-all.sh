@@ -58,6 +58,8 @@ qemu/kernel-stock.sh >/dev/null
 qemu/guest-image.sh >/dev/null
 qemu/build-module.sh debug >/dev/null || die "module build failed (debug)"
 qemu/build-module.sh stock >/dev/null || die "module build failed (stock)"
+# blktests, built for the guest (qemu/tests/blktests.sh).
+qemu/blktests-build.sh >/dev/null || die "blktests build failed"
 # The hostile-user program qemu/tests/verbs-fuzz.sh runs (the guest has no compiler).
 tools/verbs-fuzz/build.sh >/dev/null || die "verbs-fuzz build failed"
 if [ $qemu_only = 0 ]; then

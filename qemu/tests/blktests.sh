@@ -1,0 +1,62 @@
+#!/bin/bash
+# blktests, unmodified (qemu/blktests-build.sh packs a built copy into build/blktests.tar), over one
+# soft RDMA driver: `./check` with nvme_trtype=rdma, on roxe (USE_RXE=1 through rxe_compat:
+# roxe.ko installed as modules are, tools/modprobe.d/roxe-rxe-compat.conf in /etc/modprobe.d, so
+# blktests' `modprobe rdma_rxe` and `rdma link add ... type rxe` get roxe), on rdma_rxe (USE_RXE=1)
+# or on siw (USE_RXE unset). Args: DRIVER (roxe|rxe|siw), TESTS ("+" between: groups or tests,
+# e.g. nvme+srp+rnbd or nvme/003+nvme/004), MODE: `must-pass` (make test: every listed test passes,
+# each a PASS/FAIL line) or `record` (make blktests: only that ./check ran to its end; the verdicts
+# go to /out/blktests-DRIVER.tsv for tools/blktests_report.py, which compares the drivers).
+# blktests checks the kernel log around each test itself; the harness checks the whole boot's.
+. /roxe/qemu/guest/lib.sh
+DRV=${1:-roxe}; TESTS=${2:-nvme}; TESTS=${TESTS//+/ }; MODE=${3:-must-pass}
+SRC=/roxe/build/blktests.tar
+[ -f $SRC ] || { fail "no $SRC (qemu/blktests-build.sh)"; finish_tests; }
+load_rdma_core || fail "load the RDMA core"
+# What a distribution's init does and blktests expects: configfs mounted (the NVMe and SCSI targets
+# are configured through it).
+modprobe configfs && { mountpoint -q /sys/kernel/config || mount -t configfs configfs /sys/kernel/config; } ||
+	fail "mount configfs"
+
+case $DRV in
+roxe)
+	install_roxe || fail "install roxe.ko"
+	install -D -m 0644 /roxe/tools/modprobe.d/roxe-rxe-compat.conf /etc/modprobe.d/roxe-rxe-compat.conf
+	use_rxe=1 ;;
+rxe) use_rxe=1 ;;
+siw) use_rxe= ;;
+*) fail "unknown driver $DRV"; finish_tests ;;
+esac
+
+# results/ and the config are written next to ./check: run a writable copy.
+rm -rf /tmp/blktests && mkdir /tmp/blktests && tar -xf $SRC -C /tmp/blktests || fail "unpack blktests"
+cd /tmp/blktests || finish_tests
+say "blktests unpacked, $DRV ready"
+cat >config <<CFG
+nvme_trtype=rdma
+USE_RXE=$use_rxe
+CFG
+# check's own loop has no overall bound: the guest script's timeout is that.
+./check $TESTS 2>&1 | tee /out/blktests-$DRV.log
+# A verdict per test and variant: "nvme/008 (tr=rdma bd=file) (description) [passed]", "[failed]"
+# or "[not run]" becomes "nvme/008 (tr=rdma bd=file)<TAB>passed".
+sed -E 's/\x1b\[[0-9;]*[A-Za-z]//g' /out/blktests-$DRV.log |
+	sed -nE 's,^([a-z]+/[0-9]+( \([^)]*=[^)]*\))?) .*\[(passed|failed|not run)\].*,\1\t\3,p' \
+	>/out/blktests-$DRV.tsv
+cp -a results /out/blktests-$DRV-results 2>/dev/null
+n=$(wc -l </out/blktests-$DRV.tsv)
+say "blktests on $DRV: $n verdicts, $(grep -c passed /out/blktests-$DRV.tsv) passed," \
+	"$(grep -c failed /out/blktests-$DRV.tsv) failed, $(grep -c 'not run' /out/blktests-$DRV.tsv) not run"
+[ "$n" -gt 0 ] && pass "blktests-$DRV-ran" || fail "blktests-$DRV-ran (no verdicts)"
+if [ "$MODE" = must-pass ]; then
+	# Every variant of each listed test passes.
+	for t in $TESTS; do
+		v=$(awk -F'\t' -v t="$t" '{ split($1, a, " ") } a[1] == t { print $2 }' /out/blktests-$DRV.tsv |
+			sort | uniq -c | xargs)
+		case "$v" in
+		*" passed") [ "$(echo "$v" | wc -w)" = 2 ] ;; *) false ;;
+		esac && pass "blktests-$DRV-${t/\//-} ($v)" || fail "blktests-$DRV-${t/\//-} (${v:-no verdict})"
+	done
+fi
+rdma link show | sed 's/^/    /'
+finish_tests
