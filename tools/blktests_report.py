@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0
 """Compares blktests' verdicts per driver (qemu/tests/blktests.sh writes blktests-DRIVER.tsv:
-test with its variant, passed|failed|not run) and writes them side by side into Documentation/testing.md, between
-its blktests markers. Exits 1 when a test that passed on rdma_rxe or siw did not pass on roxe, or
+test with its variant, passed|failed|not run) and writes them side by side into
+Documentation/testing.md, between its blktests markers. Exits 1 when a test that passed on rdma_rxe or siw did not pass on roxe, or
 when a driver's verdicts are missing.
 
 Usage: blktests_report.py TESTING_MD DRIVER=TSV...   (drivers: roxe, rxe, siw)"""

@@ -169,6 +169,23 @@ install_roxe() {
 		depmod -a "$rel" 2>/tmp/depmod.log
 }
 
+# rxe_compat_conf on|off: tools/modprobe.d/roxe-rxe-compat.conf in /etc/modprobe.d (modprobe
+# rdma_rxe loads roxe with rxe_compat=1, Documentation/install.md), or not.
+RXE_COMPAT_CONF=/etc/modprobe.d/roxe-rxe-compat.conf
+rxe_compat_conf() {
+	case $1 in
+	on) install -D -m 0644 /roxe/tools/modprobe.d/roxe-rxe-compat.conf $RXE_COMPAT_CONF ;;
+	off) rm -f $RXE_COMPAT_CONF ;;
+	esac
+}
+
+# configfs mounted where a distribution's init mounts it: the NVMe and SCSI targets are
+# configured through it.
+mount_configfs() {
+	mountpoint -q /sys/kernel/config && return 0
+	modprobe configfs && mount -t configfs configfs /sys/kernel/config
+}
+
 # Retry a client command until the server side is listening (server start is not instant).
 retry_client() {
 	local t=$1; shift

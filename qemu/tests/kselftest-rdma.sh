@@ -19,12 +19,11 @@ load_rdma_core
 # cleanup has unloaded tun.
 [ -e /dev/net/tun ] || { mkdir -p /dev/net && mknod /dev/net/tun c 10 200; }
 install_roxe || fail "install roxe.ko"
-CONF=/etc/modprobe.d/roxe-rxe-compat.conf
 result() { case $1 in 0) echo pass ;; 4) echo skip ;; *) echo "fail($1)" ;; esac; }
 declare -A RES
 for s in "$@"; do
 	for drv in rxe roxe; do
-		if [ $drv = roxe ]; then install -m 0644 /roxe/tools/modprobe.d/roxe-rxe-compat.conf $CONF; else rm -f $CONF; fi
+		if [ $drv = roxe ]; then rxe_compat_conf on; else rxe_compat_conf off; fi
 		rc=0
 		timeout -k 5 300 bash -x "$DIR/$s" >"/out/ks-$drv-$s.out" 2>"/out/ks-$drv-$s.trace" || rc=$?
 		RES[$drv,$s]=$(result $rc)
@@ -49,7 +48,7 @@ for s in "$@"; do
 		pass "kselftest-$s (rdma_rxe: ${RES[rxe,$s]}, roxe: ${RES[roxe,$s]})"
 	fi
 done
-rm -f $CONF
+rxe_compat_conf off
 say "| script | rdma_rxe | roxe |"
 for s in "$@"; do say "| \`$s\` | ${RES[rxe,$s]} | ${RES[roxe,$s]} |"; done
 kmemleak_check

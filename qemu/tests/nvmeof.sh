@@ -11,7 +11,7 @@ NQN=roxe-nvmeof-test
 CFG=/sys/kernel/config/nvmet
 export NQN CFG
 step "$DRV-load" load_driver "$DRV" || finish_tests
-mountpoint -q /sys/kernel/config || mount -t configfs none /sys/kernel/config
+mount_configfs || fail "mount configfs"
 # The target receives its commands on a shared receive queue (kernel SRQ posting).
 step nvme-modules sh -c "modprobe nvmet && modprobe nvmet-rdma use_srq=1 && modprobe nvme-rdma && grep -qx Y /sys/module/nvmet_rdma/parameters/use_srq" || finish_tests
 

@@ -36,7 +36,7 @@ expect_fail plain-roxe-refuses-type-rxe 30 rdma link add rxe0 type rxe netdev "$
 check plain-roxe-no-rxe0 5 bash -c '[ ! -e /sys/class/infiniband/rxe0 ] && [ "$(mods)" = "roxe " ]'
 rmmod roxe || fail "rmmod roxe"
 
-install -D -m 0644 /roxe/tools/modprobe.d/roxe-rxe-compat.conf /etc/modprobe.d/roxe-rxe-compat.conf
+rxe_compat_conf on
 check link-add-type-rxe-loads-roxe 60 bash -c 'rdma link add rxe0 type rxe netdev '"$NETDEV"' && [ "$(mods)" = "roxe " ]'
 check rxe0-is-roxe 30 bash -c 'wait_port_active rxe0 && is_roxe_dev rxe0 && rdma link show rxe0/1'
 check rxe0-pingpong 120 pingpong rxe0
@@ -46,6 +46,6 @@ check modprobe-r-rdma_rxe-unloads-roxe 30 bash -c 'modprobe -r rdma_rxe && [ -z 
 check modprobe-rdma_rxe-loads-roxe 30 bash -c 'modprobe rdma_rxe && [ "$(mods)" = "roxe " ]'
 check type-roxe-beside-type-rxe 60 bash -c 'rdma link add roxe0 type roxe netdev '"$NETDEV"' && wait_port_active roxe0 && is_roxe_dev roxe0 && rdma link delete roxe0'
 check unload 30 bash -c 'modprobe -r rdma_rxe && [ -z "$(mods)" ]'
-rm -f /etc/modprobe.d/roxe-rxe-compat.conf
+rxe_compat_conf off
 kmemleak_check
 finish_tests
