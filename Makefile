@@ -15,7 +15,7 @@ export ROXE_CACHE
 Q := qemu
 
 .PHONY: all modules deps kernels kernel-debug kernel-stock image hosttest lint fmt qemu-test test run baseline pyverbs reliability sweep \
-	bench soak fuzz verbs-fuzz nfs blktests clean distclean
+	bench soak probes fuzz verbs-fuzz nfs blktests clean distclean
 
 ifneq ($(KDIR),)
 # A kernel tree of the user's own (Rust-enabled, prepared with `make modules_prepare`), built with
@@ -75,6 +75,11 @@ reliability: deps
 # for 90 s, 60 s and 10 s, in `teardown-soak`, `probes-debug` and `isolation-stock`).
 soak: deps
 	$(Q)/test-all.sh --list qemu/tests/soak.list
+
+# The checks make test runs on Debian's kernel only, on the debug kernel too: hostile-producer,
+# kverbs-check, netns and sq-order (qemu/tests/probes.list).
+probes: deps
+	$(Q)/test-all.sh --list qemu/tests/probes.list
 
 # NFS over RDMA between two VMs, every pairing of roxe and rdma_rxe, 256 MiB of verified fio
 # writes each (qemu/tests/nfs.list; make test runs two pairings with 16 MiB).

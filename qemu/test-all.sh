@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
-# `make test`: host tests first, then every QEMU test, then one summary line
+# `make test`: host tests first, then every QEMU test (two at a time), then one summary line
 # "N passed, N failed". Each guest check counts once, and each VM run counts once more for its own
 # verdict (guest exit code and the kernel-log splat check).
 #   qemu/test-all.sh [--qemu-only] [--only NAME-REGEX] [--list FILE]
@@ -79,17 +79,32 @@ TESTS=()
 	case "$l" in ''|'#'*) ;; *) TESTS+=("$l") ;; esac
 done <"$list"
 
-for t in "${TESTS[@]}"; do
-	IFS='|' read -r name flavour script tmo opts expect <<<"$t"
-	[ -n "$only" ] && ! [[ $name =~ $only ]] && continue
-	log "== $name ($flavour)"
-	s=$SECONDS
-	# shellcheck disable=SC2086
-	if qemu/run-vm.sh --flavour "$flavour" --script "$script" --name "$name" --timeout "$tmo" $opts; then
-		verdict=pass
-	else
-		verdict=fail
-	fi
+# Tests run ROXE_JOBS at a time (default 2): a guest under TCG leaves the host's CPUs idle for
+# much of its run (boots, sleeps, waits on its peer; a serial run kept two cores about 55% busy),
+# so two at once finish the suite in well under the serial time. A two-VM test counts as one job
+# (its VMs have one vCPU each). The lists name the longest tests first, so that the last to end
+# do not run alone. Each run's host-side output goes to build/vm/NAME.log, printed when it ends.
+jobs=${ROXE_JOBS:-2}
+mkdir -p build/vm
+declare -A running=() # PID of a test's runner -> its line
+start_test() { # start_test LINE
+	local name flavour script tmo opts expect
+	IFS='|' read -r name flavour script tmo opts expect <<<"$1"
+	log "== $name ($flavour) starts"
+	(
+		s=$SECONDS
+		# shellcheck disable=SC2086
+		if qemu/run-vm.sh --flavour "$flavour" --script "$script" --name "$name" --timeout "$tmo" \
+			$opts >"build/vm/$name.log" 2>&1; then v=pass; else v=fail; fi
+		echo "$v $((SECONDS - s))" >"build/vm/$name.verdict"
+	) &
+	running[$!]=$1
+}
+finish_test() { # finish_test LINE: counts the results of a test that has ended
+	local name flavour script tmo opts expect verdict secs r c st rest
+	IFS='|' read -r name flavour script tmo opts expect <<<"$1"
+	read -r verdict secs <"build/vm/$name.verdict" 2>/dev/null || { verdict=fail secs=?; }
+	sed "s|^|  $name: |" "build/vm/$name.log" 2>/dev/null || true
 	for r in build/vm/"$name"/vm*/results; do
 		[ -f "$r" ] || continue
 		while read -r st rest; do
@@ -98,16 +113,31 @@ for t in "${TESTS[@]}"; do
 		done <"$r"
 	done
 	if [ "$verdict" = "$expect" ]; then
-		count PASS "$name"; log "$name: ok (verdict $verdict as expected, $((SECONDS - s)) s)"
+		count PASS "$name"; log "$name: ok (verdict $verdict as expected, $secs s)"
 	else
-		count FAIL "$name (verdict $verdict, expected $expect)"; log "$name: FAILED ($((SECONDS - s)) s)"
+		count FAIL "$name (verdict $verdict, expected $expect)"; log "$name: FAILED ($secs s)"
 		# What the guest said about its failures (check() follows each FAIL with the tail of
 		# its log): a CI run keeps only this output, not build/vm.
 		for c in build/vm/"$name"/vm*/console.log; do
 			[ -f "$c" ] && grep -a -A16 '\] FAIL ' "$c" | head -60 | sed "s|^|  ${c#build/vm/}: |"
 		done
 	fi
+}
+reap() { # waits for one running test to end and counts it
+	local pid=""
+	wait -n -p pid "${!running[@]}" || true
+	[ -n "$pid" ] || return 0
+	finish_test "${running[$pid]}"
+	unset "running[$pid]"
+}
+
+for t in "${TESTS[@]}"; do
+	IFS='|' read -r name _ <<<"$t"
+	[ -n "$only" ] && ! [[ $name =~ $only ]] && continue
+	while [ ${#running[@]} -ge "$jobs" ]; do reap; done
+	start_test "$t"
 done
+while [ ${#running[@]} -gt 0 ]; do reap; done
 
 log "== done in $((SECONDS - t0)) s"
 for f in "${failures[@]}"; do echo "  failed: $f"; done
