@@ -15,7 +15,7 @@ export ROXE_CACHE
 Q := qemu
 
 .PHONY: all modules deps kernels kernel-debug kernel-stock image hosttest lint fmt qemu-test test run baseline pyverbs reliability sweep \
-	bench soak probes fuzz verbs-fuzz nfs blktests clean distclean
+	bench soak probes fuzz verbs-fuzz nfs blktests blktests-stock clean distclean
 
 ifneq ($(KDIR),)
 # A kernel tree of the user's own (Rust-enabled, prepared with `make modules_prepare`), built with
@@ -86,14 +86,20 @@ probes: deps
 nfs: deps
 	$(Q)/test-all.sh --list qemu/tests/nfs.list
 
-# blktests, unmodified, on the debug kernel: ./check nvme srp rnbd with nvme_trtype=rdma on roxe
-# (through rxe_compat), rdma_rxe and siw, one boot each (qemu/tests/blktests.list); the verdicts
-# side by side into Documentation/testing.md. Fails if a test that passed on rdma_rxe or siw did
-# not pass on roxe. `make test` runs a short subset on the stock kernel (`blktests-nvme`).
-BLKTESTS_TSV = $(foreach d,roxe rxe siw,$(d)=build/vm/blktests-$(d)/vm0/blktests-$(d).tsv)
+# blktests, unmodified, on the debug kernel: ./check nvme, srp and rnbd with nvme_trtype=rdma on roxe
+# (through rxe_compat), rdma_rxe and siw, one boot per driver and group (qemu/tests/blktests.list);
+# the verdicts side by side into Documentation/testing.md. Fails if a test that passed on rdma_rxe
+# or siw did not pass on roxe. `blktests-stock`: the nvme group on Debian's kernel, several times
+# faster under TCG. `make test` runs a short subset on the stock kernel (`blktests-nvme`).
+blktests_report = python3 tools/blktests_report.py --marker $(1) Documentation/testing.md \
+	$$(for d in roxe rxe siw; do printf '%s=%s ' $$d \
+		"$$(ls build/vm/$(1)-$$d-*/vm0/blktests-$$d.tsv 2>/dev/null | paste -sd,)"; done)
 blktests: deps
 	$(Q)/test-all.sh --list qemu/tests/blktests.list; rc=$$?; \
-		python3 tools/blktests_report.py Documentation/testing.md $(BLKTESTS_TSV) && exit $$rc
+		$(call blktests_report,blktests-debug) && exit $$rc
+blktests-stock: deps
+	$(Q)/test-all.sh --list qemu/tests/blktests-stock.list; rc=$$?; \
+		$(call blktests_report,blktests-stock) && exit $$rc
 
 # The hostile-user fuzzer (tools/verbs-fuzz) alone, 10 minutes on the debug kernel
 # (qemu/tests/verbs-fuzz.list).

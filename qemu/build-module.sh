@@ -3,14 +3,16 @@
 # Builds the project's kernel modules for a harness kernel flavour inside the build root (the
 # compiler must be the one that built the kernel's Rust metadata). Sources are mirrored into
 # build/<flavour>/ so the two flavours' objects and generated bindings never mix.
-#   qemu/build-module.sh debug|stock
+#   qemu/build-module.sh debug|stock|stock-RELEASE
+# (stock-RELEASE: a Debian kernel of make matrix, prepared by `qemu/kernel-stock.sh RELEASE`.)
 # With ROXE_CLIPPY=1 the sources are compiled through clippy-driver (the kernel's `make CLIPPY=1`,
 # with the kernel's own lint set) into build/<flavour>-clippy/, and any warning fails the build.
 . "$(dirname "$0")/lib.sh"
-flavour=${1:?usage: build-module.sh debug|stock}
+flavour=${1:?usage: build-module.sh debug|stock|stock-RELEASE}
 case "$flavour" in
 debug) kdir="$ROXE_CACHE/kernel-debug/build"; mkargs=(LLVM=-19) ;;
 stock) kdir="$ROXE_CACHE/kernel-stock/build"; mkargs=(CC=x86_64-linux-gnu-gcc-14 HOSTCC=gcc-14) ;;
+stock-*) kdir="$ROXE_CACHE/matrix-${flavour#stock-}/build"; mkargs=(CC=x86_64-linux-gnu-gcc-14 HOSTCC=gcc-14) ;;
 *) die "unknown flavour $flavour" ;;
 esac
 [ -d "$kdir" ] || die "no $flavour kernel tree: run qemu/kernel-$flavour.sh"

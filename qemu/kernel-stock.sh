@@ -1,43 +1,57 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
-# The `stock` flavour: Debian's own Rust-enabled 7.3 kernel (the one users run), made usable for
+# The `stock` flavour: Debian's own Rust-enabled kernel (the one users run), made usable for
 # out-of-tree Rust modules. Debian's headers package carries no Rust metadata, so we regenerate it:
-# `make modules_prepare` on linux-source-7.3 with Debian's .config, Module.symvers and
-# KERNELRELEASE, using Debian's own compiler (the .rmeta files are tied to the exact rustc).
+# `make modules_prepare` on the matching linux-source package with Debian's .config,
+# Module.symvers and KERNELRELEASE, using Debian's own compiler (the .rmeta files are tied to the
+# exact rustc). This works for any Rust-enabled Debian kernel whose rustc the build root has.
 #
-# Usage: qemu/kernel-stock.sh [RELEASE]   (default: the newest 7.3 amd64 flavour the suite offers)
-# Output: $ROXE_CACHE/kernel-stock-<key>/{vmlinuz,build/,modules/lib/modules/<release>} and the
-# link $ROXE_CACHE/kernel-stock. Prints the output directory. Point `make KDIR=` at build/.
+# Usage: qemu/kernel-stock.sh [RELEASE]
+#   Without RELEASE: the newest 7.3 amd64 kernel the suites offer, linked as
+#   $ROXE_CACHE/kernel-stock (the `stock` flavour of make test).
+#   With RELEASE (e.g. 7.2.12+deb13-amd64): that kernel, linked as $ROXE_CACHE/matrix-RELEASE
+#   (the flavour `stock-RELEASE` of make matrix).
+# Output: a directory with vmlinuz, initrd.img, build/ (point `make KDIR=` at it) and
+# modules/lib/modules/<release>. Prints the output directory.
 . "$(dirname "$0")/lib.sh"
 "$ROXE_TOP/qemu/buildroot.sh"
 
 rel=${1:-}
-if [ -z "$rel" ]; then
+if [ -n "$rel" ]; then
+	link="$ROXE_CACHE/matrix-$rel" prefix="matrix-$rel"
+else
+	link="$ROXE_CACHE/kernel-stock" prefix=kernel-stock
 	rel=$(in_buildroot apt-cache search --names-only '^linux-headers-7\.3\.[0-9]+\+deb[0-9]+-amd64$' |
 		awk '{print $1}' | sed 's/^linux-headers-//' | sort -V | tail -1)
+	[ -n "$rel" ] || die "no Debian 7.3 amd64 kernel offered by the configured suites"
 fi
-[ -n "$rel" ] || die "no Debian 7.3 amd64 kernel offered by the configured suites"
+series=$(echo "$rel" | cut -d. -f1,2)
 hdr_ver=$(in_buildroot apt-cache policy "linux-headers-$rel" | awk '/Candidate:/ {print $2}')
-src_ver=$(in_buildroot dpkg-query -W -f='${Version}' linux-source-7.3)
-[ "$hdr_ver" = "$src_ver" ] ||
-	die "linux-headers-$rel is $hdr_ver but linux-source-7.3 is $src_ver: the Rust metadata would not match"
+[ -n "$hdr_ver" ] && [ "$hdr_ver" != "(none)" ] || die "Debian offers no linux-headers-$rel here"
+# The source must be the very version the headers come from, or the metadata would not match.
+src_ver=$hdr_ver
 # Bump when the preparation recipe below changes what it produces.
 RECIPE=2
 key=$( { echo "$rel $hdr_ver recipe $RECIPE"; in_buildroot rustc --version; } | key_of)
-out="$ROXE_CACHE/kernel-stock-$key"
+out="$ROXE_CACHE/$prefix-$key"
 if [ -e "$out/.complete" ]; then
-	ln -sfn "$out" "$ROXE_CACHE/kernel-stock"
+	ln -sfn "$out" "$link"
 	echo "$out"
 	exit 0
 fi
 
 src="$ROXE_CACHE/linux-source-$src_ver"
-if [ ! -e "$src/.complete" ]; then
-	log "unpacking linux-source $src_ver"
-	rm -rf "$src"; mkdir -p "$src"
-	in_buildroot sh -c "tar -xaf /usr/src/linux-source-7.3.tar.* -C '$src' --strip-components=1"
+unpack_source() {
+	[ -e "$src/.complete" ] && return 0
+	log "unpacking linux-source-$series $src_ver"
+	rm -rf "$src" "$src.deb"; mkdir -p "$src" "$src.deb"
+	in_buildroot sh -c "cd '$src.deb' && apt-get download -q -o APT::Sandbox::User=root \
+		'linux-source-$series=$src_ver'" >/dev/null || die "cannot download linux-source-$series $src_ver"
+	dpkg-deb --fsys-tarfile "$src.deb"/*.deb | tar -xO --wildcards './usr/src/linux-source-*.tar.*' |
+		tar -xJf - -C "$src" --strip-components=1 || die "cannot unpack linux-source-$series"
+	rm -rf "$src.deb"
 	touch "$src/.complete"
-fi
+}
 
 # Debian's kernel has virtio-blk, ext4 and 9p as modules: boot it through a small initramfs
 # (static busybox + those modules, decompressed, in dependency order) that mounts the guest image
@@ -119,8 +133,9 @@ prepare() {
 	rm -rf "$out/debs"
 	touch "$out/.complete"
 }
+with_lock kernel-build unpack_source
 with_lock kernel-build prepare
-ln -sfn "$out" "$ROXE_CACHE/kernel-stock"
-prune_old kernel-stock "$out"
+ln -sfn "$out" "$link"
+prune_old "$prefix" "$out"
 log "stock kernel ready: $out"
 echo "$out"

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 # Boots one or two test VMs under TCG and runs a guest script in each; always returns.
 #
-#   qemu/run-vm.sh --flavour debug|stock --script qemu/tests/X.sh [--name N] [--timeout SECS]
+#   qemu/run-vm.sh --flavour debug|stock|stock-RELEASE --script qemu/tests/X.sh [--name N] [--timeout SECS]
 #                  [--two-vm] [--smp N] [--mem SIZE] [--args a,b,c]
 #
 # The project directory is shared read-only (tag roxe), the kernel's modules as /lib/modules, and a
@@ -32,6 +32,8 @@ done
 case "$flavour" in
 debug) kdir="$ROXE_CACHE/kernel-debug"; kernel="$kdir/bzImage"; initrd=() ;;
 stock) kdir="$ROXE_CACHE/kernel-stock"; kernel="$kdir/vmlinuz"; initrd=(-initrd "$kdir/initrd.img") ;;
+# A Debian kernel of make matrix (qemu/kernel-stock.sh RELEASE).
+stock-*) kdir="$ROXE_CACHE/matrix-${flavour#stock-}"; kernel="$kdir/vmlinuz"; initrd=(-initrd "$kdir/initrd.img") ;;
 *) die "unknown flavour $flavour" ;;
 esac
 [ -f "$kernel" ] || die "no $flavour kernel: run qemu/kernel-$flavour.sh (or make kernels)"

@@ -3,18 +3,21 @@
 # `make test`: host tests first, then every QEMU test (two at a time), then one summary line
 # "N passed, N failed". Each guest check counts once, and each VM run counts once more for its own
 # verdict (guest exit code and the kernel-log splat check).
-#   qemu/test-all.sh [--qemu-only] [--only NAME-REGEX] [--list FILE]
+#   qemu/test-all.sh [--qemu-only] [--only NAME-REGEX] [--list FILE] [--stock-as FLAVOUR]
 # The tests are the built-in harness checks plus qemu/tests/extra.list; --list FILE runs the
 # tests of FILE instead (the long forms: qemu/tests/baseline.list, qemu/tests/pyverbs.list).
+# --stock-as stock-RELEASE runs only the stock-kernel tests, on that Debian kernel instead
+# (qemu/matrix.sh), each named stock-RELEASE-NAME.
 . "$(dirname "$0")/lib.sh"
 cd "$ROXE_TOP"
 
-qemu_only=0 only="" list=qemu/tests/extra.list builtin=1
+qemu_only=0 only="" list=qemu/tests/extra.list builtin=1 stock_as=""
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--qemu-only) qemu_only=1 ;;
 	--only) only=$2; shift ;;
 	--list) list=$2; builtin=0; qemu_only=1; shift ;;
+	--stock-as) stock_as=$2; qemu_only=1; shift ;;
 	*) die "unknown option $1" ;;
 	esac
 	shift
@@ -58,6 +61,13 @@ qemu/kernel-stock.sh >/dev/null
 qemu/guest-image.sh >/dev/null
 qemu/build-module.sh debug >/dev/null || die "module build failed (debug)"
 qemu/build-module.sh stock >/dev/null || die "module build failed (stock)"
+# siw for Debian's kernel, which lacks it (blktests over siw, the bench).
+qemu/siw-build.sh stock >/dev/null || die "siw build failed"
+if [ -n "$stock_as" ]; then
+	qemu/kernel-stock.sh "${stock_as#stock-}" >/dev/null || die "no kernel for $stock_as"
+	qemu/build-module.sh "$stock_as" >/dev/null || die "module build failed ($stock_as)"
+	qemu/siw-build.sh "$stock_as" >/dev/null || die "siw build failed ($stock_as)"
+fi
 # blktests, built for the guest (qemu/tests/blktests.sh).
 qemu/blktests-build.sh >/dev/null || die "blktests build failed"
 # The hostile-user program qemu/tests/verbs-fuzz.sh runs (the guest has no compiler).
@@ -78,6 +88,14 @@ TESTS=()
 [ -f "$list" ] && while IFS= read -r l; do
 	case "$l" in ''|'#'*) ;; *) TESTS+=("$l") ;; esac
 done <"$list"
+if [ -n "$stock_as" ]; then
+	sel=()
+	for t in "${TESTS[@]}"; do
+		IFS='|' read -r name flavour rest <<<"$t"
+		[ "$flavour" = stock ] && sel+=("$stock_as-$name|$stock_as|$rest")
+	done
+	TESTS=("${sel[@]}")
+fi
 
 # Tests run ROXE_JOBS at a time (default 2): a guest under TCG leaves the host's CPUs idle for
 # much of its run (boots, sleeps, waits on its peer; a serial run kept two cores about 55% busy),

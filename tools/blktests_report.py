@@ -5,20 +5,25 @@ test with its variant, passed|failed|not run) and writes them side by side into
 Documentation/testing.md, between its blktests markers. Exits 1 when a test that passed on rdma_rxe or siw did not pass on roxe, or
 when a driver's verdicts are missing.
 
-Usage: blktests_report.py TESTING_MD DRIVER=TSV...   (drivers: roxe, rxe, siw)"""
+Usage: blktests_report.py [--marker NAME] TESTING_MD DRIVER=TSV[,TSV...]...
+(drivers: roxe, rxe, siw; a driver's several files, one per boot, are read as one; the table goes
+between <!-- NAME:begin --> and <!-- NAME:end -->, NAME blktests unless given)"""
+import os
 import sys
 
-BEGIN, END = '<!-- blktests:begin -->', '<!-- blktests:end -->'
 NAMES = {'roxe': 'roxe', 'rxe': 'rdma_rxe', 'siw': 'siw'}
 
 
-def load(path):
+def load(paths):
     verdicts = {}
-    with open(path) as f:
-        for line in f:
-            parts = line.rstrip('\n').split('\t')
-            if len(parts) == 2:
-                verdicts[parts[0]] = parts[1]
+    for path in paths.split(','):
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            for line in f:
+                parts = line.rstrip('\n').split('\t')
+                if len(parts) == 2:
+                    verdicts[parts[0]] = parts[1]
     return verdicts
 
 
@@ -30,7 +35,11 @@ def key(test):
 
 
 def main():
-    md, runs = sys.argv[1], dict(a.split('=', 1) for a in sys.argv[2:])
+    args, marker = sys.argv[1:], 'blktests'
+    if args[:1] == ['--marker']:
+        marker, args = args[1], args[2:]
+    begin, end = f'<!-- {marker}:begin -->', f'<!-- {marker}:end -->'
+    md, runs = args[0], dict(a.split('=', 1) for a in args[1:])
     drivers = [d for d in ('roxe', 'rxe', 'siw') if d in runs]
     res = {d: load(runs[d]) for d in drivers}
     bad = [d for d in drivers if not res[d]]
@@ -55,13 +64,13 @@ def main():
     print(table)
 
     text = open(md).read()
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        _, tail = rest.split(end, 1)
         with open(md, 'w') as f:
-            f.write(head + BEGIN + '\n' + table + '\n' + END + tail)
+            f.write(head + begin + '\n' + table + '\n' + end + tail)
     else:
-        print(f'{md}: no {BEGIN} ... {END} markers; table not written', file=sys.stderr)
+        print(f'{md}: no {begin} ... {end} markers; table not written', file=sys.stderr)
         return 1
     if bad:
         print('no verdicts from: ' + ', '.join(bad), file=sys.stderr)

@@ -154,10 +154,10 @@ veth_peer_unload() {
 	case "$1" in roxe) rmmod roxe ;; rxe) rmmod rdma_rxe ;; esac
 }
 
-# install_roxe: installs roxe.ko as modules are installed (/lib/modules/$(uname -r)/extra,
+# install_module KO: installs a module as modules are installed (/lib/modules/$(uname -r)/extra,
 # then depmod), so that modprobe finds it. /lib/modules is the host's read-only share: an
 # overlay with a tmpfs upper layer makes it writable for this boot.
-install_roxe() {
+install_module() {
 	local rel; rel=$(uname -r)
 	if ! grep -q ' /lib/modules overlay ' /proc/mounts; then
 		modprobe overlay || return 1
@@ -165,8 +165,19 @@ install_roxe() {
 		mount -t overlay overlay -o lowerdir=/lib/modules,upperdir=/tmp/mods/up,workdir=/tmp/mods/work /lib/modules || return 1
 	fi
 	# The share lacks modules.order and modules.builtin*, which depmod only warns about.
-	install -D -m 0644 "/roxe/build/$ROXE_FLAVOUR/roxe.ko" "/lib/modules/$rel/extra/roxe.ko" &&
+	install -D -m 0644 "$1" "/lib/modules/$rel/extra/$(basename "$1")" &&
 		depmod -a "$rel" 2>/tmp/depmod.log
+}
+
+# install_roxe: roxe.ko of this flavour, installed.
+install_roxe() { install_module "/roxe/build/$ROXE_FLAVOUR/roxe.ko"; }
+
+# install_siw: siw where the kernel lacks it (Debian's; qemu/siw-build.sh builds it from the same
+# source), installed; on a kernel that has siw, nothing to do.
+install_siw() {
+	modinfo siw >/dev/null 2>&1 && return 0
+	[ -f "/roxe/build/$ROXE_FLAVOUR-siw/siw.ko" ] || { echo "no siw for $ROXE_FLAVOUR"; return 1; }
+	install_module "/roxe/build/$ROXE_FLAVOUR-siw/siw.ko"
 }
 
 # rxe_compat_conf on|off: tools/modprobe.d/roxe-rxe-compat.conf in /etc/modprobe.d (modprobe

@@ -21,7 +21,9 @@ roxe)
 	rxe_compat_conf on
 	use_rxe=1 ;;
 rxe) use_rxe=1 ;;
-siw) use_rxe= ;;
+siw)
+	install_siw || fail "install siw.ko"
+	use_rxe= ;;
 *) fail "unknown driver $DRV"; finish_tests ;;
 esac
 

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# `make matrix`: roxe on every Rust-enabled kernel Debian offers a trixie system beyond the one
+# `make test` uses: the newest amd64 release of each series in trixie-backports. Each is prepared
+# as the stock kernel is (qemu/kernel-stock.sh RELEASE: Debian's packages, its Rust metadata
+# regenerated with the toolchain that built it), roxe is built against it, and the stock-kernel
+# tests of `make test` run on it (qemu/test-all.sh --stock-as stock-RELEASE). Each outcome is
+# written to qemu/kernels.lock (release, package version, rustc, bindgen, result, date); a build
+# failure keeps its compiler output in build/matrix-RELEASE.log.
+#   qemu/matrix.sh [RELEASE...]   (default: the newest release of each series, as above)
+. "$(dirname "$0")/lib.sh"
+cd "$ROXE_TOP"
+qemu/buildroot.sh
+LOCK=qemu/kernels.lock
+
+rels=("$@")
+if [ ${#rels[@]} = 0 ]; then
+	mapfile -t rels < <(in_buildroot apt-cache search --names-only \
+		'^linux-headers-[0-9]+\.[0-9]+\.[0-9]+\+deb[0-9]+-amd64$' | awk '{print $1}' |
+		sed 's/^linux-headers-//' | sort -V |
+		awk -F. '{ s = $1 "." $2; if (!(s in last)) order[n++] = s; last[s] = $0 }
+			END { for (i = 0; i < n; i++) print last[order[i]] }')
+fi
+
+record() { # record RELEASE VERSION RESULT: replaces RELEASE's line of the lock file
+	local rel=$1 ver=$2 res=$3 rustc bindgen
+	rustc=$(in_buildroot rustc --version | awk '{print $2}')
+	bindgen=$(in_buildroot bindgen --version 2>/dev/null | awk '{print $2}')
+	[ -f "$LOCK" ] || printf '%s\n' "# make matrix (qemu/matrix.sh): release | Debian package version | rustc | bindgen | result | date" >"$LOCK"
+	grep -v "^$rel |" "$LOCK" >"$LOCK.tmp" || true
+	printf '%s | %s | %s | %s | %s | %s\n' "$rel" "$ver" "$rustc" "$bindgen" "$res" "$(date -u +%F)" >>"$LOCK.tmp"
+	{ head -1 "$LOCK.tmp"; tail -n +2 "$LOCK.tmp" | sort -V; } >"$LOCK"
+	rm -f "$LOCK.tmp"
+	log "$rel: $res"
+}
+
+status=0
+for rel in "${rels[@]}"; do
+	ver=$(in_buildroot apt-cache policy "linux-headers-$rel" | awk '/Candidate:/ {print $2}')
+	case "$ver" in
+	*~bpo*) ;;
+	*) log "$rel ($ver) is not a trixie-backports kernel: skipped"; continue ;;
+	esac
+	log "== $rel ($ver)"
+	if ! out=$(qemu/kernel-stock.sh "$rel" 2>&1); then
+		printf '%s\n' "$out" | tail -5
+		record "$rel" "$ver" "not prepared: $(printf '%s\n' "$out" | grep ERROR | tail -1 | sed 's/.*ERROR: //')"
+		status=1; continue
+	fi
+	mkdir -p build
+	if ! qemu/build-module.sh "stock-$rel" >"build/matrix-$rel.log" 2>&1; then
+		e=$(grep -m1 -A1 '^error' "build/matrix-$rel.log" | tr -s ' \n' ' ' | cut -c1-120)
+		record "$rel" "$ver" "build fails: $e"
+		status=1; continue
+	fi
+	if res=$(qemu/test-all.sh --stock-as "stock-$rel" 2>&1 | tee "build/matrix-$rel-test.log" | tail -1); then
+		record "$rel" "$ver" "pass ($res)"
+	else
+		record "$rel" "$ver" "fail ($res)"
+		status=1
+	fi
+done
+exit $status
