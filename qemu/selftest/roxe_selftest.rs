@@ -15,9 +15,10 @@ module! {
     description: "roxe harness self-test (out-of-tree Rust module)",
     license: "GPL",
     params: {
-        warn: bool {
-            default: false,
-            description: "Raise a WARN on load, to prove the harness catches it",
+        // An integer: some kernels' `module!` takes no bool parameter.
+        warn: u32 {
+            default: 0,
+            description: "Raise a WARN on load (1), to prove the harness catches it",
         },
     },
 }
@@ -27,7 +28,10 @@ struct RoxeSelftest;
 impl kernel::Module for RoxeSelftest {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         pr_info!("roxe_selftest: loaded\n");
-        if module_parameters::warn.value() {
+        // `value()` gives the value on some kernels and a reference to it on others; a
+        // reference to either coerces to `&u32`.
+        let warn: &u32 = &module_parameters::warn.value();
+        if *warn != 0 {
             kernel::warn_on!(true);
         }
         Ok(RoxeSelftest)

@@ -60,6 +60,14 @@ void roxe_helper_copy_to_page(struct page *page, size_t offset, const void *src,
 
 /* linux/xarray.h, linux/timer.h, linux/workqueue.h */
 void roxe_helper_xa_init_alloc(struct xarray *xa);
+/* params.c: roxe's module parameters */
+bool roxe_helper_param_rxe_compat(void);
+
+void roxe_helper_spin_lock_init(spinlock_t *lock, const char *name, struct lock_class_key *key);
+unsigned long roxe_helper_spin_lock_irqsave(spinlock_t *lock);
+void roxe_helper_spin_unlock_irqrestore(spinlock_t *lock, unsigned long flags);
+int roxe_helper_spin_trylock_irqsave(spinlock_t *lock, unsigned long *flags);
+void roxe_helper_spin_assert_is_held(spinlock_t *lock);
 int roxe_helper_xa_alloc_cyclic_irqsafe(struct xarray *xa, u32 *id, void *entry, u32 min, u32 max,
 				   u32 *next, gfp_t gfp);
 int roxe_helper_xa_insert_irqsafe(struct xarray *xa, unsigned long index, void *entry, gfp_t gfp);

@@ -177,6 +177,24 @@ pub struct DeviceAttr {
     pub odp_caps: OdpCaps,
 }
 
+/// A count in the C `ib_device_attr`, which some kernels declare `int` and others `u32`.
+trait CCount {
+    /// `v`, or the type's largest value if `v` does not fit.
+    fn from_count(v: u32) -> Self;
+}
+
+impl CCount for u32 {
+    fn from_count(v: u32) -> u32 {
+        v
+    }
+}
+
+impl CCount for i32 {
+    fn from_count(v: u32) -> i32 {
+        i32::try_from(v).unwrap_or(i32::MAX)
+    }
+}
+
 impl DeviceAttr {
     /// Copies the attributes into the C structure the core passed to `query_device`.
     pub(crate) fn write_to(&self, a: &mut bindings::ib_device_attr) {
@@ -187,32 +205,32 @@ impl DeviceAttr {
         a.vendor_id = self.vendor_id;
         a.vendor_part_id = self.vendor_part_id;
         a.hw_ver = self.hw_ver;
-        a.max_qp = self.max_qp;
-        a.max_qp_wr = self.max_qp_wr;
+        a.max_qp = CCount::from_count(self.max_qp);
+        a.max_qp_wr = CCount::from_count(self.max_qp_wr);
         a.device_cap_flags = self.device_cap_flags.0;
         a.kernel_cap_flags = self.kernel_cap_flags.0;
-        a.max_send_sge = self.max_send_sge;
-        a.max_recv_sge = self.max_recv_sge;
-        a.max_sge_rd = self.max_sge_rd;
-        a.max_cq = self.max_cq;
-        a.max_cqe = self.max_cqe;
-        a.max_mr = self.max_mr;
-        a.max_pd = self.max_pd;
-        a.max_qp_rd_atom = self.max_qp_rd_atom;
-        a.max_res_rd_atom = self.max_res_rd_atom;
-        a.max_qp_init_rd_atom = self.max_qp_init_rd_atom;
+        a.max_send_sge = CCount::from_count(self.max_send_sge);
+        a.max_recv_sge = CCount::from_count(self.max_recv_sge);
+        a.max_sge_rd = CCount::from_count(self.max_sge_rd);
+        a.max_cq = CCount::from_count(self.max_cq);
+        a.max_cqe = CCount::from_count(self.max_cqe);
+        a.max_mr = CCount::from_count(self.max_mr);
+        a.max_pd = CCount::from_count(self.max_pd);
+        a.max_qp_rd_atom = CCount::from_count(self.max_qp_rd_atom);
+        a.max_res_rd_atom = CCount::from_count(self.max_res_rd_atom);
+        a.max_qp_init_rd_atom = CCount::from_count(self.max_qp_init_rd_atom);
         a.atomic_cap = self.atomic_cap.as_raw();
-        a.max_mcast_grp = self.max_mcast_grp;
-        a.max_mcast_qp_attach = self.max_mcast_qp_attach;
-        a.max_total_mcast_qp_attach = self.max_total_mcast_qp_attach;
-        a.max_ah = self.max_ah;
-        a.max_srq = self.max_srq;
-        a.max_srq_wr = self.max_srq_wr;
-        a.max_srq_sge = self.max_srq_sge;
+        a.max_mcast_grp = CCount::from_count(self.max_mcast_grp);
+        a.max_mcast_qp_attach = CCount::from_count(self.max_mcast_qp_attach);
+        a.max_total_mcast_qp_attach = CCount::from_count(self.max_total_mcast_qp_attach);
+        a.max_ah = CCount::from_count(self.max_ah);
+        a.max_srq = CCount::from_count(self.max_srq);
+        a.max_srq_wr = CCount::from_count(self.max_srq_wr);
+        a.max_srq_sge = CCount::from_count(self.max_srq_sge);
         a.max_fast_reg_page_list_len = self.max_fast_reg_page_list_len;
         a.max_pkeys = self.max_pkeys;
         a.local_ca_ack_delay = self.local_ca_ack_delay;
-        a.max_mw = self.max_mw;
+        a.max_mw = CCount::from_count(self.max_mw);
         a.odp_caps.general_caps = self.odp_caps.general;
         a.odp_caps.per_transport_caps.rc_odp_caps = self.odp_caps.rc;
         a.odp_caps.per_transport_caps.uc_odp_caps = self.odp_caps.uc;

@@ -203,7 +203,7 @@ impl<T: Link> Device<T> {
         // registration never armed or queued it.
         let init = unsafe {
             deferred::init(dev);
-            pin_init::raw_try_init(core::ptr::addr_of_mut!((*dev).data), data)
+            crate::compat::init::raw_try_init(core::ptr::addr_of_mut!((*dev).data), data)
         };
         if let Err(e) = init {
             // No ops are set yet, so no `dealloc_driver` runs over the uninitialised data.

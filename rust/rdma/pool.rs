@@ -220,7 +220,7 @@ impl<T: Send + Sync + 'static> Pool<T> {
         if ptr.is_null() {
             return None;
         }
-        rcu::synchronize_rcu();
+        crate::compat::rcu::synchronize_rcu();
         // SAFETY: The entry came from `into_foreign` and is no longer in the pool or borrowed.
         Some(unsafe { PoolRef::<T>::from_foreign(ptr.cast()) })
     }

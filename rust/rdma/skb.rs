@@ -108,7 +108,7 @@ fn xmit_result(ret: i32) -> Result {
     if ret < 0 {
         Err(Error::from_errno(ret))
     } else if ret == NET_XMIT_DROP {
-        Err(ENOBUFS)
+        Err(crate::compat::errno::enobufs())
     } else {
         Ok(())
     }

@@ -274,7 +274,7 @@ impl<T: EncapRecv> PortRef<T> {
             let v6 = match unsafe { Socket::bind::<T>(net, Family::Ipv6, port) } {
                 Ok(s) => Some(s),
                 // No IPv6 in this kernel (or disabled): IPv4 only, as rxe does.
-                Err(e) if e == EAFNOSUPPORT => None,
+                Err(e) if e == crate::compat::errno::eafnosupport() => None,
                 Err(e) => return Err(e),
             };
             table.entries.push(

@@ -65,7 +65,7 @@ impl<T: Driver> Adapter<T> {
         udata: *mut bindings::ib_udata,
     ) -> *mut bindings::ib_mr {
         if !dmah.is_null() {
-            return err_ptr(EOPNOTSUPP);
+            return err_ptr(crate::compat::errno::eopnotsupp());
         }
         // SAFETY: A live PD of ours; the udata lives for the command.
         let (pd, udata) = unsafe { (Pd::<T>::from_raw(ibpd), UData::from_raw(udata)) };

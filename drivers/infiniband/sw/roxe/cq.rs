@@ -8,6 +8,8 @@
 
 #![deny(unsafe_code)]
 
+use crate::compat::errno;
+use crate::compat::sync::SpinLockIrq;
 use crate::rdma::{
     cq::{Cq, CqInit, CqNotifier, NotifyFlags},
     device::Device,
@@ -21,7 +23,6 @@ use crate::{
     param,
     queue::{Direction, Queue},
 };
-use kernel::sync::SpinLockIrq;
 use kernel::{
     prelude::*,
     sync::{
@@ -139,7 +140,7 @@ pub(crate) fn create(
 ) -> Result<(Arc<RoxeCq>, u32)> {
     check_udata(udata)?;
     if init.flags != 0 {
-        return Err(EOPNOTSUPP);
+        return Err(errno::eopnotsupp());
     }
     let max_cqe = (1u32 << param::MAX_LOG_CQE) - 1;
     if init.cqe == 0 || init.cqe > max_cqe {
@@ -158,7 +159,7 @@ pub(crate) fn create(
     };
     let cq = Arc::pin_init(
         pin_init!(RoxeCq {
-            inner <- kernel::new_spinlock_irq!(CqInner { queue, notify: 0, owners }, "roxe_cq"),
+            inner <- crate::compat::sync::new_spinlock_irq!(CqInner { queue, notify: 0, owners }, "roxe_cq"),
             notifier,
             overruns: Atomic::new(0),
         }),

@@ -8,6 +8,7 @@
 
 #![deny(unsafe_code)]
 
+use crate::compat::sync::SpinLockIrq;
 use crate::rdma::{
     attr::PortState,
     device::DriverTypes,
@@ -29,7 +30,7 @@ use crate::{
     source::Source,
     srq::RoxeSrq,
 };
-use kernel::sync::{Mutex, SpinLock, SpinLockIrq};
+use kernel::sync::{Mutex, SpinLock};
 use kernel::{
     prelude::*,
     sync::{

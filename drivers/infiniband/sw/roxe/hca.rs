@@ -6,6 +6,7 @@
 
 #![deny(unsafe_code)]
 
+use crate::compat::errno;
 use crate::proto::qp_state::Errno;
 use kernel::prelude::*;
 
@@ -19,6 +20,6 @@ pub(crate) const PORT: u32 = 1;
 pub(crate) fn errno(e: Errno) -> Error {
     match e {
         Errno::Inval => EINVAL,
-        Errno::OpNotSupp => EOPNOTSUPP,
+        Errno::OpNotSupp => errno::eopnotsupp(),
     }
 }

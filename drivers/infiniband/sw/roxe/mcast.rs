@@ -14,16 +14,14 @@
 
 #![deny(unsafe_code)]
 
+use crate::compat::sync::SpinLockIrq;
 use crate::rdma::{device::Device, qp::Qp};
 use crate::{
     hca::Roxe,
     param::{MAX_MCAST_GRP, MAX_MCAST_QP_ATTACH},
     proto::{mcast::mac_for_group, qp_state::QpType},
 };
-use kernel::{
-    prelude::*,
-    sync::{Mutex, SpinLockIrq},
-};
+use kernel::{prelude::*, sync::Mutex};
 
 /// One group: its GID and the QPNs attached to it.
 struct Group {
@@ -49,7 +47,7 @@ impl McastTable {
     pub(crate) fn new() -> impl PinInit<Self> {
         pin_init!(McastTable {
             ops <- kernel::new_mutex!((), "roxe_mcast_ops"),
-            groups <- kernel::new_spinlock_irq!(KVec::new(), "roxe_mcast"),
+            groups <- crate::compat::sync::new_spinlock_irq!(KVec::new(), "roxe_mcast"),
         })
     }
 

@@ -11,6 +11,8 @@
 
 #![deny(unsafe_code)]
 
+use crate::compat::errno;
+use crate::compat::sync::SpinLockIrq;
 use crate::rdma::{
     bh,
     device::Device,
@@ -32,7 +34,7 @@ use kernel::{
     prelude::*,
     sync::{
         atomic::{Atomic, Relaxed},
-        SpinLock, SpinLockIrq,
+        SpinLock,
     },
 };
 
@@ -223,7 +225,7 @@ pub(crate) fn reg_user(
     let access = validate_reg_access(req.access, MR_CAPS).map_err(|e| errno(e.errno()))?;
     if access.contains(Access::ON_DEMAND) && req.start == 0 && req.length == u64::MAX {
         // Implicit ODP (the whole address space) is not offered (no IB_ODP_SUPPORT_IMPLICIT).
-        return Err(EOPNOTSUPP);
+        return Err(errno::eopnotsupp());
     }
     let geometry = MttGeometry::for_user(req.start, req.iova, req.length, PAGE_SHIFT)
         .map_err(|e| errno(e.errno()))?;
@@ -294,7 +296,7 @@ pub(crate) fn alloc_fast(
     );
     let state = KBox::pin_init(
         pin_init!(FastMr {
-            staged <- kernel::new_spinlock_irq!(FastPages { pages: staged, range: None }, "roxe_fast_mr_staged"),
+            staged <- crate::compat::sync::new_spinlock_irq!(FastPages { pages: staged, range: None }, "roxe_fast_mr_staged"),
             live <- kernel::new_spinlock!(FastPages { pages: live, range: None }, "roxe_fast_mr"),
             mem,
         }),
@@ -414,7 +416,7 @@ pub(crate) fn rereg(
         u.check_in_empty()?;
     }
     if flags & rereg::TRANS != 0 || flags & !(rereg::PD | rereg::ACCESS) != 0 {
-        return Err(EOPNOTSUPP);
+        return Err(errno::eopnotsupp());
     }
     let m = mr.device().data().mrs.get(mr.data().index).ok_or(EINVAL)?;
     apply(&m, flags, req, new_pd)
@@ -427,7 +429,7 @@ fn apply(m: &RoxeMr, flags: u32, req: &UserMrRequest, new_pd: Option<&Pd<Roxe>>)
             MrMem::User { pages, .. } => pages.check_rereg(flags, req.access)?,
             // The umem was registered with its access (writable or not) and its ODP mode; a
             // change of either needs a new registration, which rdma-core then falls back to.
-            MrMem::Odp { .. } => return Err(EOPNOTSUPP),
+            MrMem::Odp { .. } => return Err(errno::eopnotsupp()),
             _ => {}
         }
         m.access.store(access.bits(), Relaxed);

@@ -12,6 +12,7 @@
 
 #![deny(unsafe_code)]
 
+use crate::compat::sync::SpinLockIrq;
 use crate::rdma::{
     device::Device,
     object::UData,
@@ -29,7 +30,6 @@ use crate::{
     },
 };
 use kernel::prelude::*;
-use kernel::sync::SpinLockIrq;
 
 /// The range a bound window grants, and to whom. While it exists the MR counts it
 /// ([`RoxeMr::attach_window`]), and deregistering the MR is refused, so the pool's reference
@@ -231,7 +231,7 @@ pub(crate) fn alloc_mw(
     slot.fill(try_pin_init!(RoxeMw {
         pd_id: pd.data().id,
         type2,
-        state <- kernel::new_spinlock_irq!(MwState { key, binding: None }, "roxe_mw"),
+        state <- crate::compat::sync::new_spinlock_irq!(MwState { key, binding: None }, "roxe_mw"),
     }? Error))?;
     Ok((MwHandle { index }, key.raw()))
 }

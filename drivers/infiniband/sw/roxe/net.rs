@@ -15,6 +15,7 @@
 
 #![deny(unsafe_code)]
 
+use crate::compat::errno;
 use crate::rdma::{
     ah::{AddressVector, Network},
     bh,
@@ -551,7 +552,7 @@ pub(crate) type RoceSockets = PortRef<Rx>;
 /// `netdev`'s namespace, binding them if no device there holds them yet. Process context.
 pub(crate) fn port_ref(netdev: &NetDevice) -> Result<RoceSockets> {
     PortRef::get(netdev, ROCE_V2_UDP_PORT).inspect_err(|e| {
-        if *e == EADDRINUSE {
+        if *e == errno::eaddrinuse() {
             pr_err!(
                 "UDP port {} is in use in this namespace: another RoCEv2 stack owns it\n",
                 ROCE_V2_UDP_PORT

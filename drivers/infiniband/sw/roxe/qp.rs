@@ -9,6 +9,8 @@
 
 #![deny(unsafe_code)]
 
+use crate::compat::errno;
+use crate::compat::sync::SpinLockIrq;
 use crate::rdma::{
     ah::AddressVector,
     device::Device,
@@ -40,7 +42,7 @@ use crate::{
     resp_state::RespState,
     srq::RoxeSrq,
 };
-use kernel::sync::{SpinLock, SpinLockIrq};
+use kernel::sync::SpinLock;
 use kernel::{
     prelude::*,
     sync::{
@@ -331,7 +333,7 @@ pub(crate) struct HeldAck {
 fn qp_type_of(raw: u32) -> Result<QpType> {
     match QpType::from_raw(raw) {
         Some(t) if t.create_supported() => Ok(t),
-        _ => Err(EOPNOTSUPP),
+        _ => Err(errno::eopnotsupp()),
     }
 }
 
@@ -363,7 +365,7 @@ pub(crate) fn create(
     }
     let qp_type = qp_type_of(init.qp_type)?;
     if init.create_flags != 0 || init.unsupported_parts {
-        return Err(EOPNOTSUPP);
+        return Err(errno::eopnotsupp());
     }
     let (Some(send_cq), Some(recv_cq)) = (init.send_cq, init.recv_cq) else {
         return Err(EINVAL);
@@ -465,12 +467,12 @@ pub(crate) fn create(
         sq_limits,
         rq_max_sge,
         rq_elem_size,
-        state <- kernel::new_spinlock_irq!(
+        state <- crate::compat::sync::new_spinlock_irq!(
             QpStateData { state: QpState::Reset, attr, av: None, sq_draining: false },
             "roxe_qp_state"
         ),
-        sq <- kernel::new_spinlock_irq!(sq, "roxe_qp_sq"),
-        rq <- kernel::new_spinlock_irq!(rq, "roxe_qp_rq"),
+        sq <- crate::compat::sync::new_spinlock_irq!(sq, "roxe_qp_sq"),
+        rq <- crate::compat::sync::new_spinlock_irq!(rq, "roxe_qp_rq"),
         notifier,
         sq_depth,
         sq_state <- kernel::new_spinlock!(
@@ -493,7 +495,7 @@ pub(crate) fn create(
         req_running: Atomic::new(0),
         kick_pending: AtomicFlag::new(false),
         flush_pending: AtomicFlag::new(false),
-        held_ack <- kernel::new_spinlock_irq!(None, "roxe_qp_held_ack"),
+        held_ack <- crate::compat::sync::new_spinlock_irq!(None, "roxe_qp_held_ack"),
         hold_acks: AtomicFlag::new(false),
         unheld_ack_ns: Atomic::new(0),
     }? Error))?;

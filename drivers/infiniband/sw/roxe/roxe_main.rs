@@ -25,6 +25,19 @@
 )]
 mod rdma;
 
+// Where Rust-enabled kernels differ, chosen by probed features (`Kbuild`, `rust/probe/`).
+#[path = "../../../../rust/compat/mod.rs"]
+#[allow(
+    unsafe_code,
+    reason = "rust/ is where roxe's unsafe code lives, each block justified"
+)]
+#[allow(
+    unreachable_pub,
+    dead_code,
+    reason = "library API, used in part by this driver"
+)]
+mod compat;
+
 mod ack;
 mod ah;
 mod comp;
@@ -77,13 +90,8 @@ module! {
     description: "Software RoCEv2 HCA (rxe ABI), in Rust",
     license: "GPL",
     alias: ["rdma-link-roxe"],
-    params: {
-        rxe_compat: bool {
-            default: false,
-            description: "Also answer to the link type rxe (rdma link add NAME type rxe), for tools written for rdma_rxe; see Documentation/install.md",
-        },
-    },
 }
+// The module parameter `rxe_compat` is declared in C: see `compat::module`.
 
 /// Unregisters every roxe device when dropped.
 struct Devices;
@@ -100,7 +108,7 @@ struct RcuCallbacks;
 
 impl Drop for RcuCallbacks {
     fn drop(&mut self) {
-        kernel::sync::rcu::rcu_barrier();
+        compat::rcu::rcu_barrier();
     }
 }
 
@@ -136,8 +144,7 @@ impl kernel::InPlaceModule for RoxeModule {
             devices: Devices,
             link: LinkRegistration::new(&verbs::LINK_OPS),
             // rdma_rxe is not loaded (the guard above would have failed), so the name is free.
-            rxe_link: module_parameters::rxe_compat
-                .value()
+            rxe_link: compat::module::param_rxe_compat()
                 .then(|| LinkRegistration::new(&verbs::RXE_LINK_OPS)),
         })
     }
@@ -145,5 +152,5 @@ impl kernel::InPlaceModule for RoxeModule {
 
 /// This module, for the RDMA core's reference counting of open devices.
 pub(crate) fn this_module() -> &'static ThisModule {
-    &<RoxeModule as kernel::ModuleMetadata>::THIS_MODULE
+    this_module!(RoxeModule)
 }

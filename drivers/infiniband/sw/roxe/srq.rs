@@ -7,6 +7,8 @@
 
 #![deny(unsafe_code)]
 
+use crate::compat::errno;
+use crate::compat::sync::SpinLockIrq;
 use crate::rdma::{
     device::Device,
     object::UData,
@@ -21,7 +23,6 @@ use crate::{
     proto::wqe::{recv_layout, SGE_SIZE},
     queue::{Direction, Queue},
 };
-use kernel::sync::SpinLockIrq;
 use kernel::{
     prelude::*,
     sync::Arc,
@@ -74,7 +75,7 @@ pub(crate) fn create(
         }
     }
     if !init.basic {
-        return Err(EOPNOTSUPP);
+        return Err(errno::eopnotsupp());
     }
     let a = &mut init.attr;
     if a.max_wr == 0
@@ -111,7 +112,7 @@ pub(crate) fn create(
         srq_num,
         pd_id,
         elem_size,
-        inner <- kernel::new_spinlock_irq!(SrqInner { queue, max_sge, limit }, "roxe_srq"),
+        inner <- crate::compat::sync::new_spinlock_irq!(SrqInner { queue, max_sge, limit }, "roxe_srq"),
         notifier,
     }? Error))
 }
