@@ -15,7 +15,7 @@ export ROXE_CACHE
 Q := qemu
 
 .PHONY: all modules deps kernels kernel-debug kernel-stock image hosttest lint fmt qemu-test test run baseline pyverbs reliability sweep \
-	bench soak probes fuzz verbs-fuzz nfs blktests blktests-stock clean distclean
+	bench soak probes matrix fuzz verbs-fuzz nfs blktests blktests-stock clean distclean
 
 ifneq ($(KDIR),)
 # A kernel tree of the user's own (Rust-enabled, prepared with `make modules_prepare`), built with
@@ -115,6 +115,11 @@ fuzz:
 # (qemu/tests/sweep.list).
 sweep: deps
 	$(Q)/test-all.sh --list qemu/tests/sweep.list
+
+# The stock-kernel tests of make test on Debian's other Rust-enabled kernels (the newest of each
+# trixie-backports series), each prepared like the stock kernel; results in qemu/kernels.lock.
+matrix: deps
+	$(Q)/matrix.sh
 
 # roxe against rdma_rxe on the stock kernel, one and two VMs: Documentation/bench/.
 bench: deps
