@@ -6,10 +6,12 @@
 # or on siw (USE_RXE unset). Args: DRIVER (roxe|rxe|siw), TESTS ("+" between: groups or tests,
 # e.g. nvme+srp+rnbd or nvme/003+nvme/004), MODE: `must-pass` (make test: every listed test passes,
 # each a PASS/FAIL line) or `record` (make blktests: only that ./check ran to its end; the verdicts
-# go to /out/blktests-DRIVER.tsv for tools/blktests_report.py, which compares the drivers).
+# go to /out/blktests-DRIVER.tsv for tools/blktests_report.py, which compares the drivers),
+# and optionally TIMEOUT: blktests' own TIMEOUT setting (each test that honours it, fio's runs
+# above all, stops after that many seconds; blktests' Documentation/running-tests.md).
 # blktests checks the kernel log around each test itself; the harness checks the whole boot's.
 . /roxe/qemu/guest/lib.sh
-DRV=${1:-roxe}; TESTS=${2:-nvme}; TESTS=${TESTS//+/ }; MODE=${3:-must-pass}
+DRV=${1:-roxe}; TESTS=${2:-nvme}; TESTS=${TESTS//+/ }; MODE=${3:-must-pass}; TMO=${4:-}
 SRC=/roxe/build/blktests.tar
 [ -f $SRC ] || { fail "no $SRC (qemu/blktests-build.sh)"; finish_tests; }
 load_rdma_core || fail "load the RDMA core"
@@ -35,6 +37,7 @@ cat >config <<CFG
 nvme_trtype=rdma
 USE_RXE=$use_rxe
 CFG
+[ -n "$TMO" ] && echo "TIMEOUT=$TMO" >>config
 # check's own loop has no overall bound: the guest script's timeout is that.
 ./check $TESTS 2>&1 | tee /out/blktests-$DRV.log
 # A verdict per test and variant: "nvme/008 (tr=rdma bd=file) (description) [passed]", "[failed]"
