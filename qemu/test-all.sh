@@ -63,10 +63,14 @@ qemu/build-module.sh debug >/dev/null || die "module build failed (debug)"
 qemu/build-module.sh stock >/dev/null || die "module build failed (stock)"
 # siw for Debian's kernel, which lacks it (blktests over siw, the bench).
 qemu/siw-build.sh stock >/dev/null || die "siw build failed"
+# The module index the guests' install_module uses.
+qemu/module-index.sh debug >/dev/null || die "module index failed (debug)"
+qemu/module-index.sh stock >/dev/null || die "module index failed (stock)"
 if [ -n "$stock_as" ]; then
 	qemu/kernel-stock.sh "${stock_as#stock-}" >/dev/null || die "no kernel for $stock_as"
 	qemu/build-module.sh "$stock_as" >/dev/null || die "module build failed ($stock_as)"
 	qemu/siw-build.sh "$stock_as" >/dev/null || die "siw build failed ($stock_as)"
+	qemu/module-index.sh "$stock_as" >/dev/null || die "module index failed ($stock_as)"
 fi
 # blktests, built for the guest (qemu/tests/blktests.sh).
 qemu/blktests-build.sh >/dev/null || die "blktests build failed"

@@ -155,18 +155,26 @@ veth_peer_unload() {
 }
 
 # install_module KO: installs a module as modules are installed (/lib/modules/$(uname -r)/extra,
-# then depmod), so that modprobe finds it. /lib/modules is the host's read-only share: an
-# overlay with a tmpfs upper layer makes it writable for this boot.
+# and a module index that lists it), so that modprobe finds it. /lib/modules is the host's
+# read-only share: an overlay with a tmpfs upper layer makes it writable for this boot. The index
+# comes from the host (qemu/module-index.sh: the kernel's modules plus roxe.ko and siw.ko); a
+# depmod here reads every module over 9p, which took minutes on a busy host, and is the fallback.
 install_module() {
-	local rel; rel=$(uname -r)
+	local rel idx; rel=$(uname -r)
+	idx=/roxe/build/$ROXE_FLAVOUR-modules
 	if ! grep -q ' /lib/modules overlay ' /proc/mounts; then
 		modprobe overlay || return 1
 		mkdir -p /tmp/mods/up /tmp/mods/work || return 1
 		mount -t overlay overlay -o lowerdir=/lib/modules,upperdir=/tmp/mods/up,workdir=/tmp/mods/work /lib/modules || return 1
 	fi
-	# The share lacks modules.order and modules.builtin*, which depmod only warns about.
-	install -D -m 0644 "$1" "/lib/modules/$rel/extra/$(basename "$1")" &&
+	install -D -m 0644 "$1" "/lib/modules/$rel/extra/$(basename "$1")" || return 1
+	if [ "$(cat "$idx/release" 2>/dev/null)" = "$rel" ] && [ -f "$idx/extra/$(basename "$1")" ] &&
+		cmp -s "$1" "$idx/extra/$(basename "$1")"; then
+		cp "$idx"/modules.* "/lib/modules/$rel/"
+	else
+		# The share lacks modules.order and modules.builtin*, which depmod only warns about.
 		depmod -a "$rel" 2>/tmp/depmod.log
+	fi
 }
 
 # install_roxe: roxe.ko of this flavour, installed.
