@@ -141,7 +141,7 @@ finish_test() { # finish_test LINE: counts the results of a test that has ended
 		# What the guest said about its failures (check() follows each FAIL with the tail of
 		# its log): a CI run keeps only this output, not build/vm.
 		for c in build/vm/"$name"/vm*/console.log; do
-			[ -f "$c" ] && grep -a -A16 '\] FAIL ' "$c" | head -60 | sed "s|^|  ${c#build/vm/}: |"
+			[ -f "$c" ] && grep -a -A16 '\] FAIL ' "$c" | head -60 | sed "s|^|  ${c#build/vm/}: |" || true
 		done
 	fi
 }
