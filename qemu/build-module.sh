@@ -9,11 +9,11 @@
 # with the kernel's own lint set) into build/<flavour>-clippy/, and any warning fails the build.
 . "$(dirname "$0")/lib.sh"
 flavour=${1:?usage: build-module.sh debug|stock|stock-RELEASE}
+kdir="$(flavour_kernel "$flavour")/build"
+# The debug kernel is built with clang; Debian's with gcc-14.
 case "$flavour" in
-debug) kdir="$ROXE_CACHE/kernel-debug/build"; mkargs=(LLVM=-19) ;;
-stock) kdir="$ROXE_CACHE/kernel-stock/build"; mkargs=(CC=x86_64-linux-gnu-gcc-14 HOSTCC=gcc-14) ;;
-stock-*) kdir="$ROXE_CACHE/matrix-${flavour#stock-}/build"; mkargs=(CC=x86_64-linux-gnu-gcc-14 HOSTCC=gcc-14) ;;
-*) die "unknown flavour $flavour" ;;
+debug) mkargs=(LLVM=-19) ;;
+*) mkargs=(CC=x86_64-linux-gnu-gcc-14 HOSTCC=gcc-14) ;;
 esac
 [ -d "$kdir" ] || die "no $flavour kernel tree: run qemu/kernel-$flavour.sh"
 kdir=$(readlink -f "$kdir")

@@ -77,6 +77,17 @@ mount_buildroot() {
 	esac
 }
 
+# flavour_kernel FLAVOUR: the cache link of a harness kernel flavour: debug, stock, or
+# stock-RELEASE (a Debian kernel of make matrix, prepared by `qemu/kernel-stock.sh RELEASE`).
+flavour_kernel() {
+	case "$1" in
+	debug) echo "$ROXE_CACHE/kernel-debug" ;;
+	stock) echo "$ROXE_CACHE/kernel-stock" ;;
+	stock-*) echo "$ROXE_CACHE/matrix-${1#stock-}" ;;
+	*) die "unknown flavour $1" ;;
+	esac
+}
+
 # Deletes cache entries matching "$ROXE_CACHE/$1-*" except "$2" (and its .complete marker's
 # directory): outdated kernels and build roots whose key changed. The build root has the project
 # bind-mounted inside, and a bind mount of the same disk does not stop `rm --one-file-system`, so

@@ -9,13 +9,7 @@
 #   qemu/module-index.sh debug|stock|stock-RELEASE
 . "$(dirname "$0")/lib.sh"
 flavour=${1:?usage: module-index.sh debug|stock|stock-RELEASE}
-case "$flavour" in
-debug) kdir="$ROXE_CACHE/kernel-debug" ;;
-stock) kdir="$ROXE_CACHE/kernel-stock" ;;
-stock-*) kdir="$ROXE_CACHE/matrix-${flavour#stock-}" ;;
-*) die "unknown flavour $flavour" ;;
-esac
-kdir=$(readlink -f "$kdir")
+kdir=$(readlink -f "$(flavour_kernel "$flavour")")
 rel=$(ls "$kdir/modules/lib/modules")
 [ -n "$rel" ] && [ -d "$kdir/modules/lib/modules/$rel" ] || die "no modules for $flavour"
 out="$ROXE_TOP/build/$flavour-modules"

@@ -29,12 +29,11 @@ done
 [ -n "$script" ] && [ -f "$ROXE_TOP/$script" ] || die "--script must name a file under the project"
 [ -n "$name" ] || name=$(basename "$script" .sh)-$flavour
 
+kdir=$(flavour_kernel "$flavour")
+# The debug kernel boots directly; Debian's (stock, stock-RELEASE) through a small initramfs.
 case "$flavour" in
-debug) kdir="$ROXE_CACHE/kernel-debug"; kernel="$kdir/bzImage"; initrd=() ;;
-stock) kdir="$ROXE_CACHE/kernel-stock"; kernel="$kdir/vmlinuz"; initrd=(-initrd "$kdir/initrd.img") ;;
-# A Debian kernel of make matrix (qemu/kernel-stock.sh RELEASE).
-stock-*) kdir="$ROXE_CACHE/matrix-${flavour#stock-}"; kernel="$kdir/vmlinuz"; initrd=(-initrd "$kdir/initrd.img") ;;
-*) die "unknown flavour $flavour" ;;
+debug) kernel="$kdir/bzImage"; initrd=() ;;
+*) kernel="$kdir/vmlinuz"; initrd=(-initrd "$kdir/initrd.img") ;;
 esac
 [ -f "$kernel" ] || die "no $flavour kernel: run qemu/kernel-$flavour.sh (or make kernels)"
 img="$ROXE_CACHE/guest.img"

@@ -9,11 +9,8 @@
 #   qemu/siw-build.sh stock|stock-RELEASE
 . "$(dirname "$0")/lib.sh"
 flavour=${1:?usage: siw-build.sh stock|stock-RELEASE}
-case "$flavour" in
-stock) kdir="$ROXE_CACHE/kernel-stock/build" ;;
-stock-*) kdir="$ROXE_CACHE/matrix-${flavour#stock-}/build" ;;
-*) die "siw-build.sh is for the stock kernels (the debug kernel has siw built in its tree)" ;;
-esac
+[ "$flavour" != debug ] || die "siw-build.sh is for the stock kernels (the debug kernel has siw built in its tree)"
+kdir="$(flavour_kernel "$flavour")/build"
 [ -d "$kdir" ] || die "no $flavour kernel tree: run qemu/kernel-stock.sh"
 kdir=$(readlink -f "$kdir")
 ksrc=$(readlink -f "$kdir/source")

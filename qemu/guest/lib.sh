@@ -168,8 +168,7 @@ install_module() {
 		mount -t overlay overlay -o lowerdir=/lib/modules,upperdir=/tmp/mods/up,workdir=/tmp/mods/work /lib/modules || return 1
 	fi
 	install -D -m 0644 "$1" "/lib/modules/$rel/extra/$(basename "$1")" || return 1
-	if [ "$(cat "$idx/release" 2>/dev/null)" = "$rel" ] && [ -f "$idx/extra/$(basename "$1")" ] &&
-		cmp -s "$1" "$idx/extra/$(basename "$1")"; then
+	if [ "$(cat "$idx/release" 2>/dev/null)" = "$rel" ] && cmp -s "$1" "$idx/extra/$(basename "$1")"; then
 		cp "$idx"/modules.* "/lib/modules/$rel/"
 	else
 		# The share lacks modules.order and modules.builtin*, which depmod only warns about.

@@ -6,7 +6,8 @@
 //! adapts. roxe adapts here, and only here: the build compiles the probes of `rust/probe/`
 //! against the target tree (`Kbuild`), and each item below is chosen by a `roxe_<probe>` cfg, a
 //! feature found, never a kernel version. Where one form works on every kernel (a C function
-//! called through roxe's own bindings), it is used everywhere and needs no probe. The rest of the
+//! called through the kernel's bindings or a roxe helper), it is used everywhere and needs no
+//! probe. The rest of the
 //! crate uses these items instead of the `kernel` crate's.
 
 pub mod errno;
