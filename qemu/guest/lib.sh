@@ -12,9 +12,13 @@ pass() { echo "PASS $*" >>/out/results; say "PASS $*"; }
 fail() { echo "FAIL $*" >>/out/results; say "FAIL $*"; ROXE_TESTS_FAILED=1; }
 
 # check NAME TIMEOUT CMD...: run CMD (a program, or a function exported with `export -f`) in a
-# child shell with a timeout, record PASS/FAIL, keep its output in /out/NAME.log.
+# child shell with a timeout, record PASS/FAIL, keep its output in /out/NAME.log. The timeout
+# catches hangs, not slowness: it is at least CHECK_MIN_TIMEOUT seconds, since starting even a
+# grep over 9p took more than 5 s on the debug kernel with a second guest on the same two cores.
+CHECK_MIN_TIMEOUT=30
 check() {
 	local name=$1 t=$2; shift 2
+	[ "$t" -ge "$CHECK_MIN_TIMEOUT" ] || t=$CHECK_MIN_TIMEOUT
 	local log="/out/$name.log"
 	say "run  $name: $*"
 	local rc=0
