@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Helpers for include/rdma/ib_umem_odp.h, include/linux/mmu_notifier.h and include/linux/hmm.h:
- * the ODP umem's mutex, its notifier's sequence, and reading its HMM pfn list (whose flag bits
- * are macros of the C side).
+ * the ODP umem's mutex, its notifier's sequence, reading its HMM pfn list (whose flag bits are
+ * macros of the C side), and the mm_struct reference of an implicit root.
  */
 #include <linux/hmm.h>
 #include <linux/mmu_notifier.h>
+#include <linux/sched/mm.h>
 #include <rdma/ib_umem_odp.h>
 #include "helpers.h"
 
@@ -100,4 +101,28 @@ void *roxe_helper_umem_odp_private(struct ib_umem_odp *odp)
 void roxe_helper_queue_work_unbound(struct work_struct *work)
 {
 	queue_work(system_dfl_wq, work);
+}
+
+/*
+ * The root of an implicit ODP MR of the calling process. The core's root holds no reference on
+ * the mm_struct it records, and children are made from it later, by a worker
+ * (ib_umem_odp_alloc_child does mmget_not_zero on it): keep the mm_struct allocated (not the
+ * address space) until roxe_helper_umem_odp_release_implicit.
+ */
+struct ib_umem_odp *roxe_helper_umem_odp_alloc_implicit(struct ib_device *dev, int access)
+{
+	struct ib_umem_odp *root = ib_umem_odp_alloc_implicit(dev, access);
+
+	if (!IS_ERR(root))
+		mmgrab(root->umem.owning_mm);
+	return root;
+}
+
+/* Releases a root from roxe_helper_umem_odp_alloc_implicit, after all its children. */
+void roxe_helper_umem_odp_release_implicit(struct ib_umem_odp *root)
+{
+	struct mm_struct *mm = root->umem.owning_mm;
+
+	ib_umem_odp_release(root);
+	mmdrop(mm);
 }

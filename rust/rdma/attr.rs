@@ -101,6 +101,9 @@ pub struct OdpCaps {
 impl OdpCaps {
     /// ODP is supported (explicit MRs).
     pub const SUPPORT: u64 = bindings::ib_odp_general_cap_bits_IB_ODP_SUPPORT as u64;
+    /// Implicit ODP MRs (the whole address space) are supported.
+    pub const SUPPORT_IMPLICIT: u64 =
+        bindings::ib_odp_general_cap_bits_IB_ODP_SUPPORT_IMPLICIT as u64;
     /// ODP MRs may be the local memory of SENDs.
     pub const SEND: u32 = bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_SEND as u32;
     /// ... of receives.

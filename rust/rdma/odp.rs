@@ -25,7 +25,18 @@
 //!   is a page that cannot go away before the lock is released, since the callback that would
 //!   let it go waits for the lock first. A missing entry is reported, never waited for.
 //!
-//! Lock order: the fault/release mutex, then the umem mutex, then the table spinlock.
+//! An implicit ODP memory ([`OdpMem::register_implicit`], `ibv_reg_mr(pd, NULL, SIZE_MAX,
+//! IBV_ACCESS_ON_DEMAND)`) spans the whole address space of the process. The core gives it a
+//! root umem without a range (`ib_umem_odp_alloc_implicit`); the pages live in children, one
+//! explicit ODP umem of [`CHILD_BYTES`] per aligned chunk that an access touched
+//! (`ib_umem_odp_alloc_child`), created by the fault that first needs them and each with its own
+//! table and notifier as above. A sorted list of the children, under a spinlock of its own, lets
+//! the data path find a page's child; only faults add to it, and only the release empties it,
+//! both under the root's mutex. At most [`MAX_CHILDREN`] children exist: past that, pages of new
+//! chunks fail as unmapped memory does.
+//!
+//! Lock order: the fault/release mutex (of the memory, or of the implicit root), then the umem
+//! mutex, then the table spinlock; the implicit children's list lock, then a child's table lock.
 //!
 //! C headers: [`include/rdma/ib_umem_odp.h`](srctree/include/rdma/ib_umem_odp.h),
 //! [`include/linux/mmu_notifier.h`](srctree/include/linux/mmu_notifier.h)
@@ -39,7 +50,7 @@ use core::ptr::NonNull;
 use kernel::{
     ffi, new_mutex, new_spinlock,
     prelude::*,
-    sync::{Mutex, SpinLock},
+    sync::{Arc, Mutex, SpinLock},
 };
 
 const PAGE_SHIFT: u32 = kernel::page::PAGE_SHIFT as u32;
@@ -53,6 +64,20 @@ const FAILED: usize = 1;
 
 /// Entries cleared per hold of the table lock (see the module documentation).
 const CLEAR_BATCH: usize = 4096;
+
+/// log2 of the bytes of one child of an implicit ODP memory: 2 MiB, so that a child's table and
+/// the core's pfn list are one page each.
+const CHILD_SHIFT: u32 = 21;
+/// Bytes of one child of an implicit ODP memory.
+pub const CHILD_BYTES: u64 = 1 << CHILD_SHIFT;
+/// Pages of one child.
+const CHILD_PAGES: usize = 1 << (CHILD_SHIFT - PAGE_SHIFT);
+/// Most children of one implicit ODP memory: 16 GiB of distinct chunks, about 9 KiB each of
+/// kernel memory. Bounds what a consumer, or a peer holding its R_Key, can make the kernel
+/// allocate by touching addresses all over the address space.
+pub const MAX_CHILDREN: usize = 8192;
+/// Pages an implicit ODP memory spans: the whole 64-bit address space.
+const IMPLICIT_PAGES: usize = 1 << (64 - PAGE_SHIFT);
 
 /// Why an ODP page cannot be accessed now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,7 +100,29 @@ struct TableState {
     released: bool,
 }
 
-/// The pointer to the umem, owned by [`OdpMem`].
+impl TableState {
+    /// Page `index` for an access of `len` bytes at `offset` in it.
+    fn page(
+        &self,
+        index: usize,
+        offset: usize,
+        len: usize,
+    ) -> Result<*mut bindings::page, OdpMiss> {
+        if self.released {
+            return Err(OdpMiss::Released);
+        }
+        if offset.checked_add(len).is_none_or(|end| end > PAGE_SIZE) {
+            return Err(OdpMiss::Range);
+        }
+        match *self.pages.get(index).ok_or(OdpMiss::Range)? {
+            MISSING => Err(OdpMiss::Missing),
+            FAILED => Err(OdpMiss::Failed),
+            p => Ok(p as *mut bindings::page),
+        }
+    }
+}
+
+/// The pointer to a umem, owned by a [`Region`] or an implicit [`OdpMem`].
 #[derive(Clone, Copy)]
 struct UmemPtr(NonNull<bindings::ib_umem_odp>);
 
@@ -84,8 +131,8 @@ unsafe impl Send for UmemPtr {}
 
 #[pin_data]
 struct Inner {
-    /// The umem until [`OdpMem::release`]; the mutex keeps faults and the release apart (a fault
-    /// sleeps while using the umem).
+    /// The umem until [`Region::release`]; the mutex keeps faults and the release apart (a
+    /// fault sleeps while using the umem).
     #[pin]
     umem: Mutex<Option<UmemPtr>>,
     /// The page table; the umem's `private` points here once the table is ready.
@@ -96,21 +143,69 @@ struct Inner {
     npages: usize,
 }
 
-/// Pages of user memory mapped on demand, with an MMU interval notifier of ours.
+/// One ODP umem with its page table: the memory of an explicit ODP MR, or one child of an
+/// implicit one.
 ///
 /// # Invariants
 ///
-/// - `inner.umem` holds, until [`OdpMem::release`], a live umem from `ib_umem_odp_get`
-///   registered with [`NOTIFIER_OPS`], whose `private` is NULL or points to `inner.table`
-///   (written under the umem mutex), and whose first page and page count are `inner.start` and
-///   `inner.npages`.
+/// - `inner.umem` holds, until [`Region::release`], a live umem registered with
+///   [`NOTIFIER_OPS`] (from `ib_umem_odp_get` or `ib_umem_odp_alloc_child`), whose `private`
+///   is NULL or points to `inner.table` (written under the umem mutex), and whose first page
+///   and page count are `inner.start` and `inner.npages`.
 /// - Every page address in the table is a page of the umem's range that the notifier has not
 ///   invalidated since it was stored: it is valid while the table's lock is held.
-pub struct OdpMem {
+struct Region {
     inner: Pin<KBox<Inner>>,
 }
 
-/// The notifier callbacks of every [`OdpMem`].
+/// The children of an implicit ODP memory.
+///
+/// # Invariants
+///
+/// `list` is sorted by chunk, holds each chunk at most once and at most [`MAX_CHILDREN`]
+/// children; the region of chunk `c` spans the [`CHILD_PAGES`] pages from `c << CHILD_SHIFT`.
+/// Only [`Implicit::child`] and [`OdpMem::release`] change it, both under the root mutex.
+struct Children {
+    list: KVec<Child>,
+    /// The memory was released: nothing may be accessed any more.
+    released: bool,
+}
+
+/// A child of an implicit ODP memory: the region of one [`CHILD_BYTES`] chunk of the address
+/// space. Shared only so that a fault can use it after dropping the list's lock; the last
+/// reference always goes in process context (a fault, or the release).
+#[derive(Clone)]
+struct Child {
+    chunk: u64,
+    region: Arc<Region>,
+}
+
+#[pin_data]
+struct Implicit {
+    /// The root umem (`ib_umem_odp_alloc_implicit`) until [`OdpMem::release`]; held while a
+    /// fault adds a child and while the release takes them all away.
+    #[pin]
+    root: Mutex<Option<UmemPtr>>,
+    #[pin]
+    children: SpinLock<Children>,
+}
+
+enum Kind {
+    /// An explicit ODP MR's range.
+    Explicit(Region),
+    /// The whole address space, in children made on demand.
+    Implicit(Pin<KBox<Implicit>>),
+}
+
+/// Pages of user memory mapped on demand, with MMU interval notifiers of ours: one range
+/// ([`OdpMem::register`]) or the whole address space ([`OdpMem::register_implicit`]). Pages
+/// are named by index: from the range's first page, or for an implicit memory the page number
+/// in the address space (`address >> PAGE_SHIFT`).
+pub struct OdpMem {
+    kind: Kind,
+}
+
+/// The notifier callbacks of every [`Region`].
 static NOTIFIER_OPS: bindings::mmu_interval_notifier_ops = bindings::mmu_interval_notifier_ops {
     invalidate: Some(invalidate),
     ..null_ops()
@@ -127,7 +222,7 @@ const fn null_ops() -> bindings::mmu_interval_notifier_ops {
 /// # Safety
 ///
 /// Only the mmu notifier core calls this, for the interval notifier of an ODP umem that
-/// `OdpMem::register` set up (registered, so the umem is alive), with `range` valid for the call.
+/// `Region::new` set up (registered, so the umem is alive), with `range` valid for the call.
 unsafe extern "C" fn invalidate(
     mni: *mut bindings::mmu_interval_notifier,
     range: *const bindings::mmu_notifier_range,
@@ -138,7 +233,7 @@ unsafe extern "C" fn invalidate(
         // Taking the umem mutex could block: the core retries in a context that may.
         return false;
     }
-    // SAFETY: Our ops are registered only on the notifier of an ODP umem (`OdpMem::register`),
+    // SAFETY: Our ops are registered only on the notifier of an ODP umem (`Region::new`),
     // alive while the notifier is registered, i.e. during this call.
     let odp = unsafe { bindings::roxe_helper_umem_odp_of_notifier(mni) };
     let (mut rstart, mut rend): (ffi::c_ulong, ffi::c_ulong) = (0, 0);
@@ -165,7 +260,7 @@ unsafe extern "C" fn invalidate(
         let first = (start - ustart) >> PAGE_SHIFT;
         let last = (end - 1 - ustart) >> PAGE_SHIFT;
         // Once cleared under the lock, no copy still uses these pages and none can start.
-        // SAFETY: `private` points to the table of the `OdpMem` owning this umem (type
+        // SAFETY: `private` points to the table of the `Region` owning this umem (type
         // invariant), which outlives the notifier's registration (`release` unregisters it
         // before the table can be freed).
         clear(unsafe { &*table }, first, last + 1);
@@ -194,28 +289,14 @@ fn clear(table: &SpinLock<TableState>, first: usize, end: usize) {
     }
 }
 
-impl OdpMem {
-    /// Registers `[addr, addr + len)` of the calling process for on-demand paging with `access`
-    /// (`IB_ACCESS_*`, including `IB_ACCESS_ON_DEMAND`), and takes in the pages already mapped
-    /// (without faulting any). Process context.
-    pub fn register<T: DriverTypes>(
-        dev: &Device<T>,
-        addr: u64,
-        len: u64,
-        access: u32,
-    ) -> Result<OdpMem> {
-        let addr_ulong = ffi::c_ulong::try_from(addr).map_err(|_| EINVAL)?;
-        let len_usize = usize::try_from(len).map_err(|_| EINVAL)?;
-        if len_usize == 0 {
-            return Err(EINVAL);
-        }
-        let end = addr.checked_add(len).ok_or(EINVAL)?;
-        let page_mask = PAGE_SIZE as u64 - 1;
-        let start = addr & !page_mask;
-        let npages =
-            usize::try_from((end.checked_add(page_mask).ok_or(EINVAL)? & !page_mask) - start)
-                .map_err(|_| EINVAL)?
-                >> PAGE_SHIFT;
+impl Region {
+    /// Sets up the table for `npages` pages from `start` (page-aligned) and attaches the umem
+    /// `make` creates for that range. Process context.
+    fn new(
+        start: u64,
+        npages: usize,
+        make: impl FnOnce() -> Result<NonNull<bindings::ib_umem_odp>>,
+    ) -> Result<Region> {
         // The table takes 8 bytes per page of the range, which the caller chooses: charged to
         // the caller's memory cgroup, and a range too large for it is ENOMEM, never a warning
         // of the allocator (`kvmalloc` refuses sizes past INT_MAX with one unless told not to).
@@ -231,19 +312,7 @@ impl OdpMem {
             }),
             GFP_KERNEL,
         )?;
-        // SAFETY: The device is alive; the ops are a static; the call registers the notifier on
-        // the current process's mm or fails.
-        let umem = unsafe {
-            bindings::ib_umem_odp_get(
-                dev.as_raw(),
-                addr_ulong,
-                len_usize,
-                access as i32,
-                &NOTIFIER_OPS,
-            )
-        };
-        let umem = kernel::error::from_err_ptr(umem)?;
-        let umem = NonNull::new(umem).ok_or(EINVAL)?;
+        let umem = make()?;
         // SAFETY: A live umem.
         let (ustart, uend) = unsafe {
             (
@@ -257,8 +326,8 @@ impl OdpMem {
             unsafe { bindings::ib_umem_odp_release(umem.as_ptr()) };
             return Err(EINVAL);
         }
-        // SAFETY: A live umem; the table is pinned in its box for as long as `OdpMem` lives, and
-        // the umem is released (unregistering the notifier) before. Written under the umem
+        // SAFETY: A live umem; the table is pinned in its box for as long as the region lives,
+        // and the umem is released (unregistering the notifier) before. Written under the umem
         // mutex, which the callback takes before reading it: an invalidation before this point
         // had no entry to clear, since the table is empty.
         unsafe {
@@ -270,25 +339,13 @@ impl OdpMem {
             bindings::roxe_helper_umem_odp_unlock(umem.as_ptr());
         }
         *inner.umem.lock() = Some(UmemPtr(umem));
-        let this = OdpMem { inner };
-        // Take in what is mapped already (a snapshot: nothing faults, nothing fails).
-        let _ = this.map(0, npages, false);
-        Ok(this)
+        Ok(Region { inner })
     }
 
-    /// Number of pages the memory spans.
-    pub fn page_count(&self) -> usize {
-        self.inner.npages
-    }
-
-    /// Faults pages `first..first + count` (clamped to the memory) in with the access of the
-    /// registration, and makes them accessible. Process context: it sleeps. A failure marks the
-    /// pages still missing as failed (until their range is invalidated again), unless it was
-    /// transient.
-    pub fn fault(&self, first: usize, count: usize) -> Result {
-        self.map(first, count, true)
-    }
-
+    /// Faults (or, without `fault`, snapshots) pages `first..first + count` (clamped to the
+    /// region) and stores them in the table. Process context: it sleeps. A failed fault marks
+    /// the pages still missing as failed (until their range is invalidated again), unless it
+    /// was transient.
     fn map(&self, first: usize, count: usize, fault: bool) -> Result {
         let guard = self.inner.umem.lock();
         let Some(UmemPtr(umem)) = *guard else {
@@ -343,19 +400,9 @@ impl OdpMem {
         Ok(())
     }
 
-    /// Runs `f` with the pages as they are now: while it runs no page it can see is invalidated.
-    /// Process or softirq context, hard interrupts enabled; `f` runs with bottom halves off
-    /// under the table's spinlock, so it must be short (a packet's copy) and take no lock.
-    pub fn access<R>(&self, f: impl FnOnce(&OdpPages<'_>) -> R) -> R {
-        let _bh = bh::disable();
-        let t = self.inner.table.lock();
-        f(&OdpPages { state: &t })
-    }
-
     /// Releases the umem: unregisters the notifier (waiting for a running invalidation) and
-    /// forgets every page; later accesses get [`OdpMiss::Released`]. Process context. Called
-    /// by deregistration, so that the memory goes even while a late packet still holds the MR.
-    pub fn release(&self) {
+    /// forgets every page. Process context.
+    fn release(&self) {
         let mut guard = self.inner.umem.lock();
         if let Some(UmemPtr(umem)) = guard.take() {
             {
@@ -371,6 +418,220 @@ impl OdpMem {
     }
 }
 
+impl Drop for Region {
+    fn drop(&mut self) {
+        // Process context: regions are released by deregistration, by the release of their
+        // implicit memory, or by a registration that failed part-way.
+        self.release();
+    }
+}
+
+impl Implicit {
+    /// The child of `chunk`, made (and added to the list) if there is none yet. Process
+    /// context, with the root mutex held: `root` is the live root umem.
+    fn child(&self, root: NonNull<bindings::ib_umem_odp>, chunk: u64) -> Result<Arc<Region>> {
+        let len = {
+            let _bh = bh::disable();
+            let c = self.children.lock();
+            match c.list.binary_search_by_key(&chunk, |ch| ch.chunk) {
+                Ok(i) => return Ok(c.list[i].region.clone()),
+                Err(_) => c.list.len(),
+            }
+        };
+        if len >= MAX_CHILDREN {
+            return Err(ENOSPC);
+        }
+        let start = chunk.checked_shl(CHILD_SHIFT).ok_or(EINVAL)?;
+        let addr = ffi::c_ulong::try_from(start).map_err(|_| EINVAL)?;
+        let region = Region::new(start, CHILD_PAGES, || {
+            // SAFETY: `root` is a live implicit root (the caller holds the mutex the release
+            // takes first), and the helper keeps its mm_struct allocated; the ops are a static.
+            let umem = unsafe {
+                bindings::ib_umem_odp_alloc_child(
+                    root.as_ptr(),
+                    addr,
+                    CHILD_BYTES as usize,
+                    &NOTIFIER_OPS,
+                )
+            };
+            NonNull::new(kernel::error::from_err_ptr(umem)?).ok_or(EINVAL)
+        })?;
+        let region = Arc::new(region, GFP_KERNEL)?;
+        // The list with the child in its place, swapped in whole: only this function changes the
+        // list (under the root mutex), so its copy made under the lock is the list of the
+        // moment, and the data path never sees it half-built.
+        let mut list = KVec::with_capacity(len + 1, GFP_KERNEL_ACCOUNT)?;
+        let _old = {
+            let _bh = bh::disable();
+            let mut c = self.children.lock();
+            // Within the capacity reserved above: no allocation.
+            list.extend_from_slice(&c.list, GFP_ATOMIC)?;
+            let at = list
+                .binary_search_by_key(&chunk, |ch| ch.chunk)
+                .err()
+                .ok_or(EEXIST)?;
+            list.insert_within_capacity(
+                at,
+                Child {
+                    chunk,
+                    region: region.clone(),
+                },
+            )
+            .map_err(|_| ENOMEM)?;
+            core::mem::replace(&mut c.list, list)
+        };
+        // `_old` goes after the lock: its references are copies, never a region's last.
+        Ok(region)
+    }
+}
+
+impl OdpMem {
+    /// Registers `[addr, addr + len)` of the calling process for on-demand paging with `access`
+    /// (`IB_ACCESS_*`, including `IB_ACCESS_ON_DEMAND`), and takes in the pages already mapped
+    /// (without faulting any). Process context.
+    pub fn register<T: DriverTypes>(
+        dev: &Device<T>,
+        addr: u64,
+        len: u64,
+        access: u32,
+    ) -> Result<OdpMem> {
+        let addr_ulong = ffi::c_ulong::try_from(addr).map_err(|_| EINVAL)?;
+        let len_usize = usize::try_from(len).map_err(|_| EINVAL)?;
+        if len_usize == 0 {
+            return Err(EINVAL);
+        }
+        let end = addr.checked_add(len).ok_or(EINVAL)?;
+        let page_mask = PAGE_SIZE as u64 - 1;
+        let start = addr & !page_mask;
+        let npages =
+            usize::try_from((end.checked_add(page_mask).ok_or(EINVAL)? & !page_mask) - start)
+                .map_err(|_| EINVAL)?
+                >> PAGE_SHIFT;
+        let region = Region::new(start, npages, || {
+            // SAFETY: The device is alive; the ops are a static; the call registers the
+            // notifier on the current process's mm or fails.
+            let umem = unsafe {
+                bindings::ib_umem_odp_get(
+                    dev.as_raw(),
+                    addr_ulong,
+                    len_usize,
+                    access as i32,
+                    &NOTIFIER_OPS,
+                )
+            };
+            NonNull::new(kernel::error::from_err_ptr(umem)?).ok_or(EINVAL)
+        })?;
+        // Take in what is mapped already (a snapshot: nothing faults, nothing fails).
+        let _ = region.map(0, npages, false);
+        Ok(OdpMem {
+            kind: Kind::Explicit(region),
+        })
+    }
+
+    /// Registers the whole address space of the calling process for on-demand paging with
+    /// `access` (implicit ODP: `IB_ACCESS_ON_DEMAND` over `[0, U64_MAX)`). Nothing is mapped
+    /// until a fault asks for it. Process context.
+    pub fn register_implicit<T: DriverTypes>(dev: &Device<T>, access: u32) -> Result<OdpMem> {
+        let imp = KBox::pin_init(
+            pin_init!(Implicit {
+                root <- new_mutex!(None, "roxe_odp_root"),
+                children <- new_spinlock!(
+                    Children { list: KVec::new(), released: false },
+                    "roxe_odp_children"
+                ),
+            }),
+            GFP_KERNEL,
+        )?;
+        // SAFETY: The device is alive; the root belongs to the current process, whose
+        // mm_struct the helper keeps allocated until the root is released.
+        let root =
+            unsafe { bindings::roxe_helper_umem_odp_alloc_implicit(dev.as_raw(), access as i32) };
+        let root = NonNull::new(kernel::error::from_err_ptr(root)?).ok_or(EINVAL)?;
+        *imp.root.lock() = Some(UmemPtr(root));
+        Ok(OdpMem {
+            kind: Kind::Implicit(imp),
+        })
+    }
+
+    /// Number of pages the memory spans (for an implicit one, the whole address space).
+    pub fn page_count(&self) -> usize {
+        match &self.kind {
+            Kind::Explicit(r) => r.inner.npages,
+            Kind::Implicit(_) => IMPLICIT_PAGES,
+        }
+    }
+
+    /// Faults pages `first..first + count` (clamped to the memory) in with the access of the
+    /// registration, and makes them accessible. Process context: it sleeps. A failure marks
+    /// the pages still missing as failed (until their range is invalidated again), unless it was
+    /// transient. An implicit memory first makes the children the range needs; when it has
+    /// [`MAX_CHILDREN`], the fault fails (`ENOSPC`) and pages of other chunks stay failed.
+    pub fn fault(&self, first: usize, count: usize) -> Result {
+        let imp = match &self.kind {
+            Kind::Explicit(r) => return r.map(first, count, true),
+            Kind::Implicit(imp) => imp,
+        };
+        let guard = imp.root.lock();
+        let Some(UmemPtr(root)) = *guard else {
+            return Err(ENOENT);
+        };
+        if first >= IMPLICIT_PAGES {
+            return Err(EINVAL);
+        }
+        let end = first.saturating_add(count).min(IMPLICIT_PAGES);
+        let mut page = first;
+        while page < end {
+            let chunk = page / CHILD_PAGES;
+            let base = chunk * CHILD_PAGES;
+            let n = (base + CHILD_PAGES).min(end) - page;
+            imp.child(root, chunk as u64)?.map(page - base, n, true)?;
+            page += n;
+        }
+        Ok(())
+    }
+
+    /// Runs `f` with the pages as they are now: while it runs no page it can see is invalidated.
+    /// Process or softirq context, hard interrupts enabled; `f` runs with bottom halves off
+    /// under the table's spinlock (an implicit memory's list lock, and each child's table lock
+    /// while one of its pages is used), so it must be short (a packet's copy) and take no lock.
+    pub fn access<R>(&self, f: impl FnOnce(&OdpPages<'_>) -> R) -> R {
+        let _bh = bh::disable();
+        match &self.kind {
+            Kind::Explicit(r) => f(&OdpPages {
+                view: View::Table(&r.inner.table.lock()),
+            }),
+            Kind::Implicit(imp) => f(&OdpPages {
+                view: View::Children(&imp.children.lock()),
+            }),
+        }
+    }
+
+    /// Releases the memory: unregisters the notifiers (waiting for a running invalidation) and
+    /// forgets every page; later accesses get [`OdpMiss::Released`]. Process context. Called
+    /// by deregistration, so that the memory goes even while a late packet still holds the MR.
+    pub fn release(&self) {
+        let imp = match &self.kind {
+            Kind::Explicit(r) => return r.release(),
+            Kind::Implicit(imp) => imp,
+        };
+        let mut guard = imp.root.lock();
+        let Some(UmemPtr(root)) = guard.take() else {
+            return;
+        };
+        let list = {
+            let _bh = bh::disable();
+            let mut c = imp.children.lock();
+            c.released = true;
+            core::mem::replace(&mut c.list, KVec::new())
+        };
+        // The list held the last reference to each child (a fault holding one would hold the
+        // root mutex too): each is released here, in process context.
+        drop(list);
+        // SAFETY: Owned, released once, after its children (whose notifiers are gone).
+        unsafe { bindings::roxe_helper_umem_odp_release_implicit(root.as_ptr()) };
+    }
+}
+
 impl Drop for OdpMem {
     fn drop(&mut self) {
         // Normally released by deregistration already (in process context); otherwise this is
@@ -379,53 +640,84 @@ impl Drop for OdpMem {
     }
 }
 
-/// The pages of an [`OdpMem`] while its table is locked.
+/// What an [`OdpPages`] looks at.
+enum View<'a> {
+    /// The table of an explicit memory, locked.
+    Table(&'a TableState),
+    /// The children of an implicit memory, their list locked.
+    Children(&'a Children),
+}
+
+/// The pages of an [`OdpMem`] while its table (or list of children) is locked.
 pub struct OdpPages<'a> {
-    state: &'a TableState,
+    view: View<'a>,
 }
 
 impl OdpPages<'_> {
-    fn page(
+    /// Runs `f` on page `index`, for an access of `len` bytes at `offset`, while the page
+    /// cannot be invalidated.
+    fn with_page<R>(
         &self,
         index: usize,
         offset: usize,
         len: usize,
-    ) -> Result<*mut bindings::page, OdpMiss> {
-        if self.state.released {
-            return Err(OdpMiss::Released);
-        }
-        if offset.checked_add(len).is_none_or(|end| end > PAGE_SIZE) {
-            return Err(OdpMiss::Range);
-        }
-        match *self.state.pages.get(index).ok_or(OdpMiss::Range)? {
-            MISSING => Err(OdpMiss::Missing),
-            FAILED => Err(OdpMiss::Failed),
-            p => Ok(p as *mut bindings::page),
+        f: impl FnOnce(*mut bindings::page) -> R,
+    ) -> Result<R, OdpMiss> {
+        match &self.view {
+            View::Table(t) => t.page(index, offset, len).map(f),
+            View::Children(c) => {
+                if c.released {
+                    return Err(OdpMiss::Released);
+                }
+                if index >= IMPLICIT_PAGES {
+                    return Err(OdpMiss::Range);
+                }
+                let chunk = (index / CHILD_PAGES) as u64;
+                match c.list.binary_search_by_key(&chunk, |ch| ch.chunk) {
+                    Ok(i) => {
+                        // Bottom halves are off (`OdpMem::access`); this lock nests inside the
+                        // list's, and neither is taken the other way round.
+                        let t = c.list[i].region.inner.table.lock();
+                        t.page(index % CHILD_PAGES, offset, len).map(f)
+                    }
+                    // No room for a child: as memory that cannot be mapped.
+                    Err(_) if c.list.len() >= MAX_CHILDREN => Err(OdpMiss::Failed),
+                    Err(_) => Err(OdpMiss::Missing),
+                }
+            }
         }
     }
 
     /// Whether page `index` can be accessed now.
     pub fn check(&self, index: usize) -> Result<(), OdpMiss> {
-        self.page(index, 0, 0).map(|_| ())
+        self.with_page(index, 0, 0, |_| ())
     }
 
     /// Copies from page `index` at `offset` into `dst` (not crossing the page end).
     pub fn read(&self, index: usize, offset: usize, dst: &mut [u8]) -> Result<(), OdpMiss> {
-        let page = self.page(index, offset, dst.len())?;
-        // SAFETY: A page of the umem, valid while the table lock is held (type invariant of
-        // `OdpMem`); the range is inside the page; `dst` is a kernel buffer distinct from it.
-        unsafe {
-            bindings::roxe_helper_copy_from_page(page, offset, dst.as_mut_ptr().cast(), dst.len())
-        };
-        Ok(())
+        self.with_page(index, offset, dst.len(), |page| {
+            // SAFETY: A page of the memory, valid while its table's lock is held (type
+            // invariant of `Region`), which `with_page` holds while this runs; the range is
+            // inside the page; `dst` is a kernel buffer distinct from it.
+            unsafe {
+                bindings::roxe_helper_copy_from_page(
+                    page,
+                    offset,
+                    dst.as_mut_ptr().cast(),
+                    dst.len(),
+                )
+            }
+        })
     }
 
     /// Copies `src` into page `index` at `offset` (not crossing the page end).
     pub fn write(&self, index: usize, offset: usize, src: &[u8]) -> Result<(), OdpMiss> {
-        let page = self.page(index, offset, src.len())?;
-        // SAFETY: As in `read`; for a writable registration only pages faulted with write access
-        // are in the table, and the data path checks the MR's rights before writing.
-        unsafe { bindings::roxe_helper_copy_to_page(page, offset, src.as_ptr().cast(), src.len()) };
-        Ok(())
+        self.with_page(index, offset, src.len(), |page| {
+            // SAFETY: As in `read`; for a writable registration only pages faulted with write
+            // access are in the table, and the data path checks the MR's rights before writing.
+            unsafe {
+                bindings::roxe_helper_copy_to_page(page, offset, src.as_ptr().cast(), src.len())
+            }
+        })
     }
 }

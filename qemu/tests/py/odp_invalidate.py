@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 """ODP MRs under invalidation, in loopback through the device's own GID.
 
-  odp_invalidate.py DEV GID_INDEX
+  odp_invalidate.py DEV GID_INDEX [implicit]
 
 A responder ODP MR over an mmap'd buffer of 16 pages takes RDMA WRITEs of random bytes (several
 packets, crossing pages); between rounds parts of it are dropped with madvise(MADV_DONTNEED),
@@ -11,6 +11,11 @@ invalidated and must be faulted in again: every WRITE must land in the memory th
 (the dropped pages read back as zeroes before it), RDMA READs into an ODP buffer of the requester
 (also dropped between rounds) must return the responder's bytes, and a SEND must land in an ODP
 receive buffer. One PASS/FAIL line per case.
+
+With `implicit`, both ODP MRs are implicit (`ibv_reg_mr(pd, NULL, SIZE_MAX, ON_DEMAND)`, addressed
+by virtual address) and three cases follow: a WRITE and a READ across the 2 MiB boundary between
+two of the driver's children, and a WRITE to an address the process has not mapped, which must
+complete with a remote access error rather than stall.
 """
 import ctypes, mmap as pymmap, os, sys
 import pyverbs.enums as e
@@ -51,12 +56,15 @@ def poke(addr, off, data):
     ctypes.memmove(addr + off, data, len(data))
 
 
-def main(dev, gid_index):
+def main(dev, gid_index, implicit=False):
     env = Env(dev, gid_index)
-    r = Report('odp')
+    r = Report('odp-implicit' if implicit else 'odp')
     caps = env.ctx.query_device_ex().odp_caps
     if not caps.general_caps:
         print('FAIL odp: no ODP capabilities')
+        return 1
+    if implicit and not caps.general_caps & e.IBV_ODP_SUPPORT_IMPLICIT:
+        print('FAIL odp-implicit: IBV_ODP_SUPPORT_IMPLICIT not offered')
         return 1
     cq_a, _ = make_cq(env, 63)
     cq_b, _ = make_cq(env, 63)
@@ -65,8 +73,10 @@ def main(dev, gid_index):
     connect(env, qa, qb)
     resp_buf = anon()
     req_buf = anon()
-    resp_mr = MR(env.pd, SIZE, REMOTE_ALL | ODP, address=resp_buf)
-    req_mr = MR(env.pd, SIZE, REMOTE_ALL | ODP, address=req_buf)
+    # An implicit MR spans the whole address space: its address is the buffer's only for the
+    # SGEs below, which name the buffer by its virtual address.
+    resp_mr = MR(env.pd, SIZE, REMOTE_ALL | ODP, address=resp_buf, implicit=implicit)
+    req_mr = MR(env.pd, SIZE, REMOTE_ALL | ODP, address=req_buf, implicit=implicit)
     src = MR(env.pd, SIZE, e.IBV_ACCESS_LOCAL_WRITE)  # pinned source of the WRITEs
     shadow = bytearray(SIZE)  # what the responder's memory must hold
 
@@ -156,6 +166,8 @@ def main(dev, gid_index):
         return True, ''
 
     case('send-into-dropped-odp-receive-buffer', [send_recv])
+    if implicit:
+        implicit_cases(r, qa, cq_a, resp_mr, req_mr, src)
     for o in (qa, qb):
         o.close()
     for m in (resp_mr, req_mr, src):
@@ -165,5 +177,54 @@ def main(dev, gid_index):
     return r.finish()
 
 
+def implicit_cases(r, qa, cq_a, resp_mr, req_mr, src):
+    """Implicit MRs only: children boundaries and unmapped addresses (the QP ends in error)."""
+    big = 6 << 20
+    region = libc.mmap(None, big, PROT, FLAGS, -1, 0)
+    # The 2 MiB boundary inside the region, with 32 KiB on either side of it.
+    boundary = (region + (2 << 20)) & ~((2 << 20) - 1)
+    at, n = boundary - 32 * 1024, 64 * 1024
+
+    def post(opcode, lkey_buf, lkey, rkey, raddr, length, wr_id):
+        wr = SendWR(wr_id=wr_id, opcode=opcode, num_sge=1, sg=[SGE(lkey_buf, length, lkey)])
+        wr.set_wr_rdma(rkey, raddr)
+        qa.post_send(wr)
+        return poll(cq_a, 1)
+
+    def write_across():
+        data = os.urandom(n)
+        src.write(data, n)
+        wcs = post(e.IBV_WR_RDMA_WRITE, src.buf, src.lkey, resp_mr.rkey, at, n, 40)
+        if len(wcs) != 1 or wcs[0].status != e.IBV_WC_SUCCESS:
+            return False, f'completion {[wcname(w.status) for w in wcs] or "none within 20 s"}'
+        ok = peek(at, 0, n) == data
+        return ok, 'bytes match' if ok else 'WRITE across two children differs'
+
+    def read_across():
+        # READ the bytes below the boundary into the bytes above it, both in implicit MRs.
+        want = peek(at, 0, n // 2)
+        libc.madvise(boundary & ~(PAGE - 1), 2 << 20, MADV_DONTNEED)
+        wcs = post(e.IBV_WR_RDMA_READ, boundary, req_mr.lkey, resp_mr.rkey, at, n // 2, 41)
+        if len(wcs) != 1 or wcs[0].status != e.IBV_WC_SUCCESS:
+            return False, f'completion {[wcname(w.status) for w in wcs] or "none within 20 s"}'
+        ok = peek(boundary, 0, n // 2) == want
+        return ok, 'bytes match' if ok else 'READ across two children differs'
+
+    def write_unmapped():
+        # A hole: mapped, then unmapped, so nothing else lives there.
+        hole = libc.mmap(None, SIZE, PROT, FLAGS, -1, 0)
+        libc.munmap(hole, SIZE)
+        src.write(b'x' * 64, 64)
+        wcs = post(e.IBV_WR_RDMA_WRITE, src.buf, src.lkey, resp_mr.rkey, hole + 100, 64, 42)
+        if len(wcs) != 1:
+            return False, 'no completion within 20 s (the miss stalled)'
+        return wcs[0].status == e.IBV_WC_REM_ACCESS_ERR, f'status {wcname(wcs[0].status)}'
+
+    r.run('implicit-write-across-children', write_across)
+    r.run('implicit-read-across-children', read_across)
+    r.run('implicit-write-to-unmapped-address', write_unmapped)
+    libc.munmap(region, big)
+
+
 if __name__ == '__main__':
-    sys.exit(main(sys.argv[1], int(sys.argv[2])))
+    sys.exit(main(sys.argv[1], int(sys.argv[2]), len(sys.argv) > 3 and sys.argv[3] == 'implicit'))

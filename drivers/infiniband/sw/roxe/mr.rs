@@ -71,7 +71,9 @@ pub(crate) enum MrMem {
     /// A fast-registration MR: pages of kernel memory, mapped while a REG_MR holds.
     Fast(Pin<KBox<FastMr>>),
     /// An on-demand paging MR (`IB_ACCESS_ON_DEMAND`): user memory that is not pinned, its
-    /// pages faulted in by the process work (`odp::next_stage_job`) when the data path finds them missing (see `odp.rs`).
+    /// pages faulted in by the process work (`odp::next_stage_job`) when the data path finds
+    /// them missing (see `odp.rs`). An implicit one spans the whole address space: its geometry
+    /// is `[0, U64_MAX)` and its page indices are page numbers of the address space.
     Odp { geometry: MttGeometry, odp: OdpMem },
 }
 
@@ -224,8 +226,7 @@ pub(crate) fn reg_user(
     let dev = pd.device();
     let access = validate_reg_access(req.access, MR_CAPS).map_err(|e| errno(e.errno()))?;
     if access.contains(Access::ON_DEMAND) && req.start == 0 && req.length == u64::MAX {
-        // Implicit ODP (the whole address space) is not offered (no IB_ODP_SUPPORT_IMPLICIT).
-        return Err(errno::eopnotsupp());
+        return reg_implicit_odp(pd, req, access);
     }
     let geometry = MttGeometry::for_user(req.start, req.iova, req.length, PAGE_SHIFT)
         .map_err(|e| errno(e.errno()))?;
@@ -267,6 +268,26 @@ fn reg_odp(
     // Without the huge page hint: `ib_umem_odp_get` would map the range in huge pages, and the
     // page table is kept at the base page size (`access` has the hint left out).
     let odp = OdpMem::register(dev, req.start, req.length, umem_access(req.access))?;
+    if odp.page_count() != geometry.npages() {
+        return Err(EFAULT);
+    }
+    insert(pd, access, || Ok(MrMem::Odp { geometry, odp }))
+}
+
+/// An implicit ODP MR (`ibv_reg_mr(pd, NULL, SIZE_MAX, IBV_ACCESS_ON_DEMAND)`): the whole
+/// address space of the process, addressed by virtual address (IOVA 0 is address 0). Its pages
+/// are faulted in as for an explicit ODP MR, in 2 MiB children made on first touch.
+fn reg_implicit_odp(
+    pd: &Pd<Roxe>,
+    req: &UserMrRequest,
+    access: Access,
+) -> Result<MrCreated<MrHandle>> {
+    if req.iova != 0 {
+        // The IOVA of an implicit MR is the address itself (mlx5 refuses any other, too).
+        return Err(EINVAL);
+    }
+    let geometry = MttGeometry::new(0, u64::MAX, PAGE_SHIFT, 0).map_err(|e| errno(e.errno()))?;
+    let odp = OdpMem::register_implicit(pd.device(), umem_access(req.access))?;
     if odp.page_count() != geometry.npages() {
         return Err(EFAULT);
     }

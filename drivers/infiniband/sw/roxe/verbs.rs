@@ -118,10 +118,10 @@ impl Driver for Roxe {
             max_qp_wr: param::MAX_QP_WR,
             device_cap_flags: caps,
             kernel_cap_flags: KernelCaps::ALLOW_USER_UNREG.with(KernelCaps::ON_DEMAND_PAGING),
-            // Explicit ODP MRs (no implicit ones, no prefetch): as local memory of sends and
+            // Explicit and implicit ODP MRs (no prefetch): as local memory of sends and
             // receives on RC and UD, as the target of RC WRITEs, READs and atomics.
             odp_caps: OdpCaps {
-                general: OdpCaps::SUPPORT,
+                general: OdpCaps::SUPPORT | OdpCaps::SUPPORT_IMPLICIT,
                 rc: OdpCaps::SEND
                     | OdpCaps::RECV
                     | OdpCaps::WRITE
