@@ -12,7 +12,7 @@
 rel=$(uname -r)
 dk=/roxe/build/dkms
 ver=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"$/\1/p' $dk/src/dkms.conf)
-export rel ver
+export rel ver dk
 
 # The image has about 1.2 GB free and the packages need more, and the build unpacks the kernel
 # source (about 2 GB with the prepared tree): new files under /usr and all of /var/lib/dkms go to
@@ -39,6 +39,7 @@ install_packages() {
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
 		-o Dpkg::Options::=--force-confdef $dk/debs/*.deb
 }
+export -f install_packages
 check dkms-packages 2400 install_packages || finish_tests
 check dkms-headers 30 test -f "/lib/modules/$rel/build/.config"
 
