@@ -163,7 +163,7 @@ struct Region {
 /// # Invariants
 ///
 /// `list` is sorted by chunk, holds each chunk at most once and at most [`MAX_CHILDREN`]
-/// children; the region of chunk `c` spans the [`CHILD_PAGES`] pages from `c << CHILD_SHIFT`.
+/// children (its capacity grows by doubling, up to that); the region of chunk `c` spans the [`CHILD_PAGES`] pages from `c << CHILD_SHIFT`.
 /// Only [`Implicit::child`] and [`OdpMem::release`] change it, both under the root mutex.
 struct Children {
     list: KVec<Child>,
@@ -430,16 +430,34 @@ impl Implicit {
     /// The child of `chunk`, made (and added to the list) if there is none yet. Process
     /// context, with the root mutex held: `root` is the live root umem.
     fn child(&self, root: NonNull<bindings::ib_umem_odp>, chunk: u64) -> Result<Arc<Region>> {
-        let len = {
-            let _bh = bh::disable();
-            let c = self.children.lock();
-            match c.list.binary_search_by_key(&chunk, |ch| ch.chunk) {
-                Ok(i) => return Ok(c.list[i].region.clone()),
-                Err(_) => c.list.len(),
+        // Only this function (under the root mutex) adds to the list, so room found here stays.
+        loop {
+            let (len, room) = {
+                let _bh = bh::disable();
+                let c = self.children.lock();
+                match c.list.binary_search_by_key(&chunk, |ch| ch.chunk) {
+                    Ok(i) => return Ok(c.list[i].region.clone()),
+                    Err(_) => (c.list.len(), c.list.capacity()),
+                }
+            };
+            if len >= MAX_CHILDREN {
+                return Err(ENOSPC);
             }
-        };
-        if len >= MAX_CHILDREN {
-            return Err(ENOSPC);
+            if len < room {
+                break;
+            }
+            // Full: a list twice the size, filled with copies under the lock and swapped in
+            // whole, so the data path never sees it half-built.
+            let mut bigger =
+                KVec::with_capacity((room * 2).clamp(16, MAX_CHILDREN), GFP_KERNEL_ACCOUNT)?;
+            let _old = {
+                let _bh = bh::disable();
+                let mut c = self.children.lock();
+                // Within the capacity reserved above: no allocation.
+                bigger.extend_from_slice(&c.list, GFP_ATOMIC)?;
+                core::mem::replace(&mut c.list, bigger)
+            };
+            // `_old` goes after the lock: its references are copies, never a region's last.
         }
         let start = chunk.checked_shl(CHILD_SHIFT).ok_or(EINVAL)?;
         let addr = ffi::c_ulong::try_from(start).map_err(|_| EINVAL)?;
@@ -457,20 +475,17 @@ impl Implicit {
             NonNull::new(kernel::error::from_err_ptr(umem)?).ok_or(EINVAL)
         })?;
         let region = Arc::new(region, GFP_KERNEL)?;
-        // The list with the child in its place, swapped in whole: only this function changes the
-        // list (under the root mutex), so its copy made under the lock is the list of the
-        // moment, and the data path never sees it half-built.
-        let mut list = KVec::with_capacity(len + 1, GFP_KERNEL_ACCOUNT)?;
-        let _old = {
-            let _bh = bh::disable();
-            let mut c = self.children.lock();
-            // Within the capacity reserved above: no allocation.
-            list.extend_from_slice(&c.list, GFP_ATOMIC)?;
-            let at = list
-                .binary_search_by_key(&chunk, |ch| ch.chunk)
-                .err()
-                .ok_or(EEXIST)?;
-            list.insert_within_capacity(
+        let _bh = bh::disable();
+        let mut c = self.children.lock();
+        let at = c
+            .list
+            .binary_search_by_key(&chunk, |ch| ch.chunk)
+            .err()
+            .ok_or(EEXIST)?;
+        // Within the room found above: shifts the entries after it, allocates nothing. (A
+        // refusal hands back the child, a copy: never a region's last reference.)
+        c.list
+            .insert_within_capacity(
                 at,
                 Child {
                     chunk,
@@ -478,9 +493,7 @@ impl Implicit {
                 },
             )
             .map_err(|_| ENOMEM)?;
-            core::mem::replace(&mut c.list, list)
-        };
-        // `_old` goes after the lock: its references are copies, never a region's last.
+        drop(c);
         Ok(region)
     }
 }

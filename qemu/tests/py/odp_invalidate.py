@@ -13,9 +13,10 @@ invalidated and must be faulted in again: every WRITE must land in the memory th
 receive buffer. One PASS/FAIL line per case.
 
 With `implicit`, both ODP MRs are implicit (`ibv_reg_mr(pd, NULL, SIZE_MAX, ON_DEMAND)`, addressed
-by virtual address) and three cases follow: a WRITE and a READ across the 2 MiB boundary between
-two of the driver's children, and a WRITE to an address the process has not mapped, which must
-complete with a remote access error rather than stall.
+by virtual address) and four cases follow: a WRITE and a READ across the 2 MiB boundary between
+two of the driver's children, a source MR that spreads over more 2 MiB chunks than the driver
+makes children for (8192 succeed, the next fails), and a WRITE to an address the process has
+not mapped, which must complete with a remote access error rather than stall.
 """
 import ctypes, mmap as pymmap, os, sys
 import pyverbs.enums as e
@@ -38,6 +39,7 @@ MADV_DONTNEED = 4
 PROT = pymmap.PROT_READ | pymmap.PROT_WRITE
 FLAGS = pymmap.MAP_PRIVATE | pymmap.MAP_ANONYMOUS
 MAP_FIXED = 0x10
+MAP_NORESERVE = 0x4000
 
 
 def anon(addr=None):
@@ -167,7 +169,7 @@ def main(dev, gid_index, implicit=False):
 
     case('send-into-dropped-odp-receive-buffer', [send_recv])
     if implicit:
-        implicit_cases(r, qa, cq_a, resp_mr, req_mr, src)
+        implicit_cases(env, r, qa, cq_a, resp_mr, req_mr, src, resp_buf)
     for o in (qa, qb):
         o.close()
     for m in (resp_mr, req_mr, src):
@@ -177,8 +179,9 @@ def main(dev, gid_index, implicit=False):
     return r.finish()
 
 
-def implicit_cases(r, qa, cq_a, resp_mr, req_mr, src):
-    """Implicit MRs only: children boundaries and unmapped addresses (the QP ends in error)."""
+def implicit_cases(env, r, qa, cq_a, resp_mr, req_mr, src, resp_buf):
+    """Implicit MRs only: children boundaries, their bound, and unmapped addresses (the QP ends
+    in error)."""
     big = 6 << 20
     region = libc.mmap(None, big, PROT, FLAGS, -1, 0)
     # The 2 MiB boundary inside the region, with 32 KiB on either side of it.
@@ -220,8 +223,42 @@ def implicit_cases(r, qa, cq_a, resp_mr, req_mr, src):
             return False, 'no completion within 20 s (the miss stalled)'
         return wcs[0].status == e.IBV_WC_REM_ACCESS_ERR, f'status {wcname(wcs[0].status)}'
 
+    def children_bounded():
+        # A fresh implicit MR as the source of WRITEs whose 32 one-byte SGEs each lie in a 2 MiB
+        # chunk of their own (a mapping of 16 GiB that reserves nothing): the driver makes one
+        # child per chunk, up to its bound of 8192; a WRITE from a chunk past it fails locally.
+        bound, per_wr, chunk = 8192, 32, 2 << 20
+        span = (bound + 2) * chunk
+        base = libc.mmap(None, span, PROT, FLAGS | MAP_NORESERVE, -1, 0)
+        first = (base + chunk - 1) & ~(chunk - 1)
+        mr = MR(env.pd, 0, e.IBV_ACCESS_LOCAL_WRITE | ODP, implicit=True)
+        cq, _ = make_cq(env, 63)
+        qc, _, _ = make_qp(env, env.pd, cq, send_sge=per_wr)
+        qd, _, _ = make_qp(env, env.pd, cq)
+        connect(env, qc, qd)
+        try:
+            for w in range(bound // per_wr + 1):
+                n = per_wr if w < bound // per_wr else 1
+                sges = [SGE(first + (w * per_wr + i) * chunk, 1, mr.lkey) for i in range(n)]
+                wr = SendWR(wr_id=w, opcode=e.IBV_WR_RDMA_WRITE, num_sge=n, sg=sges)
+                wr.set_wr_rdma(resp_mr.rkey, resp_buf)
+                qc.post_send(wr)
+                wcs = poll(cq, 1)
+                if len(wcs) != 1:
+                    return False, f'WRITE {w}: no completion within 20 s'
+                if w < bound // per_wr and wcs[0].status != e.IBV_WC_SUCCESS:
+                    return False, f'WRITE {w} (chunks {w * per_wr}..): {wcname(wcs[0].status)}'
+                if w == bound // per_wr:
+                    st = wcs[0].status
+                    return st != e.IBV_WC_SUCCESS, f'{bound} chunks taken, the next one: {wcname(st)}'
+        finally:
+            for o in (qc, qd, mr, cq):
+                o.close()
+            libc.munmap(base, span)
+
     r.run('implicit-write-across-children', write_across)
     r.run('implicit-read-across-children', read_across)
+    r.run('implicit-children-bounded', children_bounded)
     r.run('implicit-write-to-unmapped-address', write_unmapped)
     libc.munmap(region, big)
 
