@@ -496,6 +496,20 @@ pub(crate) fn prepare_dereg(dev: &Device<Roxe>, mr: &MrHandle) -> Result {
 }
 
 pub(crate) fn dereg(dev: &Device<Roxe>, mr: MrHandle) {
+    let kernel_mr = dev
+        .data()
+        .mrs
+        .get(mr.index)
+        .is_some_and(|m| matches!(m.mem, MrMem::Fast(_) | MrMem::Dma(_)));
+    if kernel_mr {
+        // A kernel consumer's MR frees nothing that sleeps: the pool's reference goes after
+        // the grace period, without waiting for it here. ULPs deregister MRs by the pool (nvme-rdma:
+        // one fast-registration MR per request slot of each queue) when they disconnect, and a
+        // grace period per MR made an NVMe-oF disconnect take seconds: too slow for a
+        // reconnect within multipath's delayed removal (blktests nvme/068).
+        dev.data().mrs.remove_deferred(mr.index);
+        return;
+    }
     // After the grace period in `remove` no lookup holds the MR; dropping the last reference
     // here, in process context, unpins its pages.
     let m = dev.data().mrs.remove(mr.index);
