@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 # The `stock` flavour: Debian's own Rust-enabled kernel (the one users run), made usable for
-# out-of-tree Rust modules. Debian's headers package carries no Rust metadata, so we regenerate it:
-# `make modules_prepare` on the matching linux-source package with Debian's .config,
-# Module.symvers and KERNELRELEASE, using Debian's own compiler (the .rmeta files are tied to the
-# exact rustc). This works for any Rust-enabled Debian kernel whose rustc the build root has.
+# out-of-tree Rust modules. Debian's headers package carries no Rust metadata, so we regenerate it
+# with tools/rust-kernel-prep: `make modules_prepare` on the matching linux-source package with
+# Debian's .config, Module.symvers and compiler settings, using Debian's own rustc (the .rmeta files
+# are tied to the exact compiler). This works for any Rust-enabled Debian kernel whose rustc the
+# build root has.
 #
 # Usage: qemu/kernel-stock.sh [RELEASE]
 #   Without RELEASE: the newest 7.3 amd64 kernel the suites offer, linked as
@@ -31,7 +32,7 @@ hdr_ver=$(in_buildroot apt-cache policy "linux-headers-$rel" | awk '/Candidate:/
 # The source must be the very version the headers come from, or the metadata would not match.
 src_ver=$hdr_ver
 # Bump when the preparation recipe below changes what it produces.
-RECIPE=2
+RECIPE=3
 key=$( { echo "$rel $hdr_ver recipe $RECIPE"; in_buildroot rustc --version; } | key_of)
 out="$ROXE_CACHE/$prefix-$key"
 if [ -e "$out/.complete" ]; then
@@ -99,30 +100,14 @@ prepare() {
 	[ -n "$vmlinuz" ] || die "no vmlinuz-$rel in Debian's packages"
 	cp "$vmlinuz" "$out/vmlinuz"
 	local hdr="$out/pkg/usr/src/linux-headers-$rel"
-	[ -f "$hdr/.config" ] && [ -f "$hdr/Module.symvers" ] || die "headers lack .config or Module.symvers"
-	grep -qx 'CONFIG_RUST=y' "$hdr/.config" || die "Debian's $rel is not built with CONFIG_RUST"
-	# The metadata is only loadable when built by the compiler Debian used.
-	local want have
-	want=$(sed -n 's/^CONFIG_RUSTC_VERSION_TEXT="\(.*\)"/\1/p' "$hdr/.config")
-	have=$(in_buildroot rustc --version)
-	[ "$want" = "$have" ] || die "Debian built $rel with '$want' but the build root has '$have'"
-
-	local b="$out/build"
-	mkdir -p "$b"
-	cp "$hdr/.config" "$b/.config"
-	cp "$hdr/Module.symvers" "$b/Module.symvers"
-	log "regenerating the Rust metadata for $rel (about a minute)"
-	in_buildroot make -C "$src" O="$b" CC=x86_64-linux-gnu-gcc-14 HOSTCC=gcc-14 \
-		KERNELRELEASE="$rel" -j"$(nproc)" olddefconfig modules_prepare >"$out/prepare.log" 2>&1 ||
-		{ tail -30 "$out/prepare.log"; die "modules_prepare failed"; }
-	# Keep Debian's Module.symvers exactly, whatever modules_prepare did to it.
-	cmp -s "$hdr/Module.symvers" "$b/Module.symvers" || cp "$hdr/Module.symvers" "$b/Module.symvers"
-	# Only a count, for the log. The real check that the regenerated metadata matches Debian's
-	# binary kernel is loading a module built against it into that kernel (modversions compare
-	# each symbol's CRC): the selftest-stock and roxe-device-stock tests do that.
-	local exported
-	exported=$(grep -c '	_R' "$b/Module.symvers" || true)
-	log "Module.symvers lists $exported Rust symbols"
+	# tools/rust-kernel-prep checks Debian's CONFIG_RUST and CONFIG_RUSTC_VERSION_TEXT against the
+	# build root's compiler, runs modules_prepare in $out/build with Debian's .config,
+	# Module.symvers and .kernelvariables (log: $out/prepare.log) and keeps Debian's Module.symvers.
+	# The real check that the regenerated metadata matches Debian's binary kernel is loading a
+	# module built against it into that kernel: the selftest-stock and roxe-device-stock tests do.
+	log "regenerating the Rust metadata for $rel (about two minutes)"
+	in_buildroot "$ROXE_TOP/tools/rust-kernel-prep" --headers "$hdr" --source "$src" --out "$out" \
+		--jobs "$(nproc)" "$rel" >/dev/null || die "cannot prepare a Rust tree for $rel"
 
 	mkdir -p "$out/modules/lib/modules"
 	cp -a "$out/pkg/lib/modules/$rel" "$out/modules/lib/modules/" 2>/dev/null ||
