@@ -37,7 +37,7 @@ bindgen_ver=$(deb_version bindgen "$(want CONFIG_BINDGEN_VERSION_TEXT)")
 PKGS=(
 	dkms "linux-headers-$rel=$hdr_ver" "linux-source-$series=$hdr_ver"
 	"rustc=$rustc_ver" "rust-src=$rustc_ver" "libstd-rust-dev=$rustc_ver" "bindgen=$bindgen_ver"
-	make flex bison bc pahole xz-utils libelf-dev libssl-dev
+	make flex bison bc pahole xz-utils openssl libelf-dev libssl-dev
 )
 key=$( { echo "${PKGS[*]}"; basename "$img"; } | key_of)
 

@@ -49,12 +49,13 @@ check dkms-source 120 cp -a $dk/src "/usr/src/roxe-$ver" || finish_tests
 check dkms-prep-check 120 "/usr/src/roxe-$ver/tools/rust-kernel-prep" --check "$rel"
 check dkms-add 120 dkms add "roxe/$ver" || finish_tests
 t=$SECONDS
-check dkms-build 5400 dkms build "roxe/$ver" -k "$rel"
+check dkms-build 5400 dkms build "roxe/$ver" -k "$rel" ||
+	{ sed -n '/^Running the pre_build/,$p' /var/lib/dkms/roxe/"$ver"/build/make.log | tail -40; finish_tests; }
 say "dkms build took $((SECONDS - t)) s"
 grep -h -E '^dkms-pre-build|^rust-kernel-prep' /var/lib/dkms/roxe/"$ver"/build/make.log \
 	/var/lib/dkms/roxe/"$ver"/"$rel"/*/log/make.log 2>/dev/null
 t=$SECONDS
-check dkms-install 1200 dkms install "roxe/$ver" -k "$rel" || { tail -40 /var/lib/dkms/roxe/"$ver"/build/make.log; finish_tests; }
+check dkms-install 1200 dkms install "roxe/$ver" -k "$rel" || finish_tests
 say "dkms install took $((SECONDS - t)) s"
 check dkms-status 60 sh -c 'dkms status roxe | tee /dev/stderr | grep -q "roxe/$ver, $rel, .*: installed"'
 check dkms-installed-path 30 sh -c 'ls /lib/modules/$rel/updates/dkms/roxe.ko*'
