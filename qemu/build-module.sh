@@ -10,12 +10,13 @@
 . "$(dirname "$0")/lib.sh"
 flavour=${1:?usage: build-module.sh debug|stock|stock-RELEASE}
 kdir="$(flavour_kernel "$flavour")/build"
-# The debug kernel is built with clang; Debian's with gcc-14.
+[ -d "$kdir" ] || die "no $flavour kernel tree: run qemu/kernel-$flavour.sh"
+use_kernel_suite "$(flavour_kernel "$flavour")"
+# The debug kernel is built with clang; Debian's with the gcc its .config names.
 case "$flavour" in
 debug) mkargs=(LLVM=-19) ;;
-*) mkargs=(CC=x86_64-linux-gnu-gcc-14 HOSTCC=gcc-14) ;;
+*) read -ra mkargs <<<"$(debian_cc "$kdir")" ;;
 esac
-[ -d "$kdir" ] || die "no $flavour kernel tree: run qemu/kernel-$flavour.sh"
 kdir=$(readlink -f "$kdir")
 out="$ROXE_TOP/build/$flavour"
 if [ "${ROXE_CLIPPY:-0}" = 1 ]; then

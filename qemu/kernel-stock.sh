@@ -7,11 +7,13 @@
 # are tied to the exact compiler). This works for any Rust-enabled Debian kernel whose rustc the
 # build root has.
 #
-# Usage: qemu/kernel-stock.sh [RELEASE]
+# Usage: [ROXE_SUITE=sid] qemu/kernel-stock.sh [RELEASE]
 #   Without RELEASE: the newest 7.3 amd64 kernel the suites offer, linked as
 #   $ROXE_CACHE/kernel-stock (the `stock` flavour of make test).
 #   With RELEASE (e.g. 7.2.12+deb13-amd64): that kernel, linked as $ROXE_CACHE/matrix-RELEASE
 #   (the flavour `stock-RELEASE` of make matrix).
+#   With ROXE_SUITE=sid: a kernel of Debian unstable, prepared in the unstable build root (its
+#   compilers built it); the output's `suite` file says so, for the scripts that build against it.
 # Output: a directory with vmlinuz, initrd.img, build/ (point `make KDIR=` at it) and
 # modules/lib/modules/<release>. Prints the output directory.
 . "$(dirname "$0")/lib.sh"
@@ -115,6 +117,7 @@ prepare() {
 	in_buildroot depmod -b "$out/modules" "$rel"
 	make_initrd "$rel"
 	echo "$rel" >"$out/release"
+	echo "$ROXE_SUITE" >"$out/suite"
 	rm -rf "$out/debs"
 	touch "$out/.complete"
 }

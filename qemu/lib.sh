@@ -40,8 +40,35 @@ with_lock() {
 	return $rc
 }
 
-# Run a command inside the trixie build root (Debian's toolchain).
-BUILDROOT_LINK="$ROXE_CACHE/buildroot"
+# Run a command inside the build root (Debian's toolchain): trixie's, or with ROXE_SUITE=sid
+# unstable's, whose kernels are built by unstable's compilers (make matrix). A kernel prepared in
+# the sid root says so in its `suite` file, and use_kernel_suite selects the root for it.
+ROXE_SUITE=${ROXE_SUITE:-trixie}
+buildroot_link() {
+	case "$1" in
+	trixie) echo "$ROXE_CACHE/buildroot" ;;
+	sid) echo "$ROXE_CACHE/sidroot" ;;
+	*) die "unknown build root suite $1" ;;
+	esac
+}
+BUILDROOT_LINK=$(buildroot_link "$ROXE_SUITE")
+# debian_cc KERNEL_TREE: the make arguments that name the C compiler Debian built the kernel with
+# (from its CONFIG_CC_VERSION_TEXT, e.g. CC=x86_64-linux-gnu-gcc-14 HOSTCC=gcc-14).
+debian_cc() {
+	local cc
+	cc=$(sed -n 's/^CONFIG_CC_VERSION_TEXT="\([^ ]*\) .*/\1/p' "$1/.config")
+	[ -n "$cc" ] || die "no CONFIG_CC_VERSION_TEXT in $1/.config"
+	echo "CC=$cc HOSTCC=${cc#x86_64-linux-gnu-}"
+}
+
+# use_kernel_suite KERNEL_DIR: run in_buildroot in the root KERNEL_DIR was prepared with.
+use_kernel_suite() {
+	local suite=trixie
+	[ -f "$1/suite" ] && suite=$(cat "$1/suite")
+	ROXE_SUITE=$suite
+	BUILDROOT_LINK=$(buildroot_link "$suite")
+	export ROXE_SUITE
+}
 in_buildroot() {
 	local root
 	root=$(readlink -f "$BUILDROOT_LINK")

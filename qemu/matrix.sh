@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 # `make matrix`: roxe on every Rust-enabled kernel Debian offers a trixie system beyond the one
-# `make test` uses: the newest amd64 release of each series in trixie-backports. Each is prepared
-# as the stock kernel is (qemu/kernel-stock.sh RELEASE: Debian's packages, its Rust metadata
-# regenerated with the toolchain that built it), roxe is built against it, and the stock-kernel
-# tests of `make test` run on it (qemu/test-all.sh --stock-as stock-RELEASE). Each outcome is
-# written to qemu/kernels.lock (release, package version, rustc, bindgen, result, date); a build
-# failure keeps its compiler output in build/matrix-RELEASE.log.
-#   qemu/matrix.sh [RELEASE...]   (default: the newest release of each series, as above, but
-#                                  the one make test runs: qemu/kernel-stock.sh's default)
+# `make test` uses (the newest amd64 release of each series in trixie-backports), and on the
+# newest amd64 kernel of Debian unstable. Each is prepared as the stock kernel is
+# (qemu/kernel-stock.sh RELEASE: Debian's packages, its Rust metadata regenerated with the
+# toolchain that built it: trixie's build root, or unstable's for unstable's kernel), roxe is built
+# against it, and the stock-kernel tests of `make test` run on it (qemu/test-all.sh --stock-as
+# stock-RELEASE). Each outcome is written to qemu/kernels.lock (release, package version, rustc,
+# bindgen, result, date); a build failure keeps its compiler output in build/matrix-RELEASE.log.
+#   qemu/matrix.sh [[sid:]RELEASE...]   (default: the releases above, but the one make test
+#                                        runs: qemu/kernel-stock.sh's default)
 . "$(dirname "$0")/lib.sh"
 cd "$ROXE_TOP"
 qemu/buildroot.sh
@@ -21,12 +22,23 @@ if [ ${#rels[@]} = 0 ]; then
 		sed 's/^linux-headers-//' | sort -V |
 		awk -F. '{ s = $1 "." $2; if (!(s in last)) order[n++] = s; last[s] = $0 }
 			END { for (i = 0; i < n; i++) print last[order[i]] }')
+	ROXE_SUITE=sid qemu/buildroot.sh
+	sid_rel=$(ROXE_SUITE=sid BUILDROOT_LINK=$(buildroot_link sid) in_buildroot apt-cache search --names-only \
+		'^linux-headers-[0-9]+\.[0-9]+\.[0-9]+\+deb[0-9]+-amd64$' | awk '{print $1}' |
+		sed 's/^linux-headers-//' | sort -V | tail -1)
+	[ -n "$sid_rel" ] && rels+=("sid:$sid_rel")
 fi
 
-record() { # record RELEASE VERSION RESULT: replaces RELEASE's line of the lock file
-	local rel=$1 ver=$2 res=$3 rustc bindgen
-	rustc=$(in_buildroot rustc --version | awk '{print $2}')
-	bindgen=$(in_buildroot bindgen --version 2>/dev/null | awk '{print $2}')
+# in_suite SUITE CMD...: in_buildroot in SUITE's build root.
+in_suite() {
+	local suite=$1; shift
+	(ROXE_SUITE=$suite BUILDROOT_LINK=$(buildroot_link "$suite") in_buildroot "$@")
+}
+
+record() { # record SUITE RELEASE VERSION RESULT: replaces RELEASE's line of the lock file
+	local suite=$1 rel=$2 ver=$3 res=$4 rustc bindgen
+	rustc=$(in_suite "$suite" rustc --version | awk '{print $2}')
+	bindgen=$(in_suite "$suite" bindgen --version 2>/dev/null | awk '{print $2}')
 	[ -f "$LOCK" ] || printf '%s\n' "# make matrix (qemu/matrix.sh): release | Debian package version | rustc | bindgen | result | date" >"$LOCK"
 	grep -v "^$rel |" "$LOCK" >"$LOCK.tmp" || true
 	printf '%s | %s | %s | %s | %s | %s\n' "$rel" "$ver" "$rustc" "$bindgen" "$res" "$(date -u +%F)" >>"$LOCK.tmp"
@@ -37,29 +49,31 @@ record() { # record RELEASE VERSION RESULT: replaces RELEASE's line of the lock 
 
 tested=$(cat "$(qemu/kernel-stock.sh)/release")
 status=0
-for rel in "${rels[@]}"; do
+for entry in "${rels[@]}"; do
+	suite=trixie rel=$entry
+	case "$entry" in sid:*) suite=sid rel=${entry#sid:} ;; esac
 	[ $# = 0 ] && [ "$rel" = "$tested" ] && { log "$rel: make test runs it"; continue; }
-	ver=$(in_buildroot apt-cache policy "linux-headers-$rel" | awk '/Candidate:/ {print $2}')
-	case "$ver" in
-	*~bpo*) ;;
-	*) log "$rel ($ver) is not a trixie-backports kernel: skipped"; continue ;;
+	ver=$(in_suite "$suite" apt-cache policy "linux-headers-$rel" | awk '/Candidate:/ {print $2}')
+	case "$suite:$ver" in
+	trixie:*~bpo* | sid:?*) ;;
+	*) log "$rel ($ver) is neither a trixie-backports nor an unstable kernel: skipped"; continue ;;
 	esac
-	log "== $rel ($ver)"
-	if ! out=$(qemu/kernel-stock.sh "$rel" 2>&1); then
+	log "== $rel ($ver, $suite)"
+	if ! out=$(ROXE_SUITE=$suite qemu/kernel-stock.sh "$rel" 2>&1); then
 		printf '%s\n' "$out" | tail -5
-		record "$rel" "$ver" "not prepared: $(printf '%s\n' "$out" | grep ERROR | tail -1 | sed 's/.*ERROR: //')"
+		record "$suite" "$rel" "$ver" "not prepared: $(printf '%s\n' "$out" | grep ERROR | tail -1 | sed 's/.*ERROR: //')"
 		status=1; continue
 	fi
 	mkdir -p build
 	if ! qemu/build-module.sh "stock-$rel" >"build/matrix-$rel.log" 2>&1; then
 		e=$(grep -m1 -A1 '^error' "build/matrix-$rel.log" | tr -s ' \n' ' ' | cut -c1-120)
-		record "$rel" "$ver" "build fails: $e"
+		record "$suite" "$rel" "$ver" "build fails: $e"
 		status=1; continue
 	fi
 	if res=$(qemu/test-all.sh --stock-as "stock-$rel" 2>&1 | tee "build/matrix-$rel-test.log" | tail -1); then
-		record "$rel" "$ver" "pass ($res)"
+		record "$suite" "$rel" "$ver" "pass ($res)"
 	else
-		record "$rel" "$ver" "fail ($res)"
+		record "$suite" "$rel" "$ver" "fail ($res)"
 		status=1
 	fi
 done

@@ -10,6 +10,7 @@
 . "$(dirname "$0")/lib.sh"
 flavour=${1:?usage: module-index.sh debug|stock|stock-RELEASE}
 kdir=$(readlink -f "$(flavour_kernel "$flavour")")
+use_kernel_suite "$kdir"
 rel=$(ls "$kdir/modules/lib/modules")
 [ -n "$rel" ] && [ -d "$kdir/modules/lib/modules/$rel" ] || die "no modules for $flavour"
 out="$ROXE_TOP/build/$flavour-modules"

@@ -12,8 +12,10 @@ flavour=${1:?usage: siw-build.sh stock|stock-RELEASE}
 [ "$flavour" != debug ] || die "siw-build.sh is for the stock kernels (the debug kernel has siw built in its tree)"
 kdir="$(flavour_kernel "$flavour")/build"
 [ -d "$kdir" ] || die "no $flavour kernel tree: run qemu/kernel-stock.sh"
+use_kernel_suite "$(flavour_kernel "$flavour")"
 kdir=$(readlink -f "$kdir")
 ksrc=$(readlink -f "$kdir/source")
+read -ra ccargs <<<"$(debian_cc "$kdir")"
 self=$(readlink -f "$0")
 key=$( { echo "$kdir"; cat "$self"; } | key_of)
 out="$ROXE_CACHE/siw-$key"
@@ -22,8 +24,8 @@ build() {
 	rm -rf "$out"; mkdir -p "$out"
 	cp -a "$ksrc/drivers/infiniband/sw/siw/." "$out/"
 	log "building siw for $flavour"
-	in_buildroot make -C "$kdir" M="$out" CONFIG_RDMA_SIW=m CC=x86_64-linux-gnu-gcc-14 \
-		HOSTCC=gcc-14 -j"$(nproc)" modules >"$out/build.log" 2>&1 ||
+	in_buildroot make -C "$kdir" M="$out" CONFIG_RDMA_SIW=m "${ccargs[@]}" \
+		-j"$(nproc)" modules >"$out/build.log" 2>&1 ||
 		{ tail -20 "$out/build.log"; die "siw build failed"; }
 	touch "$out/.complete"
 }

@@ -19,6 +19,10 @@
     unsafe_op_in_unsafe_fn,
     clippy::undocumented_unsafe_blocks
 )]
+// Newer compilers find transmutes in bindgen's bitfield accessors unnecessary (as for the kernel's
+// own bindings crate); older ones do not know the lint.
+#![cfg_attr(not(CONFIG_RUSTC_HAS_UNNECESSARY_TRANSMUTES), allow(unknown_lints))]
+#![allow(unnecessary_transmutes)]
 
 use kernel::ffi;
 use pin_init::{MaybeZeroable, Zeroable};
