@@ -163,8 +163,9 @@ struct Region {
 /// # Invariants
 ///
 /// `list` is sorted by chunk, holds each chunk at most once and at most [`MAX_CHILDREN`]
-/// children (its capacity grows by doubling, up to that); the region of chunk `c` spans the [`CHILD_PAGES`] pages from `c << CHILD_SHIFT`.
-/// Only [`Implicit::child`] and [`OdpMem::release`] change it, both under the root mutex.
+/// children (its capacity grows by doubling, up to that); the region of chunk `c` spans the
+/// [`CHILD_PAGES`] pages from `c << CHILD_SHIFT`. Only [`Implicit::child`] and
+/// [`OdpMem::release`] change it, both under the root mutex.
 struct Children {
     list: KVec<Child>,
     /// The memory was released: nothing may be accessed any more.
