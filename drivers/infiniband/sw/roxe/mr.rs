@@ -503,10 +503,10 @@ pub(crate) fn dereg(dev: &Device<Roxe>, mr: MrHandle) {
         .is_some_and(|m| matches!(m.mem, MrMem::Fast(_) | MrMem::Dma(_)));
     if kernel_mr {
         // A kernel consumer's MR frees nothing that sleeps: the pool's reference goes after
-        // the grace period, without waiting for it here. ULPs deregister MRs by the pool (nvme-rdma:
-        // one fast-registration MR per request slot of each queue) when they disconnect, and a
-        // grace period per MR made an NVMe-oF disconnect take seconds: too slow for a
-        // reconnect within multipath's delayed removal (blktests nvme/068).
+        // the grace period, without waiting for it here. ULPs deregister MRs by the pool
+        // (nvme-rdma: one fast-registration MR per request slot of each queue) when they
+        // disconnect, and a grace period per MR made an NVMe-oF disconnect take seconds: too
+        // slow for a reconnect within multipath's delayed removal (blktests nvme/068).
         dev.data().mrs.remove_deferred(mr.index);
         return;
     }
