@@ -17,9 +17,14 @@
 # Output: a directory with vmlinuz, initrd.img, build/ (point `make KDIR=` at it) and
 # modules/lib/modules/<release>. Prints the output directory.
 . "$(dirname "$0")/lib.sh"
+rel=${1:-}
+# A kernel prepared before is prepared again in the suite it was prepared in (its `suite` file),
+# unless ROXE_SUITE says otherwise: `qemu/test-all.sh --stock-as stock-RELEASE` needs no suite.
+if [ -n "$rel" ] && [ -z "$ROXE_SUITE_GIVEN" ] && [ -f "$ROXE_CACHE/matrix-$rel/suite" ]; then
+	use_kernel_suite "$ROXE_CACHE/matrix-$rel"
+fi
 "$ROXE_TOP/qemu/buildroot.sh"
 
-rel=${1:-}
 if [ -n "$rel" ]; then
 	link="$ROXE_CACHE/matrix-$rel" prefix="matrix-$rel"
 else

@@ -43,6 +43,7 @@ with_lock() {
 # Run a command inside the build root (Debian's toolchain): trixie's, or with ROXE_SUITE=sid
 # unstable's, whose kernels are built by unstable's compilers (make matrix). A kernel prepared in
 # the sid root says so in its `suite` file, and use_kernel_suite selects the root for it.
+ROXE_SUITE_GIVEN=${ROXE_SUITE:+1}
 ROXE_SUITE=${ROXE_SUITE:-trixie}
 buildroot_link() {
 	case "$1" in
