@@ -145,7 +145,8 @@ sweep: deps
 	$(Q)/test-all.sh --list qemu/tests/sweep.list
 
 # The stock-kernel tests of make test on Debian's other Rust-enabled kernels (the newest of each
-# trixie-backports series), each prepared like the stock kernel; results in qemu/kernels.lock.
+# trixie-backports series, and unstable's newest, built in an unstable build root), each prepared
+# like the stock kernel; results in qemu/kernels.lock.
 matrix: deps
 	$(Q)/matrix.sh
 
