@@ -15,25 +15,28 @@ cd "$ROXE_TOP"
 qemu/buildroot.sh
 LOCK=qemu/kernels.lock
 
-rels=("$@")
-if [ ${#rels[@]} = 0 ]; then
-	mapfile -t rels < <(in_buildroot apt-cache search --names-only \
-		'^linux-headers-[0-9]+\.[0-9]+\.[0-9]+\+deb[0-9]+-amd64$' | awk '{print $1}' |
-		sed 's/^linux-headers-//' | sort -V |
-		awk -F. '{ s = $1 "." $2; if (!(s in last)) order[n++] = s; last[s] = $0 }
-			END { for (i = 0; i < n; i++) print last[order[i]] }')
-	ROXE_SUITE=sid qemu/buildroot.sh
-	sid_rel=$(ROXE_SUITE=sid BUILDROOT_LINK=$(buildroot_link sid) in_buildroot apt-cache search --names-only \
-		'^linux-headers-[0-9]+\.[0-9]+\.[0-9]+\+deb[0-9]+-amd64$' | awk '{print $1}' |
-		sed 's/^linux-headers-//' | sort -V | tail -1)
-	[ -n "$sid_rel" ] && rels+=("sid:$sid_rel")
-fi
-
 # in_suite SUITE CMD...: in_buildroot in SUITE's build root.
 in_suite() {
 	local suite=$1; shift
 	(ROXE_SUITE=$suite BUILDROOT_LINK=$(buildroot_link "$suite") in_buildroot "$@")
 }
+
+# amd64_releases SUITE: the amd64 kernel releases SUITE offers, oldest first.
+amd64_releases() {
+	in_suite "$1" apt-cache search --names-only \
+		'^linux-headers-[0-9]+\.[0-9]+\.[0-9]+\+deb[0-9]+-amd64$' | awk '{print $1}' |
+		sed 's/^linux-headers-//' | sort -V
+}
+
+rels=("$@")
+if [ ${#rels[@]} = 0 ]; then
+	mapfile -t rels < <(amd64_releases trixie |
+		awk -F. '{ s = $1 "." $2; if (!(s in last)) order[n++] = s; last[s] = $0 }
+			END { for (i = 0; i < n; i++) print last[order[i]] }')
+	ROXE_SUITE=sid qemu/buildroot.sh
+	sid_rel=$(amd64_releases sid | tail -1)
+	[ -n "$sid_rel" ] && rels+=("sid:$sid_rel")
+fi
 
 record() { # record SUITE RELEASE VERSION RESULT: replaces RELEASE's line of the lock file
 	local suite=$1 rel=$2 ver=$3 res=$4 rustc bindgen

@@ -206,6 +206,11 @@ pub struct OdpMem {
     kind: Kind,
 }
 
+/// The umem a C allocator returned: an error pointer becomes its error, NULL `EINVAL`.
+fn umem_result(umem: *mut bindings::ib_umem_odp) -> Result<NonNull<bindings::ib_umem_odp>> {
+    NonNull::new(kernel::error::from_err_ptr(umem)?).ok_or(EINVAL)
+}
+
 /// The notifier callbacks of every [`Region`].
 static NOTIFIER_OPS: bindings::mmu_interval_notifier_ops = bindings::mmu_interval_notifier_ops {
     invalidate: Some(invalidate),
@@ -473,7 +478,7 @@ impl Implicit {
                     &NOTIFIER_OPS,
                 )
             };
-            NonNull::new(kernel::error::from_err_ptr(umem)?).ok_or(EINVAL)
+            umem_result(umem)
         })?;
         let region = Arc::new(region, GFP_KERNEL)?;
         let _bh = bh::disable();
@@ -533,7 +538,7 @@ impl OdpMem {
                     &NOTIFIER_OPS,
                 )
             };
-            NonNull::new(kernel::error::from_err_ptr(umem)?).ok_or(EINVAL)
+            umem_result(umem)
         })?;
         // Take in what is mapped already (a snapshot: nothing faults, nothing fails).
         let _ = region.map(0, npages, false);
@@ -560,7 +565,7 @@ impl OdpMem {
         // mm_struct the helper keeps allocated until the root is released.
         let root =
             unsafe { bindings::roxe_helper_umem_odp_alloc_implicit(dev.as_raw(), access as i32) };
-        let root = NonNull::new(kernel::error::from_err_ptr(root)?).ok_or(EINVAL)?;
+        let root = umem_result(root)?;
         *imp.root.lock() = Some(UmemPtr(root));
         Ok(OdpMem {
             kind: Kind::Implicit(imp),
