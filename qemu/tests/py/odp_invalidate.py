@@ -36,6 +36,7 @@ libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_i
 libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 MADV_DONTNEED = 4
+MADV_NOHUGEPAGE = 15
 PROT = pymmap.PROT_READ | pymmap.PROT_WRITE
 FLAGS = pymmap.MAP_PRIVATE | pymmap.MAP_ANONYMOUS
 MAP_FIXED = 0x10
@@ -230,6 +231,9 @@ def implicit_cases(env, r, qa, cq_a, resp_mr, req_mr, src, resp_buf):
         bound, per_wr, chunk = 8192, 32, 2 << 20
         span = (bound + 2) * chunk
         base = libc.mmap(None, span, PROT, FLAGS | MAP_NORESERVE, -1, 0)
+        # One base page per chunk: with transparent huge pages each written chunk would take
+        # 2 MiB, 16 GiB in all (Debian's kernel ran the guest out of memory).
+        libc.madvise(base, span, MADV_NOHUGEPAGE)
         first = (base + chunk - 1) & ~(chunk - 1)
         mr = MR(env.pd, 0, e.IBV_ACCESS_LOCAL_WRITE | ODP, implicit=True)
         cq, _ = make_cq(env, 63)
