@@ -12,7 +12,7 @@ use roxe_proto::proto::{
         RetryCounters, RnrVerdict, TimeoutVerdict,
     },
     cqe::{Cqe, WcStatus, CQE_LEN},
-    mtu::IbMtu,
+    mtu::{IbMtu, Pmtu},
     opcode::{check_op_sequence, Opcode, SeqCheck},
     packet::{pad_count_for, Aeth, Msn, Packet, Syndrome},
     psn::Psn,
@@ -22,13 +22,15 @@ use roxe_proto::proto::{
     wqe::{Payload, QpType, SendOpcode, SendWqe},
 };
 
-fn mtu() -> impl Strategy<Value = IbMtu> {
+/// Every path MTU, and the loopback segment.
+fn mtu() -> impl Strategy<Value = Pmtu> {
     prop_oneof![
-        Just(IbMtu::Mtu256),
-        Just(IbMtu::Mtu512),
-        Just(IbMtu::Mtu1024),
-        Just(IbMtu::Mtu2048),
-        Just(IbMtu::Mtu4096)
+        Just(Pmtu::of(IbMtu::Mtu256)),
+        Just(Pmtu::of(IbMtu::Mtu512)),
+        Just(Pmtu::of(IbMtu::Mtu1024)),
+        Just(Pmtu::of(IbMtu::Mtu2048)),
+        Just(Pmtu::of(IbMtu::Mtu4096)),
+        Just(Pmtu::LOCAL)
     ]
 }
 
@@ -47,7 +49,7 @@ fn segmented() -> impl Strategy<Value = (QpType, SendOpcode)> {
     ]
 }
 
-fn cfg(qp_type: QpType, mtu: IbMtu) -> ReqConfig {
+fn cfg(qp_type: QpType, mtu: Pmtu) -> ReqConfig {
     ReqConfig {
         qp_type,
         mtu,
@@ -440,7 +442,7 @@ proptest! {
             let f = AckFacts::from_packet(&p);
             prop_assert_eq!(f.opcode, p.opcode());
             prop_assert_eq!(f.payload_len as usize, p.payload_len());
-            let mut s = CompState::new(Psn::new(0), IbMtu::Mtu256, 3, 3);
+            let mut s = CompState::new(Psn::new(0), Pmtu::of(IbMtu::Mtu256), 3, 3);
             let o = Outstanding { op: SendOpcode::RdmaRead, first_psn: f.psn, last_psn: f.psn.add(3), fully_sent: true, length: 1000 };
             let _ = on_response(&mut s, Some(&o), &f, Psn::new(1 << 23));
         }

@@ -8,7 +8,7 @@
 use proptest::prelude::*;
 use roxe_proto::proto::{
     mtt::Access,
-    mtu::IbMtu,
+    mtu::{IbMtu, Pmtu},
     opcode::{check_op_sequence, Opcode, OpcodeInfo, Position},
     packet::{AtomicEth, Feth, Reth},
     psn::Psn,
@@ -16,12 +16,14 @@ use roxe_proto::proto::{
     resp::*,
 };
 
-const MTUS: [IbMtu; 5] = [
-    IbMtu::Mtu256,
-    IbMtu::Mtu512,
-    IbMtu::Mtu1024,
-    IbMtu::Mtu2048,
-    IbMtu::Mtu4096,
+/// Every path MTU's segment, and the loopback segment.
+const MTUS: [Pmtu; 6] = [
+    Pmtu::of(IbMtu::Mtu256),
+    Pmtu::of(IbMtu::Mtu512),
+    Pmtu::of(IbMtu::Mtu1024),
+    Pmtu::of(IbMtu::Mtu2048),
+    Pmtu::of(IbMtu::Mtu4096),
+    Pmtu::LOCAL,
 ];
 
 fn opcodes() -> Vec<&'static OpcodeInfo> {
@@ -29,7 +31,7 @@ fn opcodes() -> Vec<&'static OpcodeInfo> {
 }
 
 fn config() -> impl Strategy<Value = RespConfig> {
-    (0..3usize, any::<u32>(), 0..5usize, 0..6u8, 0..32u8).prop_map(|(t, access, mtu, rd, rnr)| {
+    (0..3usize, any::<u32>(), 0..6usize, 0..6u8, 0..32u8).prop_map(|(t, access, mtu, rd, rnr)| {
         RespConfig {
             qp_type: [QpType::Rc, QpType::Uc, QpType::Ud][t],
             // Mostly everything allowed, sometimes arbitrary bits.
@@ -326,7 +328,7 @@ proptest! {
         let info = table[op % table.len()];
         let (expected, psn) = (Psn::new(expected), Psn::new(psn));
         for qp_type in [QpType::Rc, QpType::Uc, QpType::Ud] {
-            let cfg = RespConfig { qp_type, access_flags: 0, mtu: IbMtu::Mtu1024, max_dest_rd_atomic: 1, min_rnr_timer: 0 };
+            let cfg = RespConfig { qp_type, access_flags: 0, mtu: Pmtu::of(IbMtu::Mtu1024), max_dest_rd_atomic: 1, min_rnr_timer: 0 };
             let mut st = RespState::new(expected);
             let r = Request::new(info, psn, 0);
             if nak_sent {
@@ -362,7 +364,7 @@ proptest! {
     /// and consecutive PSNs covering the length, a legal opcode sequence, an AETH on all but
     /// MIDDLEs.
     #[test]
-    fn read_responses_cover_the_length(len in prop_oneof![0u32..10_000, 0u32..(1 << 20)], mtu in 0..5usize, first in 0u32..(1 << 24), resumes in any::<bool>()) {
+    fn read_responses_cover_the_length(len in prop_oneof![0u32..10_000, 0u32..(1 << 20)], mtu in 0..6usize, first in 0u32..(1 << 24), resumes in any::<bool>()) {
         let mtu = MTUS[mtu];
         let reply = ReadReply { first_psn: Psn::new(first), va: 0, rkey: 0, len, resumes };
         let segs: Vec<_> = reply.packets(mtu).collect();
@@ -399,7 +401,7 @@ proptest! {
     /// as long as the cache still holds it.
     #[test]
     fn duplicate_atomics_are_not_reexecuted(n in 1usize..40, cap in 1u8..20, dups in prop::collection::vec(any::<u16>(), 0..60), start in 0u32..(1 << 24)) {
-        let cfg = RespConfig { qp_type: QpType::Rc, access_flags: qp_access::REMOTE_ATOMIC, mtu: IbMtu::Mtu1024, max_dest_rd_atomic: cap, min_rnr_timer: 0 };
+        let cfg = RespConfig { qp_type: QpType::Rc, access_flags: qp_access::REMOTE_ATOMIC, mtu: Pmtu::of(IbMtu::Mtu1024), max_dest_rd_atomic: cap, min_rnr_timer: 0 };
         let mut st = RespState::new(Psn::new(start));
         let mut cache = ResponderResources::<16>::new(u32::from(cap));
         let mut word = 0u64;
@@ -472,7 +474,7 @@ proptest! {
 
     /// A replayed READ only ever sends PSNs and bytes of the original request.
     #[test]
-    fn read_replays_stay_inside_the_original(len in 1u32..5000, mtu in 0..5usize, first in 0u32..(1 << 24), at in 0u32..30, va_shift in 0u64..6000, dma in 0u32..6000, rkey_ok in any::<bool>()) {
+    fn read_replays_stay_inside_the_original(len in 1u32..5000, mtu in 0..6usize, first in 0u32..(1 << 24), at in 0u32..30, va_shift in 0u64..6000, dma in 0u32..6000, rkey_ok in any::<bool>()) {
         let cfg = RespConfig { qp_type: QpType::Rc, access_flags: qp_access::REMOTE_READ, mtu: MTUS[mtu], max_dest_rd_atomic: 2, min_rnr_timer: 0 };
         let mut st = RespState::new(Psn::new(first));
         let mut cache = ResponderResources::<2>::new(2);

@@ -25,7 +25,7 @@ use crate::{
     mw::MwHandle,
     mw::RoxeMw,
     net::{RoceSockets, RxPath},
-    proto::{mtu::IbMtu, packet::Aeth, resp::ReadReply},
+    proto::{mtu::Pmtu, packet::Aeth, resp::ReadReply},
     qp::RoxeQp,
     source::Source,
     srq::RoxeSrq,
@@ -84,6 +84,11 @@ pub(crate) struct RoxeDevice {
     /// claim is free; the lock is a leaf, taken under a QP's `resp_state`.
     #[pin]
     pub(crate) local_reply: SpinLockIrq<Option<LocalReply>>,
+    /// The buffer the drainer builds a [`LocalReply`]'s responses in, one at a time: allocated
+    /// by the first one and kept, so that a READ's reply allocates and zeroes nothing. Only the
+    /// holder of the drainer claim takes it out (and puts it back); a leaf lock.
+    #[pin]
+    pub(crate) local_reply_buf: SpinLockIrq<KVec<u8>>,
     /// Serialises the responder's atomic operations device-wide (IBA 9.4.5: atomics are atomic
     /// with respect to other atomics on the same HCA). A bottom-half lock: the responder, which
     /// alone takes it, runs with bottom halves off, and an ODP or fast-registration MR's copy
@@ -145,7 +150,7 @@ pub(crate) struct LocalReply {
     /// Pinned user memory: its pages stay while this reference does.
     pub(crate) mr: PoolRef<RoxeMr>,
     pub(crate) reply: ReadReply,
-    pub(crate) mtu: IbMtu,
+    pub(crate) mtu: Pmtu,
     /// The AETH of the responses that carry one.
     pub(crate) ack: Aeth,
     pub(crate) dest_qpn: u32,

@@ -29,7 +29,7 @@ use crate::{
         batch::Batch,
         comp::{ack_timeout_ms, CompState, RetryCounters},
         cqe::{wc_opcode_for_send, Cqe, WcOpcode, WcStatus},
-        mtu::IbMtu,
+        mtu::{IbMtu, Pmtu, ROCE_MAX_HDR_LEN},
         psn::Psn,
         qp_state::{
             check_attr_values, check_modify_request, psn_from_attr, send_verdict, AttrLimits,
@@ -57,6 +57,11 @@ use kernel::{
 /// allocation leaves the WQE in the ring for the kick work to try again.
 const SPARE_SLOTS_MAX: usize = 1024;
 
+/// The local buffer a QP connected to this device's own GID hands its packets to the responder
+/// in ([`SqState::local_buf`]): a segment of [`Pmtu::LOCAL`] and its headers, pad and ICRC
+/// (fewer than `ROCE_MAX_HDR_LEN`, which also counts IP and UDP).
+const LOCAL_PACKET_MAX: usize = Pmtu::LOCAL.bytes() as usize + ROCE_MAX_HDR_LEN as usize;
+
 /// The Q_Key of the GSI QP (IBA 13.4.6.1: QP1 uses the well-known Q_Key 0x80010000).
 const GSI_QKEY: u32 = 0x8001_0000;
 
@@ -81,6 +86,19 @@ pub(crate) struct PathInfo {
     pub(crate) av: Option<AddressVector>,
 }
 
+impl QpStateData {
+    /// The segment a connected QP cuts its messages into and checks its peer's by: the path
+    /// MTU, or [`Pmtu::LOCAL`] when the path leads to this device's own GID, where no packet
+    /// leaves memory. Both ends of a loopback connection see their path so, so requester,
+    /// responder and completer of both agree.
+    pub(crate) fn segment(&self) -> Pmtu {
+        if self.av.is_some_and(|av| av.dgid == av.sgid) {
+            return Pmtu::LOCAL;
+        }
+        Pmtu::of(IbMtu::from_raw(self.attr.path_mtu).unwrap_or(IbMtu::Mtu256))
+    }
+}
+
 impl PathInfo {
     /// The path of a QP whose state lock the caller holds.
     pub(crate) fn of(st: &QpStateData) -> PathInfo {
@@ -103,11 +121,10 @@ pub(crate) fn path_info(qp: &RoxeQp) -> PathInfo {
 pub(crate) fn req_config(dev: &Device<Roxe>, qp: &RoxeQp) -> (PathInfo, ReqConfig) {
     let port_mtu = match qp.qp_type {
         QpType::Rc | QpType::Uc => None,
-        _ => Some(IbMtu::for_netdev_mtu(dev.data().netdev.mtu())),
+        _ => Some(Pmtu::of(IbMtu::for_netdev_mtu(dev.data().netdev.mtu()))),
     };
     let st = qp.state.lock();
-    let path_mtu = IbMtu::from_raw(st.attr.path_mtu).unwrap_or(IbMtu::Mtu256);
-    let mtu = port_mtu.unwrap_or(path_mtu);
+    let mtu = port_mtu.unwrap_or_else(|| st.segment());
     let path = PathInfo::of(&st);
     let cfg = ReqConfig {
         qp_type: wqe_qp_type(qp.qp_type),
@@ -485,7 +502,7 @@ pub(crate) fn create(
                 rd_atomic_in_flight: 0,
                 ack_deadline_ms: 0,
                 rnr_until_ms: 0,
-                comp: CompState::new(Psn::new(0), IbMtu::Mtu256, 7, 7),
+                comp: CompState::new(Psn::new(0), Pmtu::of(IbMtu::Mtu256), 7, 7),
                 ack_timeout_ms: 0,
                 local_buf: KVec::new(),
             },
@@ -552,6 +569,20 @@ pub(crate) fn modify(
         max_dest_rd_atomic: attr.max_dest_rd_atomic,
     };
     check_attr_values(amask, &values, &attr_limits()).map_err(|e| errno(e.errno()))?;
+    // A connected QP whose path leads to this device's own GID hands its packets to the
+    // responder in its local buffer, [`Pmtu::LOCAL`] of payload each: allocated here, where the
+    // verb may sleep, so that the requester does not allocate it in softirq. Dropped, if
+    // unused, after the state lock.
+    let mut local_buf = match attr.av {
+        Some(av)
+            if amask.contains(AttrMask::AV)
+                && av.dgid == av.sgid
+                && matches!(this.qp_type, QpType::Rc | QpType::Uc) =>
+        {
+            KVec::from_elem(0u8, LOCAL_PACKET_MAX, GFP_KERNEL)?
+        }
+        _ => KVec::new(),
+    };
 
     let mut st = this.state.lock();
     let request = ModifyRequest {
@@ -626,6 +657,10 @@ pub(crate) fn modify(
     }
     if amask.contains(AttrMask::AV) {
         st.av = attr.av;
+        let mut sq = this.sq_state.lock();
+        if sq.local_buf.len() < local_buf.len() {
+            core::mem::swap(&mut sq.local_buf, &mut local_buf);
+        }
     }
     if amask.intersects(
         AttrMask::RETRY_CNT
@@ -663,7 +698,7 @@ pub(crate) fn modify(
             sq.rd_atomic_in_flight = 0;
             sq.ack_deadline_ms = 0;
             sq.rnr_until_ms = 0;
-            sq.comp = CompState::new(Psn::new(0), IbMtu::Mtu256, retry_cnt, rnr_retry);
+            sq.comp = CompState::new(Psn::new(0), Pmtu::of(IbMtu::Mtu256), retry_cnt, rnr_retry);
         }
         drop(st);
         // The next connection learns again whether its answers come quickly.

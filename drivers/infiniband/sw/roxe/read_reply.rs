@@ -9,6 +9,7 @@
 #![deny(unsafe_code)]
 
 use crate::rdma::{
+    copy::zero,
     device::{now_ms, Device},
     netdev::NetDevice,
     pool::PoolRef,
@@ -22,9 +23,10 @@ use crate::{
     mr::RoxeMr,
     net, odp,
     proto::{
-        mtu::IbMtu,
+        icrc::ICRC_LEN,
+        mtu::Pmtu,
         opcode::Opcode,
-        packet::{Aeth, Packet},
+        packet::{pad_count_for, Aeth, Packet},
         qp_state::{QpState, QpType},
         resp::{ack_syndrome, check_rkey, ReadReply, READ_REPLY_BURST},
     },
@@ -39,7 +41,7 @@ use kernel::prelude::*;
 #[derive(Clone, Copy)]
 pub(crate) struct ReplyPath<'a> {
     pub(crate) path: &'a PathInfo,
-    pub(crate) mtu: IbMtu,
+    pub(crate) mtu: Pmtu,
     pub(crate) ack: Aeth,
 }
 
@@ -95,10 +97,20 @@ pub(crate) fn deliver_local_reply(dev: &Device<Roxe>) -> u32 {
     else {
         return 0;
     };
-    // Lost if there is no memory, as on a wire: the requester asks again.
-    let Ok(mut buf) = KVec::from_elem(0u8, room, GFP_ATOMIC) else {
+    // The claim is ours: nobody else takes the buffer meanwhile.
+    let mut buf = core::mem::take(&mut *data.local_reply_buf.lock());
+    if buf.len() < room && buf.resize(room, 0, GFP_ATOMIC).is_err() {
+        // Lost if there is no memory, as on a wire: the requester asks again.
         return 0;
-    };
+    }
+    let delivered = deliver_reply(dev, &r, &mut buf);
+    *data.local_reply_buf.lock() = buf;
+    delivered
+}
+
+/// Builds the responses of `r` one at a time in `buf` and hands each to the completer.
+fn deliver_reply(dev: &Device<Roxe>, r: &LocalReply, buf: &mut [u8]) -> u32 {
+    let data = dev.data();
     let mut delivered = 0;
     for seg in r.reply.packets(r.mtu).take(READ_REPLY_BURST as usize) {
         let len = seg.len as usize;
@@ -106,6 +118,15 @@ pub(crate) fn deliver_local_reply(dev: &Device<Roxe>) -> u32 {
         else {
             break;
         };
+        // The buffer holds the last response: headers, pad and ICRC start from zero as in a
+        // fresh socket buffer; the payload is overwritten whole by `fill` (or not delivered).
+        let trailer = usize::from(pad_count_for(len)) + ICRC_LEN;
+        let head = bytes.len().saturating_sub(len + trailer);
+        let (headers, rest) = bytes.split_at_mut(head);
+        zero(headers);
+        if let Some(tail) = rest.get_mut(len..) {
+            zero(tail);
+        }
         let aeth = if seg.has_aeth { Some(r.ack) } else { None };
         let at = r.reply.va.wrapping_add(u64::from(seg.offset));
         // Pinned memory: a failed read is a range the key check let through, which cannot
@@ -140,7 +161,7 @@ pub(crate) fn tick(dev: &Device<Roxe>, qp: &RoxeQp, now: u64) {
     ) {
         return;
     }
-    let mtu = IbMtu::from_raw(qp.state.lock().attr.path_mtu).unwrap_or(IbMtu::Mtu256);
+    let mtu = qp.state.lock().segment();
     send_read_burst(dev, qp, &path, mtu, None);
 }
 
@@ -155,7 +176,7 @@ pub(crate) fn send_read_burst(
     dev: &Device<Roxe>,
     qp: &RoxeQp,
     path: &PathInfo,
-    mtu: IbMtu,
+    mtu: Pmtu,
     mr: Option<PoolRef<RoxeMr>>,
 ) {
     let (burst, ack) = {

@@ -30,6 +30,7 @@ use crate::{
     proto::{
         comp::completes_without_ack,
         cqe::WcStatus,
+        icrc::ICRC_LEN,
         mtt::Access,
         packet::Packet,
         qp_state::{QpState, QpType},
@@ -144,8 +145,19 @@ fn build(
                 .map_err(|_| WcStatus::LocQpOpErr)?;
         }
         let data = buf.get_mut(..len).ok_or(WcStatus::LocQpOpErr)?;
-        // As a fresh socket buffer is: no byte of an earlier packet (pad, ICRC) survives.
-        zero(data);
+        // As in a fresh socket buffer, no byte of an earlier packet survives in the headers,
+        // the pad or the ICRC. The payload between them is not zeroed: `fill` overwrites it
+        // whole, and a packet whose copy fails is not sent.
+        let payload = d.payload_len as usize;
+        let trailer = usize::from(d.pad) + ICRC_LEN;
+        let head = len.saturating_sub(payload + trailer);
+        let (headers, rest) = data.split_at_mut(head);
+        zero(headers);
+        if let Some(tail) = rest.get_mut(payload..) {
+            zero(tail);
+        } else {
+            zero(rest);
+        }
         fill(dev, qp, entry, d, data)?;
         return Ok(Built::Local(buf, len));
     }

@@ -33,7 +33,6 @@ use crate::{
     proto::{
         cqe::{Cqe, RecvCompletion, WcStatus},
         mtt::Access,
-        mtu::IbMtu,
         opcode::{Opcode, Operation, Transport},
         packet::{Aeth, NakCode, Packet, Syndrome},
         psn::Psn,
@@ -194,7 +193,7 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src:
         let cfg = RespConfig {
             qp_type: qp.qp_type,
             access_flags: a.qp_access_flags,
-            mtu: IbMtu::from_raw(a.path_mtu).unwrap_or(IbMtu::Mtu256),
+            mtu: st.segment(),
             max_dest_rd_atomic: a.max_dest_rd_atomic,
             min_rnr_timer: a.min_rnr_timer,
         };

@@ -491,6 +491,10 @@ impl Link for Roxe {
                     local_reply: crate::read_reply::deliver_local_reply,
                 },
                 local_reply <- crate::compat::sync::new_spinlock_irq!(None, "roxe_local_reply"),
+                local_reply_buf <- crate::compat::sync::new_spinlock_irq!(
+                    KVec::new(),
+                    "roxe_local_reply_buf"
+                ),
                 atomic_lock <- kernel::new_spinlock!((), "roxe_atomic"),
                 held_acks <- crate::compat::sync::new_spinlock_irq!(crate::device::HeldAcks::new(), "roxe_held_acks"),
                 counters: Counters::new(),

@@ -18,7 +18,7 @@
 use core::cmp::Ordering;
 
 use super::cqe::WcStatus;
-use super::mtu::IbMtu;
+use super::mtu::Pmtu;
 use super::opcode::{ExtHeader, Opcode, Operation, Transport};
 use super::packet::{Aeth, NakCode, Packet, Syndrome};
 use super::psn::Psn;
@@ -169,8 +169,8 @@ pub struct CompState {
     /// The PSN of the next response expected: every PSN before it is acknowledged. Retries
     /// start from it.
     pub expected_psn: Psn,
-    /// The path MTU, which sizes RDMA READ response packets.
-    pub mtu: IbMtu,
+    /// The requester's segment (`Pmtu`), which sizes RDMA READ response packets.
+    pub mtu: Pmtu,
     /// The retry counters.
     pub counters: RetryCounters,
     /// A retry was started and no response has shown progress since. Further NAKs and
@@ -181,7 +181,7 @@ pub struct CompState {
 
 impl CompState {
     /// The state of a QP entering RTS with send PSN `sq_psn`.
-    pub const fn new(sq_psn: Psn, mtu: IbMtu, retry_cnt: u8, rnr_retry: u8) -> CompState {
+    pub const fn new(sq_psn: Psn, mtu: Pmtu, retry_cnt: u8, rnr_retry: u8) -> CompState {
         CompState {
             expected_psn: sq_psn,
             mtu,
@@ -623,11 +623,11 @@ pub fn on_ack_timeout(
 
 #[cfg(test)]
 mod tests {
-    use super::super::mtu::IbMtu;
+    use super::super::mtu::{IbMtu, Pmtu};
     use super::super::packet::Msn;
     use super::*;
 
-    const MTU: IbMtu = IbMtu::Mtu1024;
+    const MTU: Pmtu = Pmtu::of(IbMtu::Mtu1024);
 
     fn state(psn: u32) -> CompState {
         CompState::new(Psn::new(psn), MTU, 3, 2)

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! InfiniBand path MTU values and their derivation from an Ethernet MTU.
+//! InfiniBand path MTU values, their derivation from an Ethernet MTU, and the payload size a
+//! QP cuts its messages into ([`Pmtu`]).
 
 /// An InfiniBand MTU (IBA 7.7.1): the payload size of one packet, a power of two.
 ///
@@ -76,6 +77,50 @@ impl IbMtu {
     }
 }
 
+/// The payload size a QP cuts its messages into: every packet of a multi-packet message but the
+/// last carries exactly this many bytes (IBA 9.7.2), a power of two from 256 bytes up.
+///
+/// On the wire it is the path MTU. Between two QPs of one device (the destination GID is the
+/// source GID) no packet leaves memory: the requester hands each packet to the responder in a
+/// buffer (`net::deliver_local`), and what a packet costs beyond its copies (the requester's
+/// planning, the responder's checks, an acknowledgement every few packets) is paid once per
+/// [`Pmtu::LOCAL`] bytes instead of once per path MTU. Both QPs of such a connection see a
+/// local path, so both cut and check by the same size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pmtu {
+    /// log2 of the size in bytes.
+    shift: u8,
+}
+
+impl Pmtu {
+    /// The segment of a loopback connection: 16 KiB. A packet's buffer (payload, headers and a
+    /// socket buffer's overhead when it has to be queued) then fits an order-3 allocation.
+    pub const LOCAL: Pmtu = Pmtu { shift: 14 };
+
+    /// The segment of a path with MTU `mtu`.
+    pub const fn of(mtu: IbMtu) -> Pmtu {
+        Pmtu {
+            shift: mtu.bytes().trailing_zeros() as u8,
+        }
+    }
+
+    /// The size in bytes.
+    pub const fn bytes(self) -> u32 {
+        1 << self.shift
+    }
+
+    /// log2 of the size in bytes: segmenting is shifting, with no division (by zero or not).
+    pub const fn shift(self) -> u32 {
+        self.shift as u32
+    }
+}
+
+impl From<IbMtu> for Pmtu {
+    fn from(mtu: IbMtu) -> Pmtu {
+        Pmtu::of(mtu)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,6 +160,17 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn segments_are_powers_of_two_from_the_mtu() {
+        for raw in 1..=5 {
+            let m = IbMtu::from_raw(raw).unwrap();
+            assert_eq!(Pmtu::of(m).bytes(), m.bytes());
+            assert_eq!(1u32 << Pmtu::of(m).shift(), m.bytes());
+        }
+        assert_eq!(Pmtu::LOCAL.bytes(), 16384);
+        assert!(Pmtu::LOCAL.bytes() > IbMtu::Mtu4096.bytes());
     }
 
     #[test]

@@ -22,7 +22,7 @@
 
 use super::cqe::WcStatus;
 use super::icrc::ICRC_LEN;
-use super::mtu::IbMtu;
+use super::mtu::Pmtu;
 use super::opcode::{ExtHeader, Opcode, OpcodeInfo, Transport};
 use super::packet::{
     pad_count_for, AtomicEth, Deth, Feth, Ieth, ImmDt, NoSuchHeader, Packet, Reth,
@@ -106,9 +106,10 @@ pub const SINGLE_REQUEST_READ_WINDOW: u32 = READ_REQUEST_PSNS + READ_REQUEST_PSN
 pub struct ReqConfig {
     /// Transport service of the QP.
     pub qp_type: QpType,
-    /// Payload bytes per packet: the path MTU for RC and UC; for UD and GSI, the port's active
-    /// MTU (rxe's `get_mtu`), since datagrams have no path attribute.
-    pub mtu: IbMtu,
+    /// Payload bytes per packet: the path MTU for RC and UC ([`Pmtu::LOCAL`] on a path to the
+    /// device's own GID); for UD and GSI, the port's active MTU (rxe's `get_mtu`), since
+    /// datagrams have no path attribute.
+    pub mtu: Pmtu,
     /// This QP's number: the source QP of a DETH.
     pub qp_num: u32,
     /// The connected peer's QP number (RC, UC); datagrams take theirs from the work request.
@@ -129,15 +130,15 @@ impl ReqConfig {
     }
 }
 
-/// log2 of the MTU in bytes: every MTU is a power of two, so segmenting is shifting and no
-/// division (and no division by zero) is involved.
-const fn mtu_shift(mtu: IbMtu) -> u32 {
-    mtu.bytes().trailing_zeros()
+/// log2 of the segment in bytes: every segment is a power of two, so segmenting is shifting and
+/// no division (and no division by zero) is involved.
+const fn mtu_shift(mtu: Pmtu) -> u32 {
+    mtu.shift()
 }
 
 /// Number of MTU-sized packets a message of `len` bytes needs; an empty message still travels
 /// in one packet.
-const fn packets_for(len: u32, mtu: IbMtu) -> u32 {
+const fn packets_for(len: u32, mtu: Pmtu) -> u32 {
     (len.saturating_sub(1) >> mtu_shift(mtu)).saturating_add(1)
 }
 
@@ -1032,6 +1033,7 @@ pub const fn finished(earlier_wqes_pending: bool, status: WcStatus) -> Finished 
 
 #[cfg(test)]
 mod tests {
+    use super::super::mtu::IbMtu;
     use super::super::opcode::{check_op_sequence, SeqCheck};
     use super::super::wqe::Payload;
     use super::*;
@@ -1040,7 +1042,7 @@ mod tests {
     fn cfg(qp_type: QpType, mtu: IbMtu) -> ReqConfig {
         ReqConfig {
             qp_type,
-            mtu,
+            mtu: Pmtu::of(mtu),
             qp_num: 0x11,
             dest_qp_num: 0x22,
             qkey: 0x1234,

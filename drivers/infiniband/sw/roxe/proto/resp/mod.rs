@@ -42,7 +42,7 @@ pub use read::*;
 pub use resources::*;
 
 use super::mtt::{permits, Access};
-use super::mtu::IbMtu;
+use super::mtu::Pmtu;
 use super::opcode::{
     check_op_sequence, ExtHeader, Opcode, OpcodeInfo, Operation, Position, SeqCheck, Transport,
 };
@@ -74,8 +74,9 @@ pub struct RespConfig {
     pub qp_type: QpType,
     /// `qp_access_flags` (see [`qp_access`]): the remote operations the QP accepts.
     pub access_flags: u32,
-    /// The path MTU: the payload of every FIRST and MIDDLE packet.
-    pub mtu: IbMtu,
+    /// The segment: the payload of every FIRST and MIDDLE packet (the path MTU, or
+    /// `Pmtu::LOCAL` on a path to the device's own GID).
+    pub mtu: Pmtu,
     /// `max_dest_rd_atomic`: how many RDMA READ and atomic requests the responder keeps for
     /// replay; 0 refuses them all.
     pub max_dest_rd_atomic: u8,

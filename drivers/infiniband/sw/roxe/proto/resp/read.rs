@@ -207,7 +207,7 @@ pub struct ReadReply {
 
 impl ReadReply {
     /// The responses, with their opcodes, PSNs, offsets from [`ReadReply::va`] and lengths.
-    pub fn packets(&self, mtu: IbMtu) -> ReadResponses {
+    pub fn packets(&self, mtu: Pmtu) -> ReadResponses {
         ReadResponses {
             next_psn: self.first_psn,
             offset: 0,
@@ -219,7 +219,7 @@ impl ReadReply {
     }
 
     /// How many responses the reply takes (one for an empty READ).
-    pub const fn responses(&self, mtu: IbMtu) -> u32 {
+    pub const fn responses(&self, mtu: Pmtu) -> u32 {
         let mtu = mtu.bytes();
         if self.len == 0 {
             1
@@ -230,7 +230,7 @@ impl ReadReply {
 
     /// The part of the reply after its first `sent` responses, which continues with MIDDLE and
     /// LAST responses; `None` when the reply has no more than `sent` responses.
-    pub fn rest_after(&self, mtu: IbMtu, sent: u32) -> Option<ReadReply> {
+    pub fn rest_after(&self, mtu: Pmtu, sent: u32) -> Option<ReadReply> {
         let seg = self.packets(mtu).nth(sent as usize)?;
         Some(ReadReply {
             first_psn: seg.psn,

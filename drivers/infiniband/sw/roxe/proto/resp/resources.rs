@@ -8,7 +8,7 @@ use super::*;
 /// The number of PSNs, and so of response packets, an RDMA READ of `len` bytes takes: one per
 /// MTU, and one for a zero-length READ (IBA 9.7.1: a READ request consumes a PSN per response
 /// packet).
-pub const fn read_response_count(len: u32, mtu: IbMtu) -> u32 {
+pub const fn read_response_count(len: u32, mtu: Pmtu) -> u32 {
     if len == 0 {
         1
     } else {

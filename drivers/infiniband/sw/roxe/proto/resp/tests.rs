@@ -5,6 +5,7 @@
 #![cfg(test)]
 
 use super::*;
+use crate::proto::mtu::IbMtu;
 use std::vec::Vec;
 
 fn reply(psn: u32, len: u32) -> ReadReply {
@@ -27,7 +28,9 @@ fn read_stream_new_read_is_due_at_once() {
     assert_eq!(b.reply, reply(10, 1 << 20));
     // Nobody else builds while the burst is out, and later requests wait behind it.
     assert!(s.take_burst().is_none() && !s.due(u64::MAX) && s.active());
-    let rest = b.reply.rest_after(IbMtu::Mtu1024, READ_REPLY_BURST);
+    let rest = b
+        .reply
+        .rest_after(Pmtu::of(IbMtu::Mtu1024), READ_REPLY_BURST);
     s.finish_burst(b.generation, rest, 1000, 0);
     assert!(s.active() && s.take_burst().is_none());
     s.sent();
@@ -45,7 +48,8 @@ fn read_stream_replays_are_paced_not_multiplied() {
     let b = s.take_burst().unwrap();
     s.finish_burst(
         b.generation,
-        b.reply.rest_after(IbMtu::Mtu1024, READ_REPLY_BURST),
+        b.reply
+            .rest_after(Pmtu::of(IbMtu::Mtu1024), READ_REPLY_BURST),
         1000,
         0,
     );
@@ -55,7 +59,8 @@ fn read_stream_replays_are_paced_not_multiplied() {
     let b = s.take_burst().unwrap();
     s.finish_burst(
         b.generation,
-        b.reply.rest_after(IbMtu::Mtu1024, READ_REPLY_BURST),
+        b.reply
+            .rest_after(Pmtu::of(IbMtu::Mtu1024), READ_REPLY_BURST),
         1000,
         0,
     );
@@ -84,12 +89,16 @@ fn read_stream_replays_of_many_reads_go_at_once() {
     let mut s = ReadStream::default();
     for i in 0..16u32 {
         let r = reply(100 + 16 * i, 16 * 1024);
-        assert!(s.replay(r, r.responses(IbMtu::Mtu1024), 5000), "replay {i}");
+        assert!(
+            s.replay(r, r.responses(Pmtu::of(IbMtu::Mtu1024)), 5000),
+            "replay {i}"
+        );
         let b = s.take_burst().unwrap();
         assert_eq!(b.reply, r);
         s.finish_burst(
             b.generation,
-            b.reply.rest_after(IbMtu::Mtu1024, READ_REPLY_BURST),
+            b.reply
+                .rest_after(Pmtu::of(IbMtu::Mtu1024), READ_REPLY_BURST),
             5000,
             0,
         );
@@ -111,18 +120,18 @@ fn read_stream_replays_of_many_reads_go_at_once() {
 
 #[test]
 fn read_reply_responses() {
-    assert_eq!(reply(0, 0).responses(IbMtu::Mtu1024), 1);
-    assert_eq!(reply(0, 1).responses(IbMtu::Mtu1024), 1);
-    assert_eq!(reply(0, 1024).responses(IbMtu::Mtu1024), 1);
-    assert_eq!(reply(0, 1025).responses(IbMtu::Mtu1024), 2);
+    assert_eq!(reply(0, 0).responses(Pmtu::of(IbMtu::Mtu1024)), 1);
+    assert_eq!(reply(0, 1).responses(Pmtu::of(IbMtu::Mtu1024)), 1);
+    assert_eq!(reply(0, 1024).responses(Pmtu::of(IbMtu::Mtu1024)), 1);
+    assert_eq!(reply(0, 1025).responses(Pmtu::of(IbMtu::Mtu1024)), 2);
     assert_eq!(
-        reply(0, u32::MAX).responses(IbMtu::Mtu256),
+        reply(0, u32::MAX).responses(Pmtu::of(IbMtu::Mtu256)),
         u32::MAX.div_ceil(256)
     );
     let r = reply(0, 300_000);
     assert_eq!(
-        r.responses(IbMtu::Mtu4096) as usize,
-        r.packets(IbMtu::Mtu4096).count()
+        r.responses(Pmtu::of(IbMtu::Mtu4096)) as usize,
+        r.packets(Pmtu::of(IbMtu::Mtu4096)).count()
     );
 }
 
@@ -135,7 +144,8 @@ fn read_stream_slow_bursts_space_out() {
     // does the replay window that starts after it.
     s.finish_burst(
         b.generation,
-        b.reply.rest_after(IbMtu::Mtu1024, READ_REPLY_BURST),
+        b.reply
+            .rest_after(Pmtu::of(IbMtu::Mtu1024), READ_REPLY_BURST),
         1000,
         100,
     );
@@ -146,7 +156,8 @@ fn read_stream_slow_bursts_space_out() {
     let b = s.take_burst().unwrap();
     s.finish_burst(
         b.generation,
-        b.reply.rest_after(IbMtu::Mtu1024, READ_REPLY_BURST),
+        b.reply
+            .rest_after(Pmtu::of(IbMtu::Mtu1024), READ_REPLY_BURST),
         1400,
         100,
     );
@@ -165,7 +176,8 @@ fn read_stream_replay_during_a_burst_keeps_its_place() {
     assert!(!s.replay(reply(300, 4096), 4, 0));
     s.finish_burst(
         b.generation,
-        b.reply.rest_after(IbMtu::Mtu1024, READ_REPLY_BURST),
+        b.reply
+            .rest_after(Pmtu::of(IbMtu::Mtu1024), READ_REPLY_BURST),
         5,
         0,
     );
@@ -178,7 +190,8 @@ fn read_stream_replay_during_a_burst_keeps_its_place() {
     s.clear();
     s.finish_burst(
         b.generation,
-        b.reply.rest_after(IbMtu::Mtu1024, READ_REPLY_BURST),
+        b.reply
+            .rest_after(Pmtu::of(IbMtu::Mtu1024), READ_REPLY_BURST),
         5,
         0,
     );
@@ -190,7 +203,7 @@ fn odp_cfg(qp_type: QpType) -> RespConfig {
     RespConfig {
         qp_type,
         access_flags: 0,
-        mtu: IbMtu::Mtu1024,
+        mtu: Pmtu::of(IbMtu::Mtu1024),
         max_dest_rd_atomic: 1,
         min_rnr_timer: 0x2c,
     }
@@ -248,10 +261,10 @@ fn read_reply_continues_after_a_burst() {
         len: 5 * 256 + 3,
         resumes: false,
     };
-    let all: Vec<_> = reply.packets(IbMtu::Mtu256).collect();
+    let all: Vec<_> = reply.packets(Pmtu::of(IbMtu::Mtu256)).collect();
     assert_eq!(all.len(), 6);
     // The rest after 2 responses is the same stream from the third on.
-    let rest = reply.rest_after(IbMtu::Mtu256, 2).unwrap();
+    let rest = reply.rest_after(Pmtu::of(IbMtu::Mtu256), 2).unwrap();
     assert_eq!(
         rest,
         ReadReply {
@@ -262,7 +275,7 @@ fn read_reply_continues_after_a_burst() {
             resumes: true
         }
     );
-    let tail: Vec<_> = rest.packets(IbMtu::Mtu256).collect();
+    let tail: Vec<_> = rest.packets(Pmtu::of(IbMtu::Mtu256)).collect();
     for (a, b) in all[2..].iter().zip(&tail) {
         assert_eq!(
             (a.opcode, a.psn, a.len, a.has_aeth),
@@ -271,14 +284,14 @@ fn read_reply_continues_after_a_burst() {
         assert_eq!(a.offset, b.offset + 0x200);
     }
     assert_eq!(tail.len(), 4);
-    assert_eq!(reply.rest_after(IbMtu::Mtu256, 6), None);
+    assert_eq!(reply.rest_after(Pmtu::of(IbMtu::Mtu256), 6), None);
     assert_eq!(
-        ReadReply { len: 0, ..reply }.rest_after(IbMtu::Mtu256, 1),
+        ReadReply { len: 0, ..reply }.rest_after(Pmtu::of(IbMtu::Mtu256), 1),
         None
     );
     // A last response alone.
-    let last = reply.rest_after(IbMtu::Mtu256, 5).unwrap();
-    let only: Vec<_> = last.packets(IbMtu::Mtu256).collect();
+    let last = reply.rest_after(Pmtu::of(IbMtu::Mtu256), 5).unwrap();
+    let only: Vec<_> = last.packets(Pmtu::of(IbMtu::Mtu256)).collect();
     assert_eq!(
         (only.len(), only[0].opcode, only[0].len),
         (1, Opcode::RC_RDMA_READ_RESPONSE_LAST, 3)
@@ -295,7 +308,7 @@ fn cfg(qp_type: QpType) -> RespConfig {
     RespConfig {
         qp_type,
         access_flags: ALL_ACCESS,
-        mtu: IbMtu::Mtu256,
+        mtu: Pmtu::of(IbMtu::Mtu256),
         max_dest_rd_atomic: 4,
         min_rnr_timer: 12,
     }
@@ -863,7 +876,7 @@ fn remote_access_errors() {
     assert_eq!(RespError::CqOverflow.name(), "cq_overflow");
 }
 
-fn segments(reply: ReadReply, mtu: IbMtu) -> Vec<(Opcode, u32, u32, u32, bool)> {
+fn segments(reply: ReadReply, mtu: Pmtu) -> Vec<(Opcode, u32, u32, u32, bool)> {
     reply
         .packets(mtu)
         .map(|s| (s.opcode, s.psn.get(), s.offset, s.len, s.has_aeth))
@@ -881,15 +894,15 @@ fn read_response_segmentation() {
         resumes,
     };
     assert_eq!(
-        segments(reply(0, false), IbMtu::Mtu256),
+        segments(reply(0, false), Pmtu::of(IbMtu::Mtu256)),
         [(O::RC_RDMA_READ_RESPONSE_ONLY, Psn::MASK, 0, 0, true)]
     );
     assert_eq!(
-        segments(reply(256, false), IbMtu::Mtu256),
+        segments(reply(256, false), Pmtu::of(IbMtu::Mtu256)),
         [(O::RC_RDMA_READ_RESPONSE_ONLY, Psn::MASK, 0, 256, true)]
     );
     assert_eq!(
-        segments(reply(600, false), IbMtu::Mtu256),
+        segments(reply(600, false), Pmtu::of(IbMtu::Mtu256)),
         [
             (O::RC_RDMA_READ_RESPONSE_FIRST, Psn::MASK, 0, 256, true),
             (O::RC_RDMA_READ_RESPONSE_MIDDLE, 0, 256, 256, false),
@@ -897,17 +910,20 @@ fn read_response_segmentation() {
         ]
     );
     assert_eq!(
-        segments(reply(300, true), IbMtu::Mtu256),
+        segments(reply(300, true), Pmtu::of(IbMtu::Mtu256)),
         [
             (O::RC_RDMA_READ_RESPONSE_MIDDLE, Psn::MASK, 0, 256, false),
             (O::RC_RDMA_READ_RESPONSE_LAST, 0, 256, 44, true),
         ]
     );
-    assert_eq!(segments(reply(0, true), IbMtu::Mtu256), []);
-    assert_eq!(reply(600, false).packets(IbMtu::Mtu256).len(), 3);
-    assert_eq!(read_response_count(600, IbMtu::Mtu256), 3);
-    assert_eq!(read_response_count(0, IbMtu::Mtu4096), 1);
-    assert_eq!(read_response_count(MAX_DMA_LEN, IbMtu::Mtu256), 1 << 23);
+    assert_eq!(segments(reply(0, true), Pmtu::of(IbMtu::Mtu256)), []);
+    assert_eq!(reply(600, false).packets(Pmtu::of(IbMtu::Mtu256)).len(), 3);
+    assert_eq!(read_response_count(600, Pmtu::of(IbMtu::Mtu256)), 3);
+    assert_eq!(read_response_count(0, Pmtu::of(IbMtu::Mtu4096)), 1);
+    assert_eq!(
+        read_response_count(MAX_DMA_LEN, Pmtu::of(IbMtu::Mtu256)),
+        1 << 23
+    );
 }
 
 #[test]
@@ -957,7 +973,7 @@ fn read_is_served_and_replayed() {
     };
     assert_eq!(dup(&mid), Response::Read(replay));
     assert_eq!(
-        segments(replay, IbMtu::Mtu256)[0].0,
+        segments(replay, Pmtu::of(IbMtu::Mtu256))[0].0,
         Opcode::RC_RDMA_READ_RESPONSE_MIDDLE
     );
     // Mismatches are dropped: other key, outside the range, past the original PSNs.
