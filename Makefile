@@ -150,7 +150,8 @@ sweep: deps
 matrix: deps
 	$(Q)/matrix.sh
 
-# roxe against rdma_rxe on the stock kernel, one and two VMs: Documentation/bench/.
+# roxe against rdma_rxe and siw on the stock kernel, one and two VMs, with the guest's memcpy,
+# iperf3's TCP, CPU per GiB and QP scaling: Documentation/bench/.
 bench: deps
 	tools/bench.sh
 

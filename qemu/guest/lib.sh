@@ -66,13 +66,14 @@ load_rdma_core() {
 	modprobe ib_uverbs && modprobe rdma_ucm && modprobe udp_tunnel && modprobe ip6_udp_tunnel
 }
 
-# load_driver rxe|roxe: load the driver and create device $1 on eth0 (name in $RDMA_DEV).
+# load_driver rxe|roxe|siw: load the driver and create device $1 on eth0 (name in $RDMA_DEV).
 load_driver() {
 	local drv=$1
 	load_rdma_core || return 1
 	case "$drv" in
 	rxe) modprobe rdma_rxe || return 1; RDMA_DEV=rxe0 ;;
 	roxe) insmod "/roxe/build/$ROXE_FLAVOUR/roxe.ko" || return 1; RDMA_DEV=roxe0 ;;
+	siw) { install_siw && modprobe siw; } || return 1; RDMA_DEV=siw0 ;;
 	selftest) insmod "/roxe/build/$ROXE_FLAVOUR/roxe_selftest.ko" || return 1; return 0 ;;
 	*) return 1 ;;
 	esac
@@ -87,6 +88,7 @@ unload_driver() {
 	case "$drv" in
 	rxe) rmmod rdma_rxe ;;
 	roxe) rmmod roxe ;;
+	siw) rmmod siw ;;
 	esac
 }
 

@@ -1,91 +1,170 @@
 #!/bin/bash
-# Guest side of tools/bench.sh: the same perftest sweep on rdma_rxe and on roxe, alternating the
-# drivers in one boot (rxe, roxe, rxe, roxe, ...; never both loaded), so that the comparison sees
-# the same emulated CPU. Loopback through the device's own GID (one VM) or, with --two-vm, VM 0
-# serving and VM 1 measuring. Writes /out/bench.csv: round,driver,test,size,value,unit.
+# Guest side of tools/bench.sh: the same perftest sweep on rdma_rxe, siw and roxe, rotating the
+# drivers in one boot (rxe, siw, roxe, rxe, ...; never two loaded), so that the comparison sees
+# the same emulated CPU. Loopback through the device's own address (one VM) or, with --two-vm,
+# VM 0 serving and VM 1 measuring. Every run connects through rdma_cm (perftest -R): siw, an
+# iWARP device, connects no other way. Writes /out/bench.csv: round,driver,test,size,value,unit.
 # Arguments: ROUNDS QUICK(0|1)
+#
+# Besides perftest's figures, per round and driver:
+# - cpu_s_<op> and moved_<op> (the 64 KiB bandwidth runs, which last BULK_SECS: perftest -D):
+#   this VM's CPU seconds over the run (/proc/stat, all CPUs, everything but idle and iowait),
+#   perftest's start and stop included, and the GiB moved; tools/bench_report.py divides the
+#   two VMs' CPU time by the bytes.
+# - qps_write_bw, size N: 64 KiB WRITE bandwidth summed over N QPs (perftest -q N);
+#   idle_write_bw: one QP's 64 KiB WRITEs with IDLE_QPS more connected QPs idle on the device
+#   (qemu/tests/py/idle_qps.py; not siw, whose QPs connect through the iWARP CM only).
+# And once: the guest's memcpy bandwidth for 64 KiB and 64 MiB buffers (tools/memcpy-bench.c),
+# and between two VMs, per round, iperf3's TCP bandwidth and ping's round trip, drivers unloaded.
 . /roxe/qemu/guest/lib.sh
 ROUNDS=${1:-3} QUICK=${2:-0}
 TWO=0; grep -qw 'roxe.two=1' /proc/cmdline && TWO=1
+DRIVERS="rxe siw roxe"
+IDLE_QPS=64
 if [ "$QUICK" = 1 ]; then
-	BW_SIZES="64 4096 65536"; LAT_SIZES="2 4096"; ITERS_BW=300; ITERS_LAT=200
+	BW_SIZES="64 65536"; LAT_SIZES="2"; ITERS_BW=300; ITERS_LAT=200; BULK_SECS=2; QPS="1 4"
 else
-	BW_SIZES="64 1024 4096 16384 65536 262144 1048576"; LAT_SIZES="2 64 1024 4096"; ITERS_BW=20000; ITERS_LAT=2000
+	BW_SIZES="64 1024 4096 65536 1048576"; LAT_SIZES="2 64 4096"; ITERS_BW=20000; ITERS_LAT=2000
+	BULK_SECS=4; QPS="1 2 4 8"
 fi
 # Iterations of a bandwidth run: ITERS_BW, but at most about 64 MiB per run for large messages
 # (and at least 100), so that a sweep round stays within minutes on the emulated wire. Small
 # messages need the many: a run of 1000 64-byte messages lasts some 50 ms in one VM, about as
 # long as perftest's own start and stop, and its rate varies by a third from run to run.
 bw_iters() { local n=$((67108864 / $1)); [ $n -gt $ITERS_BW ] && n=$ITERS_BW; [ $n -lt 100 ] && n=100; echo $n; }
-csv=/out/bench.csv; [ "$ROXE_VM" = 0 ] && echo "round,driver,test,size,value,unit" >$csv
-[ "$ROXE_VM" = 1 ] && echo "round,driver,test,size,value,unit" >$csv
+csv=/out/bench.csv
+echo "round,driver,test,size,value,unit" >$csv
+# Where the client connects: this VM's own address (loopback) or the peer's.
+if [ $TWO = 0 ]; then DEST=$SELF_IP; else DEST=$PEER_IP; fi
+# busy: jiffies (USER_HZ) all CPUs spent on anything but idle and iowait.
+busy() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat; }
+HZ=$(getconf CLK_TCK)
 k=0
-one() { # one ROUND DRV TOOL SIZE ITERS KIND
-	local r=$1 drv=$2 tool=$3 size=$4 iters=$5 kind=$6
-	local args="-d $RDMA_DEV -x $gid -s $size -n $iters -F"
-	[ "$tool" = ib_atomic_bw ] && args="-d $RDMA_DEV -x $gid -n $iters -F"
+# run DRV TOOL SIZE ARGS...: one perftest run, server and client; the client's output goes to
+# /tmp/run.out and RUN_BUSY is this VM's busy jiffies right after it. Between two VMs, VM 0
+# serves and its /tmp/run.out is empty.
+run() {
+	local drv=$1 tool=$2 size=$3; shift 3
+	local args=(-d "$RDMA_DEV" -R -F "$@")
+	[ "$tool" != ib_atomic_bw ] && args+=(-s "$size")
 	k=$((k + 1))
+	: >/tmp/run.out
 	if [ $TWO = 0 ]; then
-		timeout 120 $tool $args >/dev/null 2>&1 &
+		timeout 150 $tool "${args[@]}" >/dev/null 2>&1 &
 		local srv=$!
-		local out; out=$(retry_client 20 timeout 120 $tool $args 127.0.0.1 2>/dev/null)
+		retry_client 20 timeout 150 $tool "${args[@]}" "$DEST" >/tmp/run.out 2>/dev/null
+		RUN_BUSY=$(busy)
 		wait $srv
 	elif [ "$ROXE_VM" = 0 ]; then
-		barrier "b$k" 120; timeout 150 $tool $args >/dev/null 2>&1; barrier "e$k" 200; return
+		barrier "b$k" 120; timeout 180 $tool "${args[@]}" >/dev/null 2>&1; RUN_BUSY=$(busy)
+		barrier "e$k" 240
 	else
 		barrier "b$k" 120
-		local out; out=$(retry_client 30 timeout 120 $tool $args "$PEER_IP" 2>/dev/null)
-		barrier "e$k" 200
+		retry_client 30 timeout 150 $tool "${args[@]}" "$DEST" >/tmp/run.out 2>/dev/null
+		RUN_BUSY=$(busy)
+		barrier "e$k" 240
 	fi
-	local v
-	if [ "$kind" = bw ]; then
-		v=$(echo "$out" | awk '/^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+/ { print $4 }' | tail -1); unit=MiB/s
-		[ "$tool" = ib_atomic_bw ] && { v=$(echo "$out" | awk '/^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+/ { print $5 * 1000 }' | tail -1); unit=kops/s; }
+	# Between two VMs only VM 1 reports; VM 0's part ends here.
+	[ $TWO = 0 ] || [ "$ROXE_VM" = 1 ]
+}
+row() { echo "$1,$2,$3,$4,${5:-nan},$6" >>$csv; say "round $1 $2 $3 $4: ${5:-failed} $6"; }
+# kept RUN-NAME: a run without a result keeps perftest's output for a look afterwards.
+kept() { cp /tmp/run.out "/out/failed-$k-$1.txt"; }
+# bw_value: MiB/s of perftest's result line (BW average) in /tmp/run.out.
+bw_value() { awk '/^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+/ { v = $4 } END { if (v != "") print v }' /tmp/run.out; }
+bulk() { # bulk ROUND DRV OP: 64 KiB for BULK_SECS, with the CPU time it took
+	local r=$1 drv=$2 op=$3 cpu0 v
+	cpu0=$(busy)
+	if run "$drv" "ib_$op" 65536 -D "$BULK_SECS"; then
+		v=$(bw_value); [ -n "$v" ] || kept "$drv-$op-bulk"
+		row "$r" "$drv" "$op" 65536 "$v" MiB/s
+		[ -n "$v" ] && row "$r" "$drv" "moved_$op" 65536 "$(awk -v m="$v" -v t="$BULK_SECS" 'BEGIN { print m * t / 1024 }')" GiB
+	fi
+	row "$r" "$drv" "cpu_s_$op" 65536 "$(awk -v b="$((RUN_BUSY - cpu0))" -v hz="$HZ" 'BEGIN { print b / hz }')" s
+}
+small() { # small ROUND DRV OP SIZE: a bandwidth run of bw_iters messages
+	local r=$1 drv=$2 op=$3 size=$4 v
+	run "$drv" "ib_$op" "$size" -n "$(bw_iters "$size")" || return 0
+	if [ "$op" = atomic_bw ]; then
+		v=$(awk '/^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+/ { v = $5 * 1000 } END { if (v != "") print v }' /tmp/run.out)
+		[ -n "$v" ] || kept "$drv-$op"
+		row "$r" "$drv" "$op" 8 "$v" kops/s
 	else
-		v=$(echo "$out" | awk '/^ *[0-9]+ +[0-9]+ +[0-9.]+/ { print $6 }' | tail -1); unit=us
+		v=$(bw_value); [ -n "$v" ] || kept "$drv-$op-$size"
+		row "$r" "$drv" "$op" "$size" "$v" MiB/s
 	fi
-	# A run without a result keeps perftest's output for a look afterwards.
-	[ -n "$v" ] || echo "$out" >"/out/failed-$k-$drv-${tool#ib_}-$size.txt"
-	echo "$r,$drv,${tool#ib_},$size,${v:-nan},$unit" >>$csv
-	say "round $r $drv ${tool#ib_} $size: ${v:-failed} $unit"
+}
+lat() { # lat ROUND DRV OP SIZE: typical and 99th percentile (perftest's t_typical, 99%)
+	local r=$1 drv=$2 op=$3 size=$4 line
+	run "$drv" "ib_$op" "$size" -n "$ITERS_LAT" || return 0
+	line=$(awk '/^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+/ { l = $0 } END { print l }' /tmp/run.out)
+	[ -n "$line" ] || kept "$drv-$op-$size"
+	row "$r" "$drv" "$op" "$size" "$(awk '{ print $5 }' <<<"$line")" us
+	row "$r" "$drv" "${op}_p99" "$size" "$(awk '{ print $8 }' <<<"$line")" us
+}
+qps() { # qps ROUND DRV N: 64 KiB WRITE bandwidth over N QPs
+	run "$2" ib_write_bw 65536 -q "$3" -D "$BULK_SECS" || return 0
+	row "$1" "$2" qps_write_bw "$3" "$(bw_value)" MiB/s
+}
+idle() { # idle ROUND DRV: one QP's 64 KiB WRITEs beside IDLE_QPS connected idle QPs
+	local fifo=/tmp/idle.fifo p n=0
+	rm -f $fifo; mkfifo $fifo
+	python3 /roxe/qemu/tests/py/idle_qps.py "$RDMA_DEV" "$(gid_index_v4)" "$IDLE_QPS" <$fifo >/tmp/idle.out 2>&1 &
+	p=$!
+	exec 9>$fifo
+	while ! grep -q '^ready' /tmp/idle.out && [ $n -lt 120 ]; do sleep 0.5; n=$((n + 1)); done
+	grep -q '^ready' /tmp/idle.out || { say "idle QPs: $(tail -3 /tmp/idle.out)"; }
+	local rc=0
+	run "$2" ib_write_bw 65536 -D "$BULK_SECS" || rc=1
+	exec 9>&-
+	wait $p
+	[ $rc = 0 ] && row "$1" "$2" idle_write_bw "$IDLE_QPS" "$(bw_value)" MiB/s
+}
+wire() { # wire ROUND: iperf3's TCP bandwidth and ping's round trip between the VMs
+	barrier "w-$1" 120
+	if [ "$ROXE_VM" = 0 ]; then
+		timeout 60 iperf3 -s -1 >/dev/null 2>&1 &
+		local p=$!
+		barrier "ws-$1" 120; wait $p; barrier "we-$1" 120
+		return
+	fi
+	barrier "ws-$1" 120
+	local t
+	t=$(retry_client 20 timeout 40 iperf3 -c "$PEER_IP" -t "$BULK_SECS" -J 2>/dev/null |
+		python3 -c "import json, sys; print(round(json.load(sys.stdin)['end']['sum_received']['bits_per_second'] / 8 / 2**20, 2))" 2>/dev/null)
+	row "$1" wire iperf3_tcp 0 "$t" MiB/s
+	local rtt
+	rtt=$(ping -c 100 -i 0.02 -q "$PEER_IP" 2>/dev/null | awk -F'[/ ]' '/^rtt/ { print $7 * 1000, $8 * 1000 }')
+	read -r rtt_min rtt_avg <<<"${rtt:-nan nan}"
+	row "$1" wire ping_rtt_min 64 "$rtt_min" us
+	row "$1" wire ping_rtt_avg 64 "$rtt_avg" us
+	barrier "we-$1" 120
 }
 for r in $(seq 1 "$ROUNDS"); do
-	for drv in rxe roxe; do
+	[ $TWO = 1 ] && wire "$r"
+	for drv in $DRIVERS; do
 		step "load-$drv-$r" load_driver $drv || { unload_driver $drv; continue; }
-		gid=$(gid_index_v4)
 		[ $TWO = 1 ] && barrier "up-$drv-$r" 120
-		for t in write_bw read_bw send_bw; do for s in $BW_SIZES; do one $r $drv ib_$t $s "$(bw_iters $s)" bw; done; done
-		one $r $drv ib_atomic_bw 8 $ITERS_BW bw
-		for t in write_lat send_lat read_lat; do for s in $LAT_SIZES; do one $r $drv ib_$t $s $ITERS_LAT lat; done; done
+		for op in write_bw read_bw send_bw; do
+			for s in $BW_SIZES; do
+				if [ "$s" = 65536 ]; then bulk $r $drv $op; else small $r $drv $op $s; fi
+			done
+		done
+		# siw has no atomics (its device reports IB_ATOMIC_NONE).
+		[ $drv != siw ] && small $r $drv atomic_bw 8
+		for op in write_lat send_lat read_lat; do for s in $LAT_SIZES; do lat $r $drv $op $s; done; done
+		for n in $QPS; do qps $r $drv $n; done
+		[ $drv != siw ] && idle $r $drv
 		[ $TWO = 1 ] && barrier "down-$drv-$r" 300
 		unload_driver $drv
 	done
 done
 # The guest's memory copy bandwidth: the ceiling a soft HCA approaches (every byte is copied at
-# least once per side).
-if [ $TWO = 1 ]; then
-	# The emulated wire's own round trip, drivers unloaded: half of it is the one-way time no
-	# 2-VM latency figure can go below, whichever driver runs.
-	barrier ping-start 120
-	if [ "$ROXE_VM" = 1 ]; then
-		rtt=$(ping -c 200 -i 0.02 -q "$PEER_IP" 2>/dev/null | awk -F'[/ ]' '/^rtt/ { print $7 * 1000, $8 * 1000 }')
-		read -r rtt_min rtt_avg <<<"${rtt:-nan nan}"
-		echo "0,wire,ping_rtt_min,64,$rtt_min,us" >>$csv
-		echo "0,wire,ping_rtt_avg,64,$rtt_avg,us" >>$csv
-		say "ping RTT between the VMs: min $rtt_min us, avg $rtt_avg us"
-	fi
-	barrier ping-done 120
-fi
-if [ "$ROXE_VM" = 0 ] || [ $TWO = 1 ]; then
-	m=$(python3 -c "
-import time
-b = bytearray(64 << 20); c = bytearray(64 << 20)
-t = time.perf_counter(); n = 0
-while time.perf_counter() - t < 2:
-    c[:] = b; n += 1
-print(round(n * 64 / (time.perf_counter() - t), 1))")
-	echo "0,guest,memcpy,67108864,$m,MiB/s" >>$csv
-	say "guest memcpy: $m MiB/s"
+# least once per side). Cache-warm 64 KiB buffers, as a 64 KiB transfer's, and 64 MiB ones.
+if gcc -O2 -o /tmp/memcpy-bench /roxe/tools/memcpy-bench.c; then
+	for s in 65536 67108864; do row 0 guest memcpy $s "$(/tmp/memcpy-bench $s 2)" MiB/s; done
+else
+	fail "memcpy-bench build"
 fi
 pass bench-done
 finish_tests

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use libfuzzer_sys::fuzz_target;
 use roxe_proto::proto::{
     mtt::Access,
-    mtu::IbMtu,
+    mtu::{IbMtu, Pmtu},
     opcode::{check_op_sequence, ExtHeader, Opcode, OpcodeInfo, Position},
     packet::{AtomicEth, Feth, Reth},
     psn::Psn,
@@ -43,7 +43,8 @@ fuzz_target!(|data: &[u8]| {
         } else {
             u32::from(head[1]) | u32::from(head[0] >> 4) << 8
         },
-        mtu: IbMtu::from_raw(u32::from(head[2] % 5) + 1).unwrap_or(IbMtu::Mtu256),
+        // The five path MTUs, and the loopback segment.
+        mtu: IbMtu::from_raw(u32::from(head[2] % 6) + 1).map_or(Pmtu::LOCAL, Pmtu::of),
         max_dest_rd_atomic: head[3] % 20,
         min_rnr_timer: head[1] & 0x1f,
     };
@@ -348,7 +349,7 @@ impl Sim {
 
 /// READ responses cover the reply exactly: MTU-sized but the last, contiguous, consecutive
 /// PSNs, a legal opcode sequence, AETH on all but MIDDLEs.
-fn check_segments(reply: &ReadReply, mtu: IbMtu) {
+fn check_segments(reply: &ReadReply, mtu: Pmtu) {
     let mut prev = if reply.resumes {
         Some(Opcode::RC_RDMA_READ_RESPONSE_FIRST)
     } else {
