@@ -22,7 +22,7 @@ TWO=0; grep -qw 'roxe.two=1' /proc/cmdline && TWO=1
 DRIVERS="rxe siw roxe"
 IDLE_QPS=64
 if [ "$QUICK" = 1 ]; then
-	BW_SIZES="64 65536"; LAT_SIZES="2"; ITERS_BW=300; ITERS_LAT=200; BULK_SECS=2; QPS="1 4"
+	BW_SIZES="64 65536"; LAT_SIZES="2"; ITERS_BW=300; ITERS_LAT=200; BULK_SECS=4; QPS="1 4"
 else
 	BW_SIZES="64 1024 4096 65536 1048576"; LAT_SIZES="2 64 4096"; ITERS_BW=20000; ITERS_LAT=2000
 	BULK_SECS=4; QPS="1 2 4 8"
@@ -70,13 +70,20 @@ run() {
 row() { echo "$1,$2,$3,$4,${5:-nan},$6" >>$csv; say "round $1 $2 $3 $4: ${5:-failed} $6"; }
 # kept RUN-NAME: a run without a result keeps perftest's output for a look afterwards.
 kept() { cp /tmp/run.out "/out/failed-$k-$1.txt"; }
-# bw_value: MiB/s of perftest's result line (BW average) in /tmp/run.out.
-bw_value() { awk '/^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+/ { v = $4 } END { if (v != "") print v }' /tmp/run.out; }
+# bw_value [SECS]: MiB/s of perftest's result line (BW average) in /tmp/run.out; a run that
+# moved nothing has no value, and its output is kept. In duration mode (-D SECS) perftest
+# sometimes prints an average of 0.00 beside the iterations it completed in the SECS: the rate
+# is then those iterations' bytes over SECS.
+bw_value() {
+	awk -v d="${1:-0}" '/^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+/ {
+		v = $4; if (v == 0 && d > 0) v = sprintf("%.2f", $1 * $2 / d / 1048576) }
+		END { if (v != "" && v > 0) print v }' /tmp/run.out
+}
 bulk() { # bulk ROUND DRV OP: 64 KiB for BULK_SECS, with the CPU time it took
 	local r=$1 drv=$2 op=$3 cpu0 v
 	cpu0=$(busy)
 	if run "$drv" "ib_$op" 65536 -D "$BULK_SECS"; then
-		v=$(bw_value); [ -n "$v" ] || kept "$drv-$op-bulk"
+		v=$(bw_value "$BULK_SECS"); [ -n "$v" ] || kept "$drv-$op-bulk"
 		row "$r" "$drv" "$op" 65536 "$v" MiB/s
 		[ -n "$v" ] && row "$r" "$drv" "moved_$op" 65536 "$(awk -v m="$v" -v t="$BULK_SECS" 'BEGIN { print m * t / 1024 }')" GiB
 	fi
@@ -104,7 +111,8 @@ lat() { # lat ROUND DRV OP SIZE: typical and 99th percentile (perftest's t_typic
 }
 qps() { # qps ROUND DRV N: 64 KiB WRITE bandwidth over N QPs
 	run "$2" ib_write_bw 65536 -q "$3" -D "$BULK_SECS" || return 0
-	row "$1" "$2" qps_write_bw "$3" "$(bw_value)" MiB/s
+	local v; v=$(bw_value "$BULK_SECS"); [ -n "$v" ] || kept "$2-qps-$3"
+	row "$1" "$2" qps_write_bw "$3" "$v" MiB/s
 }
 idle() { # idle ROUND DRV: one QP's 64 KiB WRITEs beside IDLE_QPS connected idle QPs
 	local fifo=/tmp/idle.fifo p n=0
@@ -118,7 +126,7 @@ idle() { # idle ROUND DRV: one QP's 64 KiB WRITEs beside IDLE_QPS connected idle
 	run "$2" ib_write_bw 65536 -D "$BULK_SECS" || rc=1
 	exec 9>&-
 	wait $p
-	[ $rc = 0 ] && row "$1" "$2" idle_write_bw "$IDLE_QPS" "$(bw_value)" MiB/s
+	[ $rc = 0 ] && row "$1" "$2" idle_write_bw "$IDLE_QPS" "$(bw_value "$BULK_SECS")" MiB/s
 }
 wire() { # wire ROUND: iperf3's TCP bandwidth and ping's round trip between the VMs
 	barrier "w-$1" 120
