@@ -21,6 +21,7 @@ moved = {}                    # (setup, round, driver, op) -> GiB
 memcpy = {}                   # (setup, size) -> MiB/s
 wire = defaultdict(list)      # (setup, test) -> values over rounds
 rounds = 0
+done = defaultdict(set)       # (setup, driver) -> rounds with a perftest result
 for row in csv.DictReader(open(src)):
     if row['round'].isdigit():
         rounds = max(rounds, int(row['round']))
@@ -41,6 +42,7 @@ for row in csv.DictReader(open(src)):
         moved[(setup, row['round'], drv, test[len('moved_'):])] = v
     else:
         vals[(setup, test, size, drv)].append(v)
+        done[(setup, drv)].add(row['round'])
         units[(setup, test, size)] = row['unit']
 
 
@@ -184,6 +186,8 @@ head = [f'Made by `{os.environ.get("BENCH_COMMAND", "tools/bench.sh")}` at commi
         'for a fixed time (`-D`), latency runs of 2000 (typical; `_p99`: the 99th percentile).',
         '1vm: loopback through the device\'s own address, two vCPUs; 2vm: two VMs (one vCPU each) on',
         'QEMU\'s `dgram` netdev. siw has no atomics. Ratios: bandwidth higher is better, latency lower.',
+        'Rounds with results: ' + '; '.join(
+            f'{s}: ' + ', '.join(f'{NAMES[d]} {len(done[(s, d)])}' for d in DRIVERS) for s in setups) + '.',
         '']
 md = '\n'.join(head + lines + cpu_lines + scale + goals) + '\n'
 open(os.path.join(outdir, 'bench.md'), 'w').write(md)

@@ -32,6 +32,11 @@ fi
 # messages need the many: a run of 1000 64-byte messages lasts some 50 ms in one VM, about as
 # long as perftest's own start and stop, and its rate varies by a third from run to run.
 bw_iters() { local n=$((67108864 / $1)); [ $n -gt $ITERS_BW ] && n=$ITERS_BW; [ $n -lt 100 ] && n=100; echo $n; }
+# peer_sync NAME TIMEOUT: a barrier with the peer; once one times out (the peer is stuck, e.g. in a
+# driver's teardown), the peer is given up: the rest of the sweep is skipped, not waited for
+# barrier by barrier.
+LOST=0
+peer_sync() { [ $LOST = 0 ] && barrier "$@" && return 0; LOST=1; return 1; }
 csv=/out/bench.csv
 echo "round,driver,test,size,value,unit" >$csv
 # Where the client connects: this VM's own address (loopback) or the peer's.
@@ -49,6 +54,7 @@ run() {
 	[ "$tool" != ib_atomic_bw ] && args+=(-s "$size")
 	k=$((k + 1))
 	: >/tmp/run.out
+	[ $LOST = 0 ] || return 1
 	if [ $TWO = 0 ]; then
 		timeout 150 $tool "${args[@]}" >/dev/null 2>&1 &
 		local srv=$!
@@ -56,13 +62,13 @@ run() {
 		RUN_BUSY=$(busy)
 		wait $srv
 	elif [ "$ROXE_VM" = 0 ]; then
-		barrier "b$k" 120; timeout 180 $tool "${args[@]}" >/dev/null 2>&1; RUN_BUSY=$(busy)
-		barrier "e$k" 240
+		peer_sync "b$k" 120; timeout 180 $tool "${args[@]}" >/dev/null 2>&1; RUN_BUSY=$(busy)
+		peer_sync "e$k" 240
 	else
-		barrier "b$k" 120
+		peer_sync "b$k" 120
 		retry_client 30 timeout 150 $tool "${args[@]}" "$DEST" >/tmp/run.out 2>/dev/null
 		RUN_BUSY=$(busy)
-		barrier "e$k" 240
+		peer_sync "e$k" 240
 	fi
 	# Between two VMs only VM 1 reports; VM 0's part ends here.
 	[ $TWO = 0 ] || [ "$ROXE_VM" = 1 ]
@@ -81,6 +87,7 @@ bw_value() {
 }
 bulk() { # bulk ROUND DRV OP: 64 KiB for BULK_SECS, with the CPU time it took
 	local r=$1 drv=$2 op=$3 cpu0 v
+	[ $LOST = 0 ] || return 0
 	cpu0=$(busy)
 	if run "$drv" "ib_$op" 65536 -D "$BULK_SECS"; then
 		v=$(bw_value "$BULK_SECS"); [ -n "$v" ] || kept "$drv-$op-bulk"
@@ -129,14 +136,14 @@ idle() { # idle ROUND DRV: one QP's 64 KiB WRITEs beside IDLE_QPS connected idle
 	[ $rc = 0 ] && row "$1" "$2" idle_write_bw "$IDLE_QPS" "$(bw_value "$BULK_SECS")" MiB/s
 }
 wire() { # wire ROUND: iperf3's TCP bandwidth and ping's round trip between the VMs
-	barrier "w-$1" 120
+	peer_sync "w-$1" 120
 	if [ "$ROXE_VM" = 0 ]; then
 		timeout 60 iperf3 -s -1 >/dev/null 2>&1 &
 		local p=$!
-		barrier "ws-$1" 120; wait $p; barrier "we-$1" 120
+		peer_sync "ws-$1" 120; wait $p; peer_sync "we-$1" 120
 		return
 	fi
-	barrier "ws-$1" 120
+	peer_sync "ws-$1" 120
 	local t
 	t=$(retry_client 20 timeout 40 iperf3 -c "$PEER_IP" -t "$BULK_SECS" -J 2>/dev/null |
 		python3 -c "import json, sys; print(round(json.load(sys.stdin)['end']['sum_received']['bits_per_second'] / 8 / 2**20, 2))" 2>/dev/null)
@@ -146,13 +153,15 @@ wire() { # wire ROUND: iperf3's TCP bandwidth and ping's round trip between the 
 	read -r rtt_min rtt_avg <<<"${rtt:-nan nan}"
 	row "$1" wire ping_rtt_min 64 "$rtt_min" us
 	row "$1" wire ping_rtt_avg 64 "$rtt_avg" us
-	barrier "we-$1" 120
+	peer_sync "we-$1" 120
 }
 for r in $(seq 1 "$ROUNDS"); do
+	[ $LOST = 1 ] && { fail "rounds $r-$ROUNDS skipped: the peer VM stopped answering"; break; }
 	[ $TWO = 1 ] && wire "$r"
 	for drv in $DRIVERS; do
+		[ $LOST = 1 ] && break
 		step "load-$drv-$r" load_driver $drv || { unload_driver $drv; continue; }
-		[ $TWO = 1 ] && barrier "up-$drv-$r" 120
+		[ $TWO = 1 ] && peer_sync "up-$drv-$r" 120
 		for op in write_bw read_bw send_bw; do
 			for s in $BW_SIZES; do
 				if [ "$s" = 65536 ]; then bulk $r $drv $op; else small $r $drv $op $s; fi
@@ -163,7 +172,7 @@ for r in $(seq 1 "$ROUNDS"); do
 		for op in write_lat send_lat read_lat; do for s in $LAT_SIZES; do lat $r $drv $op $s; done; done
 		for n in $QPS; do qps $r $drv $n; done
 		[ $drv != siw ] && idle $r $drv
-		[ $TWO = 1 ] && barrier "down-$drv-$r" 300
+		[ $TWO = 1 ] && peer_sync "down-$drv-$r" 300
 		unload_driver $drv
 	done
 done
