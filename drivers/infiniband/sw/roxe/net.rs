@@ -19,7 +19,7 @@ use crate::compat::errno;
 use crate::rdma::{
     ah::{AddressVector, Network},
     bh,
-    copy::copy,
+    copy::{copy, zero},
     device::Device,
     netdev::NetDevice,
     skb::{crc32_le, SkBuff, TxSkBuff, MAX_BATCH},
@@ -273,6 +273,21 @@ fn drain_claimed(dev: &Device<Roxe>, mut budget: u32) -> u32 {
     // found the flag still set would sit in the queue until the next loopback packet.
     let _ = data.loopback_draining.xchg(false, Full);
     budget
+}
+
+/// Zeroes `packet` (BTH to ICRC, in a reused buffer) everywhere but its `payload_len` payload
+/// bytes, which `pad` pad bytes and the ICRC follow: as in a fresh socket buffer, no byte of an
+/// earlier packet survives in the headers, the pad or the ICRC. The payload is the caller's to
+/// overwrite whole; a packet whose copy fails is not delivered.
+pub(crate) fn clear_around_payload(packet: &mut [u8], payload_len: usize, pad: u8) {
+    let trailer = usize::from(pad) + ICRC_LEN;
+    let head = packet.len().saturating_sub(payload_len + trailer);
+    let (headers, rest) = packet.split_at_mut(head);
+    zero(headers);
+    match rest.get_mut(payload_len..) {
+        Some(tail) => zero(tail),
+        None => zero(rest),
+    }
 }
 
 /// Delivers a packet the requester built in its local buffer (`roce`: BTH to ICRC) for the

@@ -86,13 +86,18 @@ pub(crate) struct PathInfo {
     pub(crate) av: Option<AddressVector>,
 }
 
+/// Whether a path leads to this device's own GID (its destination is its source), where no
+/// packet leaves memory.
+fn local_path(av: &AddressVector) -> bool {
+    av.dgid == av.sgid
+}
+
 impl QpStateData {
     /// The segment a connected QP cuts its messages into and checks its peer's by: the path
-    /// MTU, or [`Pmtu::LOCAL`] when the path leads to this device's own GID, where no packet
-    /// leaves memory. Both ends of a loopback connection see their path so, so requester,
-    /// responder and completer of both agree.
+    /// MTU, or [`Pmtu::LOCAL`] on a [`local_path`]. Both ends of a loopback connection see
+    /// their path so, so requester, responder and completer of both agree.
     pub(crate) fn segment(&self) -> Pmtu {
-        if self.av.is_some_and(|av| av.dgid == av.sgid) {
+        if self.av.as_ref().is_some_and(local_path) {
             return Pmtu::LOCAL;
         }
         Pmtu::of(IbMtu::from_raw(self.attr.path_mtu).unwrap_or(IbMtu::Mtu256))
@@ -576,7 +581,7 @@ pub(crate) fn modify(
     let mut local_buf = match attr.av {
         Some(av)
             if amask.contains(AttrMask::AV)
-                && av.dgid == av.sgid
+                && local_path(&av)
                 && matches!(this.qp_type, QpType::Rc | QpType::Uc) =>
         {
             KVec::from_elem(0u8, LOCAL_PACKET_MAX, GFP_KERNEL)?

@@ -9,7 +9,6 @@
 #![deny(unsafe_code)]
 
 use crate::rdma::{
-    copy::zero,
     device::{now_ms, Device},
     netdev::NetDevice,
     pool::PoolRef,
@@ -23,7 +22,6 @@ use crate::{
     mr::RoxeMr,
     net, odp,
     proto::{
-        icrc::ICRC_LEN,
         mtu::Pmtu,
         opcode::Opcode,
         packet::{pad_count_for, Aeth, Packet},
@@ -118,15 +116,8 @@ fn deliver_reply(dev: &Device<Roxe>, r: &LocalReply, buf: &mut [u8]) -> u32 {
         else {
             break;
         };
-        // The buffer holds the last response: headers, pad and ICRC start from zero as in a
-        // fresh socket buffer; the payload is overwritten whole by `fill` (or not delivered).
-        let trailer = usize::from(pad_count_for(len)) + ICRC_LEN;
-        let head = bytes.len().saturating_sub(len + trailer);
-        let (headers, rest) = bytes.split_at_mut(head);
-        zero(headers);
-        if let Some(tail) = rest.get_mut(len..) {
-            zero(tail);
-        }
+        // The buffer holds the last response; `fill` overwrites the payload whole.
+        net::clear_around_payload(bytes, len, pad_count_for(len));
         let aeth = if seg.has_aeth { Some(r.ack) } else { None };
         let at = r.reply.va.wrapping_add(u64::from(seg.offset));
         // Pinned memory: a failed read is a range the key check let through, which cannot

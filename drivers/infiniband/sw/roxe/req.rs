@@ -17,7 +17,7 @@
 use crate::rdma::{
     ah::AddressVector,
     bh,
-    copy::{copy, zero},
+    copy::copy,
     device::{now_ms, Device},
     netdev::NetDevice,
     skb::TxSkBuff,
@@ -30,7 +30,6 @@ use crate::{
     proto::{
         comp::completes_without_ack,
         cqe::WcStatus,
-        icrc::ICRC_LEN,
         mtt::Access,
         packet::Packet,
         qp_state::{QpState, QpType},
@@ -145,19 +144,8 @@ fn build(
                 .map_err(|_| WcStatus::LocQpOpErr)?;
         }
         let data = buf.get_mut(..len).ok_or(WcStatus::LocQpOpErr)?;
-        // As in a fresh socket buffer, no byte of an earlier packet survives in the headers,
-        // the pad or the ICRC. The payload between them is not zeroed: `fill` overwrites it
-        // whole, and a packet whose copy fails is not sent.
-        let payload = d.payload_len as usize;
-        let trailer = usize::from(d.pad) + ICRC_LEN;
-        let head = len.saturating_sub(payload + trailer);
-        let (headers, rest) = data.split_at_mut(head);
-        zero(headers);
-        if let Some(tail) = rest.get_mut(payload..) {
-            zero(tail);
-        } else {
-            zero(rest);
-        }
+        // `fill` overwrites the payload whole.
+        net::clear_around_payload(data, d.payload_len as usize, d.pad);
         fill(dev, qp, entry, d, data)?;
         return Ok(Built::Local(buf, len));
     }
@@ -166,7 +154,8 @@ fn build(
     Ok(Built::Skb(skb))
 }
 
-/// Writes the packet `d` plans for `entry` into `data` (zeroed, `d.packet_len()` bytes).
+/// Writes the packet `d` plans for `entry` into `data` (`d.packet_len()` bytes, zeroed but for
+/// the payload).
 fn fill(
     dev: &Device<Roxe>,
     qp: &RoxeQp,

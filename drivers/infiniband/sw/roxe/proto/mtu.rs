@@ -115,12 +115,6 @@ impl Pmtu {
     }
 }
 
-impl From<IbMtu> for Pmtu {
-    fn from(mtu: IbMtu) -> Pmtu {
-        Pmtu::of(mtu)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
