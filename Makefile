@@ -98,7 +98,8 @@ soak: deps
 	$(Q)/test-all.sh --list qemu/tests/soak.list
 
 # The checks make test runs on Debian's kernel only, on the debug kernel too: hostile-producer,
-# kverbs-check, netns and sq-order (qemu/tests/probes.list).
+# kverbs-check, remote-probe, user-sizes, peer-check, atomic-write, netns and sq-order
+# (qemu/tests/probes.list).
 probes: deps
 	$(Q)/test-all.sh --list qemu/tests/probes.list
 
