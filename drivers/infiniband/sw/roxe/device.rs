@@ -25,7 +25,11 @@ use crate::{
     mw::MwHandle,
     mw::RoxeMw,
     net::{RoceSockets, RxPath},
-    proto::{mtu::Pmtu, packet::Aeth, resp::ReadReply},
+    proto::{
+        mtu::Pmtu,
+        packet::Aeth,
+        resp::{ReadReply, RespHeader},
+    },
     qp::RoxeQp,
     source::Source,
     srq::RoxeSrq,
@@ -78,12 +82,12 @@ pub(crate) struct RoxeDevice {
     pub(crate) loopback_draining: AtomicFlag,
     /// Where received packets go past the network layer (`net::RxPath`).
     pub(crate) rx: RxPath,
-    /// An RDMA READ reply to a requester on this device, which the drainer that delivered the
-    /// READ builds and delivers next (`read_reply::deliver_local_reply`). Only the holder of the
-    /// drainer claim (`loopback_draining`) fills or empties it, and it is empty whenever the
-    /// claim is free; the lock is a leaf, taken under a QP's `resp_state`.
+    /// A response to a requester on this device, which the drainer that delivered the request
+    /// builds and delivers next (`resp::deliver_local_responses`). Only the holder of the drainer claim
+    /// (`loopback_draining`) fills or empties it, and it is empty whenever the claim is free;
+    /// the lock is a leaf, taken under a QP's `resp_state`.
     #[pin]
-    pub(crate) local_reply: SpinLockIrq<Option<LocalReply>>,
+    pub(crate) local_response: SpinLockIrq<Option<LocalResponse>>,
     /// The buffer the drainer builds a [`LocalReply`]'s responses in, one at a time: allocated
     /// by the first one and kept, so that a READ's reply allocates and zeroes nothing. Only the
     /// holder of the drainer claim takes it out (and puts it back); a leaf lock.
@@ -139,6 +143,28 @@ impl HeldAcks {
             timer_armed: false,
         }
     }
+}
+
+/// A response the loopback drainer delivers right after the request that asked for it, without
+/// a socket buffer (the device's `local_response` slot).
+pub(crate) enum LocalResponse {
+    /// An ACKNOWLEDGE, ATOMIC ACKNOWLEDGE or READ response without payload.
+    Ack(LocalAck),
+    /// The first burst of an RDMA READ reply.
+    Read(LocalReply),
+}
+
+/// A headers-only response (ACKNOWLEDGE, ATOMIC ACKNOWLEDGE, a READ response without payload)
+/// to a requester on this device, left for the loopback drainer that delivered the request
+/// ([`LocalResponse`], `response::deliver_local_ack`): built on the drainer's stack and handed to the completer,
+/// where the packet path allocates a socket buffer, adds IP and UDP headers, queues, parses and
+/// frees it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LocalAck {
+    pub(crate) hdr: RespHeader,
+    pub(crate) dest_qpn: u32,
+    /// The response's addresses, as the completer sees them (`response::local_source`).
+    pub(crate) src: Source,
 }
 
 /// An RDMA READ reply (its first [`crate::proto::resp::READ_REPLY_BURST`] responses) to a requester on this device,

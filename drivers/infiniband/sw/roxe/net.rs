@@ -44,9 +44,9 @@ use kernel::{
 pub(crate) struct RxPath {
     /// Hands a packet to the QP it is addressed to (`recv::dispatch`).
     pub(crate) dispatch: fn(&Device<Roxe>, &Packet<&[u8]>, &Source),
-    /// Delivers the READ reply a loopback delivery left for the drainer, if any; returns how
-    /// many responses it delivered (`read_reply::deliver_local_reply`).
-    pub(crate) local_reply: fn(&Device<Roxe>) -> u32,
+    /// Delivers the response a loopback delivery left for the drainer, if any; returns how
+    /// many responses it delivered (`resp::deliver_local_responses`).
+    pub(crate) local_responses: fn(&Device<Roxe>) -> u32,
 }
 
 /// The RoCEv2 UDP destination port (IBA A17.2.1, assigned by IANA).
@@ -264,8 +264,8 @@ fn drain_claimed(dev: &Device<Roxe>, mut budget: u32) -> u32 {
             };
             // Our own packets: nothing can have corrupted them, and they carry no ICRC.
             receive(skb, false);
-            // An RDMA READ it asked for is answered before the next packet (the queue's order).
-            budget = budget.saturating_sub(1 + (data.rx.local_reply)(dev));
+            // A response it asked for is delivered before the next packet (the queue's order).
+            budget = budget.saturating_sub(1 + (data.rx.local_responses)(dev));
         }
     }
     // A full barrier, not a release store: the caller's emptiness check that follows must not
@@ -323,7 +323,7 @@ pub(crate) fn deliver_local(dev: &Device<Roxe>, av: &AddressVector, sport: u16, 
             Err(_) => count_drop(RxDrop::BadHeaders),
         }
     }
-    let delivered = (data.rx.local_reply)(dev);
+    let delivered = (data.rx.local_responses)(dev);
     // The responses this delivery queued (and whatever other CPUs queued meanwhile).
     let budget = drain_claimed(dev, LOOPBACK_BUDGET.saturating_sub(delivered));
     drain_loopback(dev, budget);

@@ -164,7 +164,12 @@ pub(crate) fn redeliver_after(
         Job::Stage(StageJob::Redeliver {
             qpn,
             bytes,
-            src: *src,
+            // The process work that hands it over again holds no drainer claim: its responses
+            // leave as packets, never through the slot only a drainer empties.
+            src: Source {
+                local: false,
+                ..*src
+            },
         }),
     )
 }

@@ -26,11 +26,10 @@ use crate::{
         opcode::Opcode,
         packet::{pad_count_for, Aeth, Packet},
         qp_state::{QpState, QpType},
-        resp::{ack_syndrome, check_rkey, ReadReply, READ_REPLY_BURST},
+        resp::{ack_syndrome, check_rkey, ReadReply, RespHeader, READ_REPLY_BURST},
     },
     qp::{PathInfo, RoxeQp},
-    response::{response, response_len, write_response, RespHeader},
-    source::Source,
+    response::{local_source, response, response_len, write_response},
 };
 use kernel::prelude::*;
 
@@ -43,11 +42,9 @@ pub(crate) struct ReplyPath<'a> {
     pub(crate) ack: Aeth,
 }
 
-/// The reply to a READ as a [`LocalReply`], if the drainer can deliver it: the READ came
-/// through the loopback drainer (`local`), the responder's path leads back to this device,
-/// the memory is pinned user memory, and nothing waits in the loopback queue that the reply
-/// would overtake (responses leave in the order they are sent). Otherwise gives `mr` back for
-/// [`read_responses`].
+/// The reply to a READ as a [`LocalReply`], if the drainer can deliver it: it can deliver a
+/// response there (`response::local_source`), and the memory is pinned user memory. Otherwise
+/// gives `mr` back for [`read_responses`].
 pub(crate) fn local_reply(
     dev: &Device<Roxe>,
     to: ReplyPath<'_>,
@@ -55,22 +52,16 @@ pub(crate) fn local_reply(
     reply: &ReadReply,
     local: bool,
 ) -> Result<LocalReply, Option<PoolRef<RoxeMr>>> {
-    let (Some(av), Some(m)) = (to.path.av, mr.as_ref()) else {
+    let Some(m) = mr.as_ref() else {
         return Err(mr);
     };
-    if !local || av.dgid != av.sgid || !m.is_pinned_user() {
+    if !m.is_pinned_user() {
         return Err(mr);
     }
-    if !dev.data().loopback.is_empty() || dev.data().local_reply.lock().is_some() {
+    let Some(src) = local_source(dev, to.path, local) else {
         return Err(mr);
-    }
+    };
     let Some(mr) = mr else { return Err(None) };
-    let src = Source {
-        sgid: av.sgid,
-        dgid: av.dgid,
-        network: av.network,
-        local: true,
-    };
     Ok(LocalReply {
         mr,
         reply: *reply,
@@ -81,16 +72,13 @@ pub(crate) fn local_reply(
     })
 }
 
-/// Builds and delivers the [`LocalReply`] the last delivery left, if any; returns how many
+/// Builds and delivers `r`, the [`LocalReply`] the last delivery left; returns how many
 /// responses it delivered. Context: the loopback drainer, holding the drainer claim, bottom
-/// halves off (`net::deliver_local`, `net::drain_claimed`), right after the delivery of the
-/// READ. What the completer sends meanwhile (the next READ request) joins the loopback queue,
-/// since the claim is taken.
-pub(crate) fn deliver_local_reply(dev: &Device<Roxe>) -> u32 {
+/// halves off (`resp::deliver_local_responses`), right after the delivery of the READ. What the
+/// completer sends meanwhile (the next READ request) joins the loopback queue, since the claim
+/// is taken.
+pub(crate) fn deliver_local_reply(dev: &Device<Roxe>, r: &LocalReply) -> u32 {
     let data = dev.data();
-    let Some(r) = data.local_reply.lock().take() else {
-        return 0;
-    };
     let Some(room) = response_len(Opcode::RC_RDMA_READ_RESPONSE_LAST, r.mtu.bytes() as usize)
     else {
         return 0;
@@ -101,7 +89,7 @@ pub(crate) fn deliver_local_reply(dev: &Device<Roxe>) -> u32 {
         // Lost if there is no memory, as on a wire: the requester asks again.
         return 0;
     }
-    let delivered = deliver_reply(dev, &r, &mut buf);
+    let delivered = deliver_reply(dev, r, &mut buf);
     *data.local_reply_buf.lock() = buf;
     delivered
 }

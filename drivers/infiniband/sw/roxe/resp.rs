@@ -24,7 +24,7 @@ use crate::rdma::{
 };
 use crate::{
     counters::Counter,
-    device::LocalReply,
+    device::{LocalAck, LocalResponse},
     hca::Roxe,
     mem::{remote_target, SgeList},
     mr::MemError,
@@ -40,7 +40,8 @@ use crate::{
         resp::{
             ack_syndrome, check_length, check_op_allowed, check_opcode, check_psn, check_resource,
             check_rkey, commit, handle_duplicate, PageFaultAction, Placement, PsnVerdict,
-            RecvWqeFate, Request, RespConfig, RespError, Response, READ_REPLY_BURST, UD_GRH_LEN,
+            RecvWqeFate, Request, RespConfig, RespError, RespHeader, Response, READ_REPLY_BURST,
+            UD_GRH_LEN,
         },
         wqe::{recv_layout, RecvWqe},
     },
@@ -48,7 +49,7 @@ use crate::{
     read_reply::{self, send_read_burst, ReplyPath},
     req,
     resp_state::{RecvEntry, RespState},
-    response::{ack_packet, response, RespHeader},
+    response::{ack_packet, deliver_local_ack, local_source, response},
     source::Source,
 };
 use kernel::{prelude::*, sync::aref::ARef};
@@ -70,8 +71,8 @@ struct Effects {
     bad_recv: Option<u64>,
     /// The request came from this device, through the loopback drainer (`Source::local`).
     local: bool,
-    /// An RDMA READ reply that the loopback drainer delivers (see [`LocalReply`]).
-    local_reply: Option<LocalReply>,
+    /// A response that the loopback drainer delivers (see [`LocalResponse`]).
+    local_response: Option<LocalResponse>,
     /// A burst of the READ reply is due ([`send_read_burst`]), read through this MR when the
     /// request's key was looked up already (a new READ).
     read_burst: Option<Option<PoolRef<RoxeMr>>>,
@@ -89,7 +90,7 @@ impl Effects {
             access_event: false,
             bad_recv: None,
             local,
-            local_reply: None,
+            local_response: None,
             read_burst: None,
         }
     }
@@ -243,9 +244,9 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src:
             fx.error = true;
         }
     }
-    if let Some(r) = fx.local_reply {
-        // `local_reply` found the slot empty, and only this drainer fills it.
-        let mut slot = dev.data().local_reply.lock();
+    if let Some(r) = fx.local_response {
+        // `response::local_source` found the slot empty, and only this drainer fills it.
+        let mut slot = dev.data().local_response.lock();
         if slot.is_none() {
             *slot = Some(r);
         }
@@ -578,7 +579,7 @@ fn execute(
 
 /// Queues the responses of `r`. A READ's reply is only started here: its first burst goes out
 /// after the responder's lock ([`send_read_burst`]), or from the loopback drainer
-/// ([`LocalReply`]); it reads through `mr`, the MR the request's key named.
+/// (`device::LocalReply`); it reads through `mr`, the MR the request's key named.
 fn respond(
     cx: &Ctx<'_>,
     rs: &mut RespState,
@@ -592,20 +593,27 @@ fn respond(
         Response::None => {}
         // Kept apart from the other responses: it may be held (`send_responses`).
         Response::Ack { psn } => {
-            fx.ack = ack_packet(&fx.netdev, path, psn, ack).map(|skb| (psn, skb))
+            let hdr = RespHeader::new(Opcode::RC_ACKNOWLEDGE, psn, Some(ack));
+            if !leave_local_ack(cx, fx, hdr) {
+                fx.ack = ack_packet(&fx.netdev, path, psn, ack).map(|skb| (psn, skb));
+            }
         }
         Response::AtomicAck { psn, original } => {
             let hdr = RespHeader {
                 orig: Some(original),
                 ..RespHeader::new(Opcode::RC_ATOMIC_ACKNOWLEDGE, psn, Some(ack))
             };
-            let skb = response(&fx.netdev, path, hdr, 0, |_| true);
-            push(fx, skb);
+            if !leave_local_ack(cx, fx, hdr) {
+                let skb = response(&fx.netdev, path, hdr, 0, |_| true);
+                push(fx, skb);
+            }
         }
         Response::EmptyRead { psn } => {
             let hdr = RespHeader::new(Opcode::RC_RDMA_READ_RESPONSE_ONLY, psn, Some(ack));
-            let skb = response(&fx.netdev, path, hdr, 0, |_| true);
-            push(fx, skb);
+            if !leave_local_ack(cx, fx, hdr) {
+                let skb = response(&fx.netdev, path, hdr, 0, |_| true);
+                push(fx, skb);
+            }
         }
         Response::Read(reply) => {
             let to = ReplyPath {
@@ -614,13 +622,13 @@ fn respond(
                 ack,
             };
             // One local reply per delivery: the drainer builds it right after.
-            let local = match fx.local_reply {
+            let local = match fx.local_response {
                 None => read_reply::local_reply(dev, to, mr, &reply, fx.local),
                 Some(_) => Err(mr),
             };
             match local {
                 Ok(r) => {
-                    fx.local_reply = Some(r);
+                    fx.local_response = Some(LocalResponse::Read(r));
                     // The drainer delivers the first burst; the tick sends the rest.
                     if let Some(rest) = reply.rest_after(cfg.mtu, READ_REPLY_BURST) {
                         rs.read.start_later(rest, now_ms());
@@ -632,6 +640,37 @@ fn respond(
                 }
             }
         }
+    }
+}
+
+/// Leaves the headers-only response `hdr` for the loopback drainer to deliver right after this
+/// request ([`LocalAck`]) when it can (`response::local_source`); returns whether it did.
+fn leave_local_ack(cx: &Ctx<'_>, fx: &mut Effects, hdr: RespHeader) -> bool {
+    if fx.local_response.is_some() {
+        return false;
+    }
+    let Some(src) = local_source(cx.dev, cx.path, fx.local) else {
+        return false;
+    };
+    fx.local_response = Some(LocalResponse::Ack(LocalAck {
+        hdr,
+        dest_qpn: cx.path.dest_qpn,
+        src,
+    }));
+    true
+}
+
+/// Delivers the response the last loopback delivery left for the drainer, if any
+/// ([`LocalResponse`]); returns how many responses it delivered. Context: the loopback drainer,
+/// holding the drainer claim, bottom halves off (`net::deliver_local`, `net::drain_claimed`),
+/// right after the delivery of the request.
+pub(crate) fn deliver_local_responses(dev: &Device<Roxe>) -> u32 {
+    let Some(r) = dev.data().local_response.lock().take() else {
+        return 0;
+    };
+    match &r {
+        LocalResponse::Ack(a) => deliver_local_ack(dev, a),
+        LocalResponse::Read(reply) => read_reply::deliver_local_reply(dev, reply),
     }
 }
 

@@ -2,42 +2,25 @@
 
 //! Response packets of the responder: ACKNOWLEDGE (ACK and NAK), ATOMIC ACKNOWLEDGE and RDMA READ
 //! RESPONSE, built into a socket buffer or into a buffer of the caller's (IBA 9.7.5.1,
-//! 9.7.5.2.9, 9.7.5.2.12).
+//! 9.7.5.2.9, 9.7.5.2.12), and the headers-only ones the loopback drainer delivers from its
+//! stack (`device::LocalAck`).
 
 #![deny(unsafe_code)]
 
-use crate::rdma::{netdev::NetDevice, skb::TxSkBuff};
+use crate::rdma::{device::Device, netdev::NetDevice, skb::TxSkBuff};
 use crate::{
+    device::LocalAck,
+    hca::Roxe,
     net,
     proto::{
         opcode::Opcode,
         packet::{pad_count_for, Aeth, AtomicAckEth, Packet},
         psn::Psn,
+        resp::RespHeader,
     },
     qp::PathInfo,
+    source::Source,
 };
-
-/// The header fields of a response that vary: its opcode, BTH PSN, AETH (responses without one:
-/// the middle READ responses) and the original value an ATOMIC ACKNOWLEDGE returns.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct RespHeader {
-    pub(crate) opcode: Opcode,
-    pub(crate) psn: Psn,
-    pub(crate) aeth: Option<Aeth>,
-    pub(crate) orig: Option<u64>,
-}
-
-impl RespHeader {
-    /// A response of `opcode` with `psn` and `aeth`, no atomic value.
-    pub(crate) const fn new(opcode: Opcode, psn: Psn, aeth: Option<Aeth>) -> Self {
-        RespHeader {
-            opcode,
-            psn,
-            aeth,
-            orig: None,
-        }
-    }
-}
 
 /// Builds a response packet to the requester `path` leads to, its `payload_len` bytes of
 /// payload written by `fill` (which says whether it could).
@@ -96,4 +79,51 @@ pub(crate) fn ack_packet(
 ) -> Option<TxSkBuff> {
     let hdr = RespHeader::new(Opcode::RC_ACKNOWLEDGE, psn, Some(aeth));
     response(netdev, path, hdr, 0, |_| true)
+}
+
+/// Where a response to a request the loopback drainer delivered goes when the drainer may hand
+/// it to the completer itself, right after the request: the request came through the drainer
+/// (`local`), the responder's path leads back to this device, nothing waits in the loopback
+/// queue that the response would overtake (responses leave in the order they are sent), and no
+/// other response of this delivery waits for the drainer. `None`: it leaves as a packet.
+pub(crate) fn local_source(dev: &Device<Roxe>, path: &PathInfo, local: bool) -> Option<Source> {
+    let av = path.av?;
+    if !local || av.dgid != av.sgid {
+        return None;
+    }
+    let data = dev.data();
+    if !data.loopback.is_empty() || data.local_response.lock().is_some() {
+        return None;
+    }
+    Some(Source {
+        sgid: av.sgid,
+        dgid: av.dgid,
+        network: av.network,
+        local: true,
+    })
+}
+
+/// The longest headers-only response: an ATOMIC ACKNOWLEDGE (BTH, AETH, AtomicAckETH, ICRC).
+const LOCAL_ACK_MAX: usize = 28;
+
+/// Builds `ack` ([`LocalAck`]) and hands it to the completer; returns how many responses it delivered (0 or
+/// 1). Context: the loopback drainer, holding the drainer claim, bottom halves off, right after
+/// the delivery of the request.
+pub(crate) fn deliver_local_ack(dev: &Device<Roxe>, ack: &LocalAck) -> u32 {
+    let mut buf = [0u8; LOCAL_ACK_MAX];
+    let Some(bytes) = response_len(ack.hdr.opcode, 0).and_then(|n| buf.get_mut(..n)) else {
+        return 0;
+    };
+    if write_response(bytes, ack.dest_qpn, ack.hdr, 0, |_| true).is_none() {
+        return 0;
+    }
+    let Ok(pkt) = Packet::new_checked(&bytes[..]) else {
+        return 0;
+    };
+    let data = dev.data();
+    let ip_len = net::ip_bytes(ack.src.network, bytes.len());
+    data.counters.sent(1, ip_len);
+    data.counters.received(ip_len);
+    (data.rx.dispatch)(dev, &pkt, &ack.src);
+    1
 }

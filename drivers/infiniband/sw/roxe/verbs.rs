@@ -488,9 +488,9 @@ impl Link for Roxe {
                 loopback_draining: AtomicFlag::new(false),
                 rx: crate::net::RxPath {
                     dispatch: crate::recv::dispatch,
-                    local_reply: crate::read_reply::deliver_local_reply,
+                    local_responses: crate::resp::deliver_local_responses,
                 },
-                local_reply <- crate::compat::sync::new_spinlock_irq!(None, "roxe_local_reply"),
+                local_response <- crate::compat::sync::new_spinlock_irq!(None, "roxe_local_response"),
                 local_reply_buf <- crate::compat::sync::new_spinlock_irq!(
                     KVec::new(),
                     "roxe_local_reply_buf"

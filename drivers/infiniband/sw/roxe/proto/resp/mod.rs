@@ -54,6 +54,28 @@ use super::psn::Psn;
 use super::qp_state::{qp_access, QpType};
 use core::cmp::Ordering;
 
+/// The header fields of a response that vary: its opcode, BTH PSN, AETH (responses without one:
+/// the middle READ responses) and the original value an ATOMIC ACKNOWLEDGE returns.
+#[derive(Clone, Copy, Debug)]
+pub struct RespHeader {
+    pub opcode: Opcode,
+    pub psn: Psn,
+    pub aeth: Option<Aeth>,
+    pub orig: Option<u64>,
+}
+
+impl RespHeader {
+    /// A response of `opcode` with `psn` and `aeth`, no atomic value.
+    pub const fn new(opcode: Opcode, psn: Psn, aeth: Option<Aeth>) -> Self {
+        RespHeader {
+            opcode,
+            psn,
+            aeth,
+            orig: None,
+        }
+    }
+}
+
 /// Bytes a UD (and GSI) receive buffer reserves for the GRH ahead of the payload: the verbs
 /// place the 40-byte IPv6 header, or an IPv4 header padded to the same size, first (rxe:
 /// `sizeof(union rdma_network_hdr)`). The receive completion's byte count includes them.
