@@ -83,9 +83,9 @@ pub(crate) struct RoxeDevice {
     /// Where received packets go past the network layer (`net::RxPath`).
     pub(crate) rx: RxPath,
     /// A response to a requester on this device, which the drainer that delivered the request
-    /// builds and delivers next (`resp::deliver_local_responses`). Only the holder of the drainer claim
-    /// (`loopback_draining`) fills or empties it, and it is empty whenever the claim is free;
-    /// the lock is a leaf, taken under a QP's `resp_state`.
+    /// builds and delivers next (`resp::deliver_local_responses`). Only the holder of the
+    /// drainer claim (`loopback_draining`) fills or empties it, and it is empty whenever the
+    /// claim is free; the lock is a leaf, taken under a QP's `resp_state`.
     #[pin]
     pub(crate) local_response: SpinLockIrq<Option<LocalResponse>>,
     /// The buffer the drainer builds a [`LocalReply`]'s responses in, one at a time: allocated
@@ -156,9 +156,9 @@ pub(crate) enum LocalResponse {
 
 /// A headers-only response (ACKNOWLEDGE, ATOMIC ACKNOWLEDGE, a READ response without payload)
 /// to a requester on this device, left for the loopback drainer that delivered the request
-/// ([`LocalResponse`], `response::deliver_local_ack`): built on the drainer's stack and handed to the completer,
-/// where the packet path allocates a socket buffer, adds IP and UDP headers, queues, parses and
-/// frees it.
+/// ([`LocalResponse`]): built on the drainer's stack and handed to the completer
+/// (`response::deliver_local_ack`), where the packet path allocates a socket buffer, adds IP
+/// and UDP headers, queues, parses and frees it.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct LocalAck {
     pub(crate) hdr: RespHeader,
@@ -167,11 +167,12 @@ pub(crate) struct LocalAck {
     pub(crate) src: Source,
 }
 
-/// An RDMA READ reply (its first [`crate::proto::resp::READ_REPLY_BURST`] responses) to a requester on this device,
-/// left for the loopback drainer that delivered the READ: it builds the responses one at a time
-/// into one buffer as it hands them to the completer (`read_reply::deliver_local_reply`), where the wire
-/// path builds a socket buffer per response and the drainer would queue, parse and free each.
-/// The data is read as the responses are built, as a NIC reads it while it sends.
+/// An RDMA READ reply (its first [`crate::proto::resp::READ_REPLY_BURST`] responses) to a
+/// requester on this device, left for the loopback drainer that delivered the READ: it builds
+/// the responses one at a time into one buffer as it hands them to the completer
+/// (`read_reply::deliver_local_reply`), where the wire path builds a socket buffer per response
+/// and the drainer would queue, parse and free each. The data is read as the responses are
+/// built, as a NIC reads it while it sends.
 pub(crate) struct LocalReply {
     /// Pinned user memory: its pages stay while this reference does.
     pub(crate) mr: PoolRef<RoxeMr>,

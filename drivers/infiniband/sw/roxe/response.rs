@@ -106,9 +106,9 @@ pub(crate) fn local_source(dev: &Device<Roxe>, path: &PathInfo, local: bool) -> 
 /// The longest headers-only response: an ATOMIC ACKNOWLEDGE (BTH, AETH, AtomicAckETH, ICRC).
 const LOCAL_ACK_MAX: usize = 28;
 
-/// Builds `ack` ([`LocalAck`]) and hands it to the completer; returns how many responses it delivered (0 or
-/// 1). Context: the loopback drainer, holding the drainer claim, bottom halves off, right after
-/// the delivery of the request.
+/// Builds `ack` ([`LocalAck`]) and hands it to the completer; returns how many responses it
+/// delivered (0 or 1). Context: the loopback drainer, holding the drainer claim, bottom halves
+/// off, right after the delivery of the request.
 pub(crate) fn deliver_local_ack(dev: &Device<Roxe>, ack: &LocalAck) -> u32 {
     let mut buf = [0u8; LOCAL_ACK_MAX];
     let Some(bytes) = response_len(ack.hdr.opcode, 0).and_then(|n| buf.get_mut(..n)) else {
