@@ -180,7 +180,8 @@ try:
 except OSError:
     commit = '?'
 head = [f'Made by `{os.environ.get("BENCH_COMMAND", "tools/bench.sh")}` at commit {commit or "?"}: Debian\'s stock',
-        f'kernel under QEMU TCG, rdma_rxe, siw and roxe in turn in one boot per setup, {rounds} round(s),',
+        'kernel under QEMU TCG, rdma_rxe, siw and roxe in turn (1vm: one boot; 2vm: a boot per round and',
+        f'driver), {rounds} round(s),',
         'medians. perftest through rdma_cm (`-R`, as siw requires), RC, MTU 1024 from the 1500-byte netdev,',
         '`-F`; bandwidth runs of 20000 messages or 64 MiB, whichever is less (at least 100), 64 KiB runs',
         'for a fixed time (`-D`), latency runs of 2000 (typical; `_p99`: the 99th percentile).',

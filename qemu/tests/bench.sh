@@ -4,7 +4,10 @@
 # the same emulated CPU. Loopback through the device's own address (one VM) or, with --two-vm,
 # VM 0 serving and VM 1 measuring. Every run connects through rdma_cm (perftest -R): siw, an
 # iWARP device, connects no other way. Writes /out/bench.csv: round,driver,test,size,value,unit.
-# Arguments: ROUNDS QUICK(0|1)
+# Arguments: ROUNDS QUICK(0|1) [DRIVERS [ROUND]]: DRIVERS ("+" between) replaces the rotation,
+# and ROUND numbers a single round (tools/bench.sh boots the two-VM setup once per driver and
+# round, so that a driver that hangs a VM costs only its own runs); iperf3 and ping run in a
+# round's first driver's boot, the memcpy measurement in round 1's.
 #
 # Besides perftest's figures, per round and driver:
 # - cpu_s_<op> and moved_<op> (the 64 KiB bandwidth runs, which last BULK_SECS: perftest -D):
@@ -17,9 +20,13 @@
 # And once: the guest's memcpy bandwidth for 64 KiB and 64 MiB buffers (tools/memcpy-bench.c),
 # and between two VMs, per round, iperf3's TCP bandwidth and ping's round trip, drivers unloaded.
 . /roxe/qemu/guest/lib.sh
-ROUNDS=${1:-3} QUICK=${2:-0}
+ROUNDS=${1:-3} QUICK=${2:-0} DRIVERS=${3:-rxe+siw+roxe} ROUND=${4:-}
+DRIVERS=${DRIVERS//+/ }
 TWO=0; grep -qw 'roxe.two=1' /proc/cmdline && TWO=1
-DRIVERS="rxe siw roxe"
+ROUND_LIST=$(seq 1 "$ROUNDS")
+[ -n "$ROUND" ] && ROUND_LIST=$ROUND
+# Whether this boot measures what is measured once per round (the wire) and once per run (memcpy).
+FIRST=1; [ -n "$ROUND" ] && [ "${3%%+*}" != rxe ] && FIRST=0
 IDLE_QPS=64
 if [ "$QUICK" = 1 ]; then
 	BW_SIZES="64 65536"; LAT_SIZES="2"; ITERS_BW=300; ITERS_LAT=200; BULK_SECS=4; QPS="1 4"
@@ -155,9 +162,9 @@ wire() { # wire ROUND: iperf3's TCP bandwidth and ping's round trip between the 
 	row "$1" wire ping_rtt_avg 64 "$rtt_avg" us
 	peer_sync "we-$1" 120
 }
-for r in $(seq 1 "$ROUNDS"); do
+for r in $ROUND_LIST; do
 	[ $LOST = 1 ] && { fail "rounds $r-$ROUNDS skipped: the peer VM stopped answering"; break; }
-	[ $TWO = 1 ] && wire "$r"
+	[ $TWO = 1 ] && [ $FIRST = 1 ] && wire "$r"
 	for drv in $DRIVERS; do
 		[ $LOST = 1 ] && break
 		step "load-$drv-$r" load_driver $drv || { unload_driver $drv; continue; }
@@ -178,7 +185,9 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 # The guest's memory copy bandwidth: the ceiling a soft HCA approaches (every byte is copied at
 # least once per side). Cache-warm 64 KiB buffers, as a 64 KiB transfer's, and 64 MiB ones.
-if gcc -O2 -o /tmp/memcpy-bench /roxe/tools/memcpy-bench.c; then
+if [ $FIRST = 0 ] || [ "${ROUND:-1}" != 1 ]; then
+	: # measured in another boot
+elif gcc -O2 -o /tmp/memcpy-bench /roxe/tools/memcpy-bench.c; then
 	for s in 65536 67108864; do row 0 guest memcpy $s "$(/tmp/memcpy-bench $s 2)" MiB/s; done
 else
 	fail "memcpy-bench build"
