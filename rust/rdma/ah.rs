@@ -50,6 +50,11 @@ pub fn gid_is_v4_mapped(gid: &[u8; 16]) -> bool {
 }
 
 impl AddressVector {
+    /// Whether the destination is the source GID itself: packets to it never leave the device.
+    pub fn leads_to_own_gid(&self) -> bool {
+        self.dgid == self.sgid
+    }
+
     /// Reads a RoCE address vector. Fails with `EINVAL` unless it carries a GRH whose source is a
     /// RoCEv2 GID (IPv4 or IPv6), as IBA annex A17 requires for RoCEv2.
     ///

@@ -329,6 +329,21 @@ pub(crate) fn deliver_local(dev: &Device<Roxe>, av: &AddressVector, sport: u16, 
     drain_loopback(dev, budget);
 }
 
+/// Hands a response the drainer built for a requester of this device (`roce`: BTH to ICRC,
+/// from `src`) to the completer, counted as sent and received; false if its headers do not
+/// parse. Context: the loopback drainer, holding the drainer claim, bottom halves off.
+pub(crate) fn dispatch_local_response(dev: &Device<Roxe>, roce: &[u8], src: &Source) -> bool {
+    let Ok(pkt) = Packet::new_checked(roce) else {
+        return false;
+    };
+    let data = dev.data();
+    let bytes = ip_bytes(src.network, roce.len());
+    data.counters.sent(1, bytes);
+    data.counters.received(bytes);
+    (data.rx.dispatch)(dev, &pkt, src);
+    true
+}
+
 /// Sends a packet whose RoCE part (BTH to ICRC, ICRC left zero) is already in `skb`, to the
 /// destination of `av`, leaving from UDP source port `sport`. Computes the ICRC over the final
 /// headers, except for loopback to the device's own GID. Counts the packet as sent, or as a
@@ -348,7 +363,7 @@ pub(crate) fn xmit(dev: &Device<Roxe>, av: &AddressVector, sport: u16, skb: TxSk
 /// [`xmit`] without the counting.
 fn transmit(dev: &Device<Roxe>, av: &AddressVector, sport: u16, mut skb: TxSkBuff) -> Result {
     let netdev = &dev.data().netdev;
-    if av.dgid == av.sgid {
+    if av.leads_to_own_gid() {
         // To the device's own GID: the packet never leaves memory, so it needs no route, and
         // nothing can corrupt it, so the receive side skips the check and computing the ICRC
         // would be pure cost.
@@ -434,7 +449,7 @@ const BATCH_BYTES: usize = 60_000;
 /// and not to the device's own GID (those are delivered without a socket buffer).
 pub(crate) fn batch_addresses(av: &AddressVector) -> Option<([u8; 4], [u8; 4])> {
     match (av.network, av.sgid.get(12..16), av.dgid.get(12..16)) {
-        (Network::Ipv4, Some(s), Some(d)) if av.dgid != av.sgid => {
+        (Network::Ipv4, Some(s), Some(d)) if !av.leads_to_own_gid() => {
             <[u8; 4]>::try_from(s).ok().zip(<[u8; 4]>::try_from(d).ok())
         }
         _ => None,

@@ -86,18 +86,13 @@ pub(crate) struct PathInfo {
     pub(crate) av: Option<AddressVector>,
 }
 
-/// Whether a path leads to this device's own GID (its destination is its source), where no
-/// packet leaves memory.
-fn local_path(av: &AddressVector) -> bool {
-    av.dgid == av.sgid
-}
-
 impl QpStateData {
     /// The segment a connected QP cuts its messages into and checks its peer's by: the path
-    /// MTU, or [`Pmtu::LOCAL`] on a [`local_path`]. Both ends of a loopback connection see
-    /// their path so, so requester, responder and completer of both agree.
+    /// MTU, or [`Pmtu::LOCAL`] on a path to the device's own GID
+    /// ([`AddressVector::leads_to_own_gid`]), where no packet leaves memory. Both ends of a loopback
+    /// connection see their path so, so requester, responder and completer of both agree.
     pub(crate) fn segment(&self) -> Pmtu {
-        if self.av.as_ref().is_some_and(local_path) {
+        if self.av.is_some_and(|av| av.leads_to_own_gid()) {
             return Pmtu::LOCAL;
         }
         Pmtu::of(IbMtu::from_raw(self.attr.path_mtu).unwrap_or(IbMtu::Mtu256))
@@ -581,7 +576,7 @@ pub(crate) fn modify(
     let mut local_buf = match attr.av {
         Some(av)
             if amask.contains(AttrMask::AV)
-                && local_path(&av)
+                && av.leads_to_own_gid()
                 && matches!(this.qp_type, QpType::Rc | QpType::Uc) =>
         {
             KVec::from_elem(0u8, LOCAL_PACKET_MAX, GFP_KERNEL)?

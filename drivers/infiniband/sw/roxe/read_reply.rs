@@ -24,7 +24,7 @@ use crate::{
     proto::{
         mtu::Pmtu,
         opcode::Opcode,
-        packet::{pad_count_for, Aeth, Packet},
+        packet::{pad_count_for, Aeth},
         qp_state::{QpState, QpType},
         resp::{ack_syndrome, check_rkey, ReadReply, RespHeader, READ_REPLY_BURST},
     },
@@ -96,7 +96,6 @@ pub(crate) fn deliver_local_reply(dev: &Device<Roxe>, r: &LocalReply) -> u32 {
 
 /// Builds the responses of `r` one at a time in `buf` and hands each to the completer.
 fn deliver_reply(dev: &Device<Roxe>, r: &LocalReply, buf: &mut [u8]) -> u32 {
-    let data = dev.data();
     let mut delivered = 0;
     for seg in r.reply.packets(r.mtu).take(READ_REPLY_BURST as usize) {
         let len = seg.len as usize;
@@ -115,13 +114,9 @@ fn deliver_reply(dev: &Device<Roxe>, r: &LocalReply, buf: &mut [u8]) -> u32 {
         if write_response(bytes, r.dest_qpn, hdr, len, fill).is_none() {
             break;
         }
-        let Ok(pkt) = Packet::new_checked(&bytes[..]) else {
+        if !net::dispatch_local_response(dev, bytes, &r.src) {
             break;
-        };
-        let ip_len = net::ip_bytes(r.src.network, bytes.len());
-        data.counters.sent(1, ip_len);
-        data.counters.received(ip_len);
-        (data.rx.dispatch)(dev, &pkt, &r.src);
+        }
         delivered += 1;
     }
     delivered

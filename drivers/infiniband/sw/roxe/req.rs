@@ -530,7 +530,7 @@ fn step(
                 (QpType::Rc | QpType::Uc, _, Some(av)) => av,
                 _ => return Step::Idle,
             };
-            let local_buf = if av.dgid == av.sgid {
+            let local_buf = if av.leads_to_own_gid() {
                 Some(&mut fields.local_buf)
             } else {
                 None

@@ -88,7 +88,7 @@ pub(crate) fn ack_packet(
 /// other response of this delivery waits for the drainer. `None`: it leaves as a packet.
 pub(crate) fn local_source(dev: &Device<Roxe>, path: &PathInfo, local: bool) -> Option<Source> {
     let av = path.av?;
-    if !local || av.dgid != av.sgid {
+    if !local || !av.leads_to_own_gid() {
         return None;
     }
     let data = dev.data();
@@ -117,13 +117,5 @@ pub(crate) fn deliver_local_ack(dev: &Device<Roxe>, ack: &LocalAck) -> u32 {
     if write_response(bytes, ack.dest_qpn, ack.hdr, 0, |_| true).is_none() {
         return 0;
     }
-    let Ok(pkt) = Packet::new_checked(&bytes[..]) else {
-        return 0;
-    };
-    let data = dev.data();
-    let ip_len = net::ip_bytes(ack.src.network, bytes.len());
-    data.counters.sent(1, ip_len);
-    data.counters.received(ip_len);
-    (data.rx.dispatch)(dev, &pkt, &ack.src);
-    1
+    u32::from(net::dispatch_local_response(dev, bytes, &ack.src))
 }
