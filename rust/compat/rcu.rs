@@ -13,6 +13,13 @@ pub fn synchronize_rcu() {
     unsafe { bindings::synchronize_rcu() };
 }
 
+/// Waits for an RCU grace period, driven to its end by interrupting every CPU rather than by
+/// waiting for them to pass through quiescent states on their own. Process context; sleeps.
+pub fn synchronize_rcu_expedited() {
+    // SAFETY: As for `synchronize_rcu`: no preconditions beyond a context that may sleep.
+    unsafe { bindings::synchronize_rcu_expedited() };
+}
+
 /// Waits until every RCU callback queued so far has run. Process context; sleeps.
 pub fn rcu_barrier() {
     // SAFETY: As for `synchronize_rcu`: no preconditions beyond a context that may sleep.

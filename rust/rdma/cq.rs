@@ -9,9 +9,10 @@
 //!
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 
+use super::revocable::RcuRevocable;
 use super::{bindings, device::DriverTypes, object::Object};
 use core::ptr::NonNull;
-use kernel::{prelude::*, revocable::Revocable, sync::Arc};
+use kernel::{prelude::*, sync::Arc};
 
 /// A completion queue of driver `T`.
 pub type Cq<T> = Object<bindings::ib_cq, CqSlot<T>, T>;
@@ -69,7 +70,8 @@ impl NotifyFlags {
 ///
 /// # Invariants
 ///
-/// Points to a live `ib_cq` until the [`Revocable`] holding it is revoked.
+/// Points to a live `ib_cq` until the [`RcuRevocable`] holding it is revoked.
+#[derive(Clone, Copy)]
 pub(in crate::rdma) struct RawCq(pub(in crate::rdma) NonNull<bindings::ib_cq>);
 
 // SAFETY: The core's CQ handlers may be called from any context and CPU.
@@ -83,8 +85,7 @@ unsafe impl Sync for RawCq {}
 /// methods do nothing.
 #[pin_data]
 pub struct CqNotifier {
-    #[pin]
-    pub(in crate::rdma) cq: Revocable<RawCq>,
+    pub(in crate::rdma) cq: RcuRevocable<RawCq>,
 }
 
 impl CqNotifier {

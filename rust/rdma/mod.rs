@@ -41,6 +41,7 @@ pub mod pd;
 pub mod pool;
 pub mod qp;
 pub mod random;
+pub mod revocable;
 pub mod sched;
 pub mod skb;
 pub mod srq;

@@ -5,11 +5,12 @@
 //!
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 
+use super::revocable::RcuRevocable;
 use super::{
     ah::AddressVector, bindings, cq::Cq, device::DriverTypes, object::Object, pd::Pd, srq::Srq,
 };
 use core::ptr::NonNull;
-use kernel::{prelude::*, revocable::Revocable, sync::Arc};
+use kernel::{prelude::*, sync::Arc};
 
 /// A queue pair of driver `T`.
 pub type Qp<T> = Object<bindings::ib_qp, QpSlot<T>, T>;
@@ -256,7 +257,8 @@ impl QpEvent {
 ///
 /// # Invariants
 ///
-/// Points to a live `ib_qp` until the [`Revocable`] holding it is revoked.
+/// Points to a live `ib_qp` until the [`RcuRevocable`] holding it is revoked.
+#[derive(Clone, Copy)]
 pub(in crate::rdma) struct RawQp(pub(in crate::rdma) NonNull<bindings::ib_qp>);
 
 // SAFETY: Events may be raised from any context and CPU.
@@ -267,8 +269,7 @@ unsafe impl Sync for RawQp {}
 /// Raises a QP's asynchronous events to its consumer; inert once the QP is destroyed.
 #[pin_data]
 pub struct QpNotifier {
-    #[pin]
-    pub(in crate::rdma) qp: Revocable<RawQp>,
+    pub(in crate::rdma) qp: RcuRevocable<RawQp>,
 }
 
 impl QpNotifier {

@@ -4,9 +4,10 @@
 //!
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 
+use super::revocable::RcuRevocable;
 use super::{bindings, device::DriverTypes, object::Object, pd::Pd};
 use core::ptr::NonNull;
-use kernel::{prelude::*, revocable::Revocable, sync::Arc};
+use kernel::{prelude::*, sync::Arc};
 
 /// A shared receive queue of driver `T`.
 pub type Srq<T> = Object<bindings::ib_srq, SrqSlot<T>, T>;
@@ -62,7 +63,8 @@ pub struct SrqInit<'a, T: DriverTypes> {
 ///
 /// # Invariants
 ///
-/// Points to a live `ib_srq` until the [`Revocable`] holding it is revoked.
+/// Points to a live `ib_srq` until the [`RcuRevocable`] holding it is revoked.
+#[derive(Clone, Copy)]
 pub(in crate::rdma) struct RawSrq(pub(in crate::rdma) NonNull<bindings::ib_srq>);
 
 // SAFETY: Events may be raised from any context and CPU.
@@ -73,8 +75,7 @@ unsafe impl Sync for RawSrq {}
 /// Raises an SRQ's limit event to its consumer; inert once the SRQ is destroyed.
 #[pin_data]
 pub struct SrqNotifier {
-    #[pin]
-    pub(in crate::rdma) srq: Revocable<RawSrq>,
+    pub(in crate::rdma) srq: RcuRevocable<RawSrq>,
 }
 
 impl SrqNotifier {

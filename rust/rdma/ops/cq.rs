@@ -5,9 +5,10 @@
 use super::Adapter;
 use crate::rdma::cq::*;
 use crate::rdma::driver::Driver;
+use crate::rdma::revocable::RcuRevocable;
 use crate::rdma::{bindings, device::Device, object::UData};
 use core::ptr::NonNull;
-use kernel::{error::from_result, ffi, prelude::*, revocable::Revocable, sync::Arc};
+use kernel::{error::from_result, ffi, prelude::*, sync::Arc};
 
 impl<T: Driver> Adapter<T> {
     /// `ib_device_ops.create_cq`.
@@ -38,7 +39,9 @@ impl<T: Driver> Adapter<T> {
             // INVARIANT: The CQ stays live until `destroy_cq`, which revokes the notifier first.
             let raw = RawCq(NonNull::new(ibcq).ok_or(EINVAL)?);
             let notifier = Arc::pin_init(
-                pin_init!(CqNotifier { cq <- Revocable::new(raw) }),
+                pin_init!(CqNotifier {
+                    cq: RcuRevocable::new(raw)
+                }),
                 GFP_KERNEL,
             )?;
             let (data, cqe) = T::create_cq(dev, &init, notifier.clone(), udata.as_ref())?;

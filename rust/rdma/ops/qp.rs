@@ -5,9 +5,10 @@
 use super::Adapter;
 use crate::rdma::driver::Driver;
 use crate::rdma::qp::*;
+use crate::rdma::revocable::RcuRevocable;
 use crate::rdma::{bindings, cq::Cq, device::Device, object::UData, pd::Pd, srq::Srq};
 use core::ptr::NonNull;
-use kernel::{error::from_result, ffi, prelude::*, revocable::Revocable, sync::Arc};
+use kernel::{error::from_result, ffi, prelude::*, sync::Arc};
 
 impl<T: Driver> Adapter<T> {
     /// `ib_device_ops.create_qp`.
@@ -52,7 +53,9 @@ impl<T: Driver> Adapter<T> {
             // INVARIANT: The QP stays live until `destroy_qp`, which revokes the notifier first.
             let raw = RawQp(NonNull::new(ibqp).ok_or(EINVAL)?);
             let notifier = Arc::pin_init(
-                pin_init!(QpNotifier { qp <- Revocable::new(raw) }),
+                pin_init!(QpNotifier {
+                    qp: RcuRevocable::new(raw)
+                }),
                 GFP_KERNEL,
             )?;
             let created = T::create_qp(dev, &mut qinit, notifier.clone(), udata.as_ref())?;

@@ -4,10 +4,11 @@
 
 use super::Adapter;
 use crate::rdma::driver::Driver;
+use crate::rdma::revocable::RcuRevocable;
 use crate::rdma::srq::*;
 use crate::rdma::{bindings, device::Device, object::UData, pd::Pd};
 use core::ptr::NonNull;
-use kernel::{error::from_result, ffi, prelude::*, revocable::Revocable, sync::Arc};
+use kernel::{error::from_result, ffi, prelude::*, sync::Arc};
 
 impl<T: Driver> Adapter<T> {
     /// `ib_device_ops.create_srq`.
@@ -44,7 +45,9 @@ impl<T: Driver> Adapter<T> {
             // INVARIANT: The SRQ stays live until `destroy_srq`, which revokes the notifier first.
             let raw = RawSrq(NonNull::new(ibsrq).ok_or(EINVAL)?);
             let notifier = Arc::pin_init(
-                pin_init!(SrqNotifier { srq <- Revocable::new(raw) }),
+                pin_init!(SrqNotifier {
+                    srq: RcuRevocable::new(raw)
+                }),
                 GFP_KERNEL,
             )?;
             let data = T::create_srq(dev, &mut sinit, notifier.clone(), udata.as_ref())?;
