@@ -15,6 +15,9 @@ T=/sys/kernel/tracing
 mountpoint -q $T || mount -t tracefs nodev $T || { fail "no tracefs"; finish_tests; }
 step load load_driver "$DRV" || finish_tests
 gid=$(gid_index_v4)
+# siw is iWARP: it connects through rdma_cm only, on its one GID.
+cm=
+[ "$DRV" = siw ] && { cm=-R; gid=0; }
 # The network path both drivers share, then each driver's entry points (names that do not
 # exist in this kernel or are not loaded are skipped).
 F="handle_softirqs net_rx_action __napi_poll virtnet_poll virtnet_poll_tx free_old_xmit start_xmit
@@ -23,7 +26,9 @@ udp_rcv skb_release_data __ip_select_ident virtqueue_add_outbuf ib_uverbs_write 
 skb_segment_list rxe_rcv rxe_xmit_packet rxe_requester rxe_responder rxe_completer rxe_icrc_check
 rxe_udp_encap_recv roxe_helper_crc32_le roxe_helper_prepare4 roxe_helper_send4
 roxe_helper_send4_batch roxe_helper_route4_batch roxe_helper_skb_linearize hrtimer_start_range_ns
-hrtimer_try_to_cancel clockevents_program_event do_syscall_64"
+hrtimer_try_to_cancel clockevents_program_event do_syscall_64 tcp_v4_rcv tcp_sendmsg_locked
+tcp_write_xmit tcp_ack siw_tcp_rx_data siw_qp_sq_process siw_qp_llp_data_ready siw_sq_start
+siw_cq_notify_now"
 for f in $F; do echo "$f" >>$T/set_ftrace_filter 2>/dev/null; done
 say "tracing $(wc -l <$T/set_ftrace_filter) functions"
 echo function_graph >$T/current_tracer
@@ -31,7 +36,12 @@ echo 1 >$T/options/funcgraph-tail
 echo 60000 >$T/buffer_size_kb
 echo 0 >$T/tracing_on
 barrier up 120
-args="-d $RDMA_DEV -x $gid -s $SIZE -D $SECS -F"
+# Latency tools run a fixed count of round trips, more than the run lasts; the timeout ends them.
+case "$TOOL" in
+*_lat) len="-n 1000000" ;;
+*) len="-D $SECS" ;;
+esac
+args="-d $RDMA_DEV -x $gid $cm -s $SIZE $len -F"
 if [ "$ROXE_VM" = 0 ]; then
 	timeout $((SECS + 60)) $TOOL $args >/dev/null 2>&1 &
 	barrier go 60
