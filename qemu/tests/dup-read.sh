@@ -17,8 +17,8 @@
 # sent at most 16 packets towards the peer per duplicate counted. Beside the flood (which goes
 # on until it is over), ibv_rc_pingpong between two other QPs of the device (loopback through
 # its own GID), on a CPU other than the flood's sender, must keep within 3x of its usec/iter
-# without the flood, measured just before and just after in the same boot. The kernel must
-# report no soft lockup, RCU stall or hung task (the harness's dmesg check covers the boot too).
+# without the flood (the slower of two runs, just before and just after, in the same boot). The
+# kernel must report no soft lockup, RCU stall or hung task (the harness's dmesg check covers the boot too).
 . /roxe/qemu/guest/lib.sh
 DRV=${1:-roxe}
 FLOOD=${2:-30}
@@ -123,11 +123,13 @@ elif [ $pp_ok = 0 ]; then
 elif [ -z "$before" ] || [ -z "$after" ]; then
 	fail "$DRV-dupread-pingpong-beside ($flood usec/iter beside the flood; no measure without it)"
 else
-	# Against the mean of the runs just before and just after the flood: the host's own load
-	# (other VMs under TCG) moves a pingpong's pace by itself.
+	# Against the slower of the runs just before and just after the flood: the host's own load
+	# (a debug-kernel VM beside this one under TCG) moves a pingpong's pace by itself, by 1.8x
+	# between the two once (842 and 1498 usec/iter). A flood that starves the pingpong slows it
+	# by far more than 3x.
 	verdict=$(awk -v b1="$before" -v b2="$after" -v f="$flood" -v s="$flood_start" -v ps="$pp_start" -v pe="$pp_end" -v n="$iters" 'BEGIN {
-		b = (b1 + b2) / 2; r = f / b
-		printf "%s %s usec/iter beside the flood, %.2f alone (%s before, %s after): %.2fx, want <= 3; %d iters, started %.1f s and ended %.1f s into the flood\n",
+		b = b1 > b2 ? b1 : b2; r = f / b
+		printf "%s %s usec/iter beside the flood, %.2f alone (the slower of %s before, %s after): %.2fx, want <= 3; %d iters, started %.1f s and ended %.1f s into the flood\n",
 			r <= 3 ? "PASS" : "FAIL", f, b, b1, b2, r, n, ps - s, pe - s }')
 	if [ "${verdict%% *}" = PASS ]; then pass "$DRV-dupread-pingpong-beside (${verdict#* })"; else
 		fail "$DRV-dupread-pingpong-beside (${verdict#* })"; fi
