@@ -18,7 +18,8 @@
 # on until it is over), ibv_rc_pingpong between two other QPs of the device (loopback through
 # its own GID), on a CPU other than the flood's sender, must keep within 3x of its usec/iter
 # without the flood (the slower of two runs, just before and just after, in the same boot). The
-# kernel must report no soft lockup, RCU stall or hung task (the harness's dmesg check covers the boot too).
+# kernel must report no soft lockup, RCU stall or hung task (the harness's dmesg check covers
+# the boot too).
 . /roxe/qemu/guest/lib.sh
 DRV=${1:-roxe}
 FLOOD=${2:-30}

@@ -6,22 +6,17 @@
 
 use kernel::bindings;
 
-/// Waits for an RCU grace period to elapse. Process context; sleeps.
-pub fn synchronize_rcu() {
-    // SAFETY: `synchronize_rcu` has no preconditions beyond a context that may sleep, which a
-    // safe caller cannot violate without the kernel's own might_sleep check reporting it.
-    unsafe { bindings::synchronize_rcu() };
-}
-
 /// Waits for an RCU grace period, driven to its end by interrupting every CPU rather than by
 /// waiting for them to pass through quiescent states on their own. Process context; sleeps.
 pub fn synchronize_rcu_expedited() {
-    // SAFETY: As for `synchronize_rcu`: no preconditions beyond a context that may sleep.
+    // SAFETY: `synchronize_rcu_expedited` has no preconditions beyond a context that may sleep,
+    // which a safe caller cannot violate without the kernel's own might_sleep check reporting it.
     unsafe { bindings::synchronize_rcu_expedited() };
 }
 
 /// Waits until every RCU callback queued so far has run. Process context; sleeps.
 pub fn rcu_barrier() {
-    // SAFETY: As for `synchronize_rcu`: no preconditions beyond a context that may sleep.
+    // SAFETY: As for `synchronize_rcu_expedited`: no preconditions beyond a context that may
+    // sleep.
     unsafe { bindings::rcu_barrier() };
 }

@@ -12,7 +12,7 @@
 use super::revocable::RcuRevocable;
 use super::{bindings, device::DriverTypes, object::Object};
 use core::ptr::NonNull;
-use kernel::{prelude::*, sync::Arc};
+use kernel::sync::Arc;
 
 /// A completion queue of driver `T`.
 pub type Cq<T> = Object<bindings::ib_cq, CqSlot<T>, T>;
@@ -83,7 +83,6 @@ unsafe impl Sync for RawCq {}
 ///
 /// Cloned into the driver's data path freely; revoked by the CQ's destruction, after which its
 /// methods do nothing.
-#[pin_data]
 pub struct CqNotifier {
     pub(in crate::rdma) cq: RcuRevocable<RawCq>,
 }

@@ -218,8 +218,8 @@ impl<T: Send + Sync + 'static> Pool<T> {
     /// destroying a QP or an SRQ), and a consumer makes several per connection: rping's four
     /// MRs and a QP on each side, RTRS's per-path QPs and MRs, a process's whole teardown when it
     /// exits. A normal grace period lasts several scheduler ticks, and waiting one per object
-    /// made a connection's teardown take about three times rdma_rxe's, which waits for nothing
-    /// but the object's own references. An expedited one costs an interrupt per online CPU.
+    /// made a connection's teardown far slower than rdma_rxe's, which waits for nothing but the
+    /// object's own references. An expedited one costs an interrupt per online CPU.
     pub fn remove(&self, index: u32) -> Option<PoolRef<T>> {
         // SAFETY: `xa` is initialised.
         let ptr =

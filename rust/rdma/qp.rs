@@ -267,7 +267,6 @@ unsafe impl Send for RawQp {}
 unsafe impl Sync for RawQp {}
 
 /// Raises a QP's asynchronous events to its consumer; inert once the QP is destroyed.
-#[pin_data]
 pub struct QpNotifier {
     pub(in crate::rdma) qp: RcuRevocable<RawQp>,
 }

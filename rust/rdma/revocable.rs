@@ -6,7 +6,7 @@
 //! The CQ, QP and SRQ notifiers hold their raw C object, which the core frees once the destroy op
 //! returns. The kernel's `Revocable` waits a normal grace period when revoked, several scheduler
 //! ticks; a consumer destroys a QP and its CQs per connection (rping, RTRS, a process's exit), and
-//! those waits added up to a third of a connection's setup and teardown. The values here are
+//! those waits were a large share of a connection's setup and teardown. The values here are
 //! `Copy` and never dropped, so revoking is clearing a flag and waiting for the readers that saw
 //! it set.
 //!

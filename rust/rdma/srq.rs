@@ -7,7 +7,7 @@
 use super::revocable::RcuRevocable;
 use super::{bindings, device::DriverTypes, object::Object, pd::Pd};
 use core::ptr::NonNull;
-use kernel::{prelude::*, sync::Arc};
+use kernel::sync::Arc;
 
 /// A shared receive queue of driver `T`.
 pub type Srq<T> = Object<bindings::ib_srq, SrqSlot<T>, T>;
@@ -73,7 +73,6 @@ unsafe impl Send for RawSrq {}
 unsafe impl Sync for RawSrq {}
 
 /// Raises an SRQ's limit event to its consumer; inert once the SRQ is destroyed.
-#[pin_data]
 pub struct SrqNotifier {
     pub(in crate::rdma) srq: RcuRevocable<RawSrq>,
 }

@@ -38,10 +38,10 @@ impl<T: Driver> Adapter<T> {
             let udata = unsafe { UData::from_raw(bindings::roxe_helper_attrs_to_udata(attrs)) };
             // INVARIANT: The CQ stays live until `destroy_cq`, which revokes the notifier first.
             let raw = RawCq(NonNull::new(ibcq).ok_or(EINVAL)?);
-            let notifier = Arc::pin_init(
-                pin_init!(CqNotifier {
-                    cq: RcuRevocable::new(raw)
-                }),
+            let notifier = Arc::new(
+                CqNotifier {
+                    cq: RcuRevocable::new(raw),
+                },
                 GFP_KERNEL,
             )?;
             let (data, cqe) = T::create_cq(dev, &init, notifier.clone(), udata.as_ref())?;

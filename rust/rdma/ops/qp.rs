@@ -52,10 +52,10 @@ impl<T: Driver> Adapter<T> {
             };
             // INVARIANT: The QP stays live until `destroy_qp`, which revokes the notifier first.
             let raw = RawQp(NonNull::new(ibqp).ok_or(EINVAL)?);
-            let notifier = Arc::pin_init(
-                pin_init!(QpNotifier {
-                    qp: RcuRevocable::new(raw)
-                }),
+            let notifier = Arc::new(
+                QpNotifier {
+                    qp: RcuRevocable::new(raw),
+                },
                 GFP_KERNEL,
             )?;
             let created = T::create_qp(dev, &mut qinit, notifier.clone(), udata.as_ref())?;

@@ -44,10 +44,10 @@ impl<T: Driver> Adapter<T> {
             };
             // INVARIANT: The SRQ stays live until `destroy_srq`, which revokes the notifier first.
             let raw = RawSrq(NonNull::new(ibsrq).ok_or(EINVAL)?);
-            let notifier = Arc::pin_init(
-                pin_init!(SrqNotifier {
-                    srq: RcuRevocable::new(raw)
-                }),
+            let notifier = Arc::new(
+                SrqNotifier {
+                    srq: RcuRevocable::new(raw),
+                },
                 GFP_KERNEL,
             )?;
             let data = T::create_srq(dev, &mut sinit, notifier.clone(), udata.as_ref())?;

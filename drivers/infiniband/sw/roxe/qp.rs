@@ -89,8 +89,9 @@ pub(crate) struct PathInfo {
 impl QpStateData {
     /// The segment a connected QP cuts its messages into and checks its peer's by: the path
     /// MTU, or [`Pmtu::LOCAL`] on a path to the device's own GID
-    /// ([`AddressVector::leads_to_own_gid`]), where no packet leaves memory. Both ends of a loopback
-    /// connection see their path so, so requester, responder and completer of both agree.
+    /// ([`AddressVector::leads_to_own_gid`]), where no packet leaves memory. Both ends of a
+    /// loopback connection see their path so, so requester, responder and completer of both
+    /// agree.
     pub(crate) fn segment(&self) -> Pmtu {
         if self.av.is_some_and(|av| av.leads_to_own_gid()) {
             return Pmtu::LOCAL;
