@@ -3,8 +3,8 @@
 #
 #   make run     build what is missing, boot Debian's stock kernel in QEMU, load roxe, show it
 #                working with stock rdma-core tools
-#   make test    everything: host tests, then the QEMU suite on the debug kernel; ends with
-#                "N passed, N failed"
+#   make test    host tests, lint, then the QEMU suite on the debug kernel and Debian's; ends
+#                with "N passed, N failed"
 #   make         build the modules (against KDIR= if given, else the harness's debug kernel)
 #   make install build roxe.ko for KDIR (default: the running kernel) and install it, then depmod
 #
@@ -92,14 +92,16 @@ reliability: deps
 	$(Q)/test-all.sh --list qemu/tests/reliability.list
 
 # Mixed traffic for 30 minutes, then the hostile-user fuzzer for 10, then the duplicate-READ and
-# ODP-miss floods for 30 s each, on the debug kernel (qemu/tests/soak.list; make test runs them
-# for 90 s, 60 s and 10 s, in `teardown-soak`, `probes-debug` and `isolation-stock`).
+# ODP-miss floods for 30 s each, on the debug kernel (qemu/tests/soak.list). make test runs the
+# soak for 60 s and the floods for 10 s on Debian's kernel (`loopback-stock`, `isolation-stock`),
+# the fuzzer for 30 s on the debug kernel (`core-debug`).
 soak: deps
 	$(Q)/test-all.sh --list qemu/tests/soak.list
 
 # The checks make test runs on Debian's kernel only, on the debug kernel too: hostile-producer,
-# kverbs-check, remote-probe, user-sizes, peer-check, atomic-write, netns and sq-order
-# (qemu/tests/probes.list).
+# kverbs-check, remote-probe, user-sizes, peer-check, atomic-write, loopback traffic of every
+# tool, the device's lifecycle, the verbs' errnos, ODP, rdma_cm, the fuzzer for 60 s, the
+# teardowns by link and veth delete, netns and sq-order (qemu/tests/probes.list).
 probes: deps
 	$(Q)/test-all.sh --list qemu/tests/probes.list
 

@@ -85,7 +85,7 @@ fi
 TESTS=()
 [ $builtin = 1 ] && TESTS=(
 	"selftest-stock|stock|qemu/tests/selftest.sh|120||pass"
-	# The debug kernel's self-test opens verbs-debug's boot (extra.list), which saves a boot.
+	# The debug kernel's self-test opens core-debug's boot (extra.list), which saves a boot.
 	# The splat check is the same for both flavours: prove it on the one that boots in 10 s.
 	"harness-catches-warn|stock|qemu/tests/selftest.sh|180|--args warn|fail"
 )

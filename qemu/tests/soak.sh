@@ -1,6 +1,6 @@
 #!/bin/bash
 # Soak: mixed traffic on one VM (loopback through the device's own GID) for SECONDS (argument,
-# default 120), on the debug kernel. Two streams run side by side until the time is up, each
+# default 120). Two streams run side by side until the time is up, each
 # tool a short run whose success is checked:
 #   stream A: ibv_rc_pingpong, ibv_uc_pingpong, ibv_ud_pingpong, ibv_srq_pingpong, all
 #             validating their buffers (-c);
@@ -10,8 +10,8 @@
 # Every run of every tool must succeed; the harness fails the run on any KASAN, lockdep,
 # kmemleak or RCU-stall report in dmesg, and kmemleak is scanned at the end. Pinned pages must be
 # back to their count before the soak.
-#   make test: 90 s in `teardown-soak` (qemu/tests/extra.list); make soak:
-#   `soak-long` (1800 s).
+#   make test: 60 s on Debian's kernel in `loopback-stock` (qemu/tests/extra.list); make soak:
+#   `soak-long` (1800 s) on the debug kernel.
 . /roxe/qemu/guest/lib.sh
 DURATION=${1:-120}
 step roxe-load load_driver roxe || finish_tests

@@ -11,7 +11,12 @@
 # kernel's pin balance (/proc/vmstat nr_foll_pin_acquired - nr_foll_pin_released) is back to its
 # value before, `rdma res show` lists nothing of the dead processes, and traffic works again on a
 # fresh device. kmemleak is scanned at the end; the harness fails the run on any splat.
+#   teardown.sh [CASE...]: the cases to run, of a b c d (default: all four, in that order).
 . /roxe/qemu/guest/lib.sh
+CASES=("$@"); [ ${#CASES[@]} -gt 0 ] || CASES=(a b c d)
+for c in "${CASES[@]}"; do
+	case $c in a|b|c|d) ;; *) fail "teardown: unknown case '$c'"; finish_tests ;; esac
+done
 KO=/roxe/build/$ROXE_FLAVOUR/roxe.ko
 step roxe-load load_driver roxe || finish_tests
 # If the script itself gets stuck, say where, before the guest's timeout kills it.
@@ -143,55 +148,64 @@ traffic_works() {
 }
 
 # --- (a) rdma link delete under traffic ---------------------------------------------------------
-ibv_asyncwatch -d roxe0 >/out/a-asyncwatch.txt 2>&1 &
-watch=$!
-start_traffic a roxe0 write-bw send-bw
-check a-link-delete 30 rdma link delete roxe0
-check a-device-gone 10 sh -c "! ls /sys/class/infiniband | grep -q roxe0"
-PIDS+=($watch)
-tools_gone a
-check a-device-fatal-event 5 grep -q IBV_EVENT_DEVICE_FATAL /out/a-asyncwatch.txt
-pins_back a
-check a-link-add-again 30 rdma link add roxe0 type roxe netdev eth0
-no_res_of a "${PIDS[@]}"
-traffic_works a-after roxe0
+case_a() {
+	ibv_asyncwatch -d roxe0 >/out/a-asyncwatch.txt 2>&1 &
+	watch=$!
+	start_traffic a roxe0 write-bw send-bw
+	check a-link-delete 30 rdma link delete roxe0
+	check a-device-gone 10 sh -c "! ls /sys/class/infiniband | grep -q roxe0"
+	PIDS+=($watch)
+	tools_gone a
+	check a-device-fatal-event 5 grep -q IBV_EVENT_DEVICE_FATAL /out/a-asyncwatch.txt
+	pins_back a
+	check a-link-add-again 30 rdma link add roxe0 type roxe netdev eth0
+	no_res_of a "${PIDS[@]}"
+	traffic_works a-after roxe0
+}
 
 # --- (b) the veth carrying roxe is deleted under traffic -----------------------------------------
-ip link add vtd0 type veth peer name vtd1
-ip addr add 10.77.0.1/24 dev vtd0
-ip link set vtd0 up; ip link set vtd1 up
-check b-link-add-veth 30 rdma link add roxe1 type roxe netdev vtd0
-wait_port_active roxe1
-start_traffic b roxe1 pingpong send-bw
-check b-veth-delete 30 ip link del vtd0
-check b-device-gone 30 sh -c "while ls /sys/class/infiniband | grep -q roxe1; do sleep 0.5; done"
-tools_gone b
-pins_back b
-no_res_of b "${PIDS[@]}"
-traffic_works b-after roxe0
+case_b() {
+	ip link add vtd0 type veth peer name vtd1
+	ip addr add 10.77.0.1/24 dev vtd0
+	ip link set vtd0 up; ip link set vtd1 up
+	check b-link-add-veth 30 rdma link add roxe1 type roxe netdev vtd0
+	wait_port_active roxe1
+	start_traffic b roxe1 pingpong send-bw
+	check b-veth-delete 30 ip link del vtd0
+	check b-device-gone 30 sh -c "while ls /sys/class/infiniband | grep -q roxe1; do sleep 0.5; done"
+	tools_gone b
+	pins_back b
+	no_res_of b "${PIDS[@]}"
+	traffic_works b-after roxe0
+}
 
 # --- (c) rmmod roxe under traffic ---------------------------------------------------------------
 # With disassociation the open contexts hold no module reference: rmmod unregisters the devices,
 # which disassociates the processes, and succeeds.
-start_traffic c roxe0 write-bw pingpong
-check c-rmmod 60 rmmod roxe
-check c-module-gone 10 sh -c "! grep -q '^roxe ' /proc/modules"
-tools_gone c
-pins_back c
-check c-reload 60 sh -c "insmod $KO && rdma link add roxe0 type roxe netdev eth0"
-no_res_of c "${PIDS[@]}"
-traffic_works c-after roxe0
+case_c() {
+	start_traffic c roxe0 write-bw pingpong
+	check c-rmmod 60 rmmod roxe
+	check c-module-gone 10 sh -c "! grep -q '^roxe ' /proc/modules"
+	tools_gone c
+	pins_back c
+	check c-reload 60 sh -c "insmod $KO && rdma link add roxe0 type roxe netdev eth0"
+	no_res_of c "${PIDS[@]}"
+	traffic_works c-after roxe0
+}
 
 # --- (d) kill -9 in the middle of a transfer ------------------------------------------------------
-start_traffic d roxe0 write-bw send-bw pingpong
-say "d: killing clients ${CLIENTS[*]}"
-kill -KILL "${CLIENTS[@]}"
-tools_gone d
-pins_back d
-no_res_of d "${PIDS[@]}"
-check d-no-user-qps 10 sh -c "! rdma res show qp | grep -q pid"
-traffic_works d-after roxe0
+case_d() {
+	start_traffic d roxe0 write-bw send-bw pingpong
+	say "d: killing clients ${CLIENTS[*]}"
+	kill -KILL "${CLIENTS[@]}"
+	tools_gone d
+	pins_back d
+	no_res_of d "${PIDS[@]}"
+	check d-no-user-qps 10 sh -c "! rdma res show qp | grep -q pid"
+	traffic_works d-after roxe0
+}
 
+for c in "${CASES[@]}"; do "case_$c"; done
 check roxe-unload 60 unload_driver roxe
 kmemleak_check
 # The watchers would outlive the script: in a series they would go on sampling (and dump
