@@ -214,6 +214,20 @@ mount_configfs() {
 	modprobe configfs && mount -t configfs configfs /sys/kernel/config
 }
 
+# wait_listening [SECONDS]: until an rdma_cm listener exists on this VM (a perftest server
+# started in the background is ready), at most SECONDS (10). A client that connects earlier is
+# rejected (IB_CM_REJ_INVALID_SERVICE_ID) and retries; under TCG its next attempt has been seen
+# rejected again after the server accepted it, leaving the server waiting on a half-open
+# connection until its timeout, so clients are started only once the server listens.
+wait_listening() {
+	local i
+	for ((i = 0; i < ${1:-10} * 10; i++)); do
+		rdma res show cm_id 2>/dev/null | grep -q ' LISTEN ' && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
 # Retry a client command until the server side is listening (server start is not instant).
 retry_client() {
 	local t=$1; shift

@@ -65,14 +65,22 @@ run() {
 	if [ $TWO = 0 ]; then
 		timeout 150 $tool "${args[@]}" >/dev/null 2>&1 &
 		local srv=$!
+		wait_listening
 		retry_client 20 timeout 150 $tool "${args[@]}" "$DEST" >/tmp/run.out 2>/dev/null
 		RUN_BUSY=$(busy)
 		wait $srv
 	elif [ "$ROXE_VM" = 0 ]; then
-		peer_sync "b$k" 120; timeout 180 $tool "${args[@]}" >/dev/null 2>&1; RUN_BUSY=$(busy)
+		peer_sync "b$k" 120
+		timeout 180 $tool "${args[@]}" >/dev/null 2>&1 &
+		local srv=$!
+		wait_listening
+		peer_sync "l$k" 120
+		wait $srv
+		RUN_BUSY=$(busy)
 		peer_sync "e$k" 240
 	else
 		peer_sync "b$k" 120
+		peer_sync "l$k" 120
 		retry_client 30 timeout 150 $tool "${args[@]}" "$DEST" >/tmp/run.out 2>/dev/null
 		RUN_BUSY=$(busy)
 		peer_sync "e$k" 240
