@@ -6,7 +6,8 @@
 # and driver, in the same rotation; tools/bench_report.py reports
 # the medians of the rounds, roxe's ratios to both, the share of the guest's memcpy (one VM) or
 # of iperf3's TCP (two VMs), CPU time per GiB, QP scaling and the goals with their verdicts.
-# Writes Documentation/bench/{bench.csv,bench.md,bench.png}.
+# Writes Documentation/bench/{bench.csv,bench.md,bench.png,commits.txt}; with --one-vm-only or
+# --two-vm-only the other setup's rows are kept from the previous table.
 #   tools/bench.sh [--rounds N] [--quick] [--one-vm-only | --two-vm-only]
 set -euo pipefail
 args="$*"
@@ -29,7 +30,25 @@ qemu/guest-image.sh >/dev/null
 qemu/build-module.sh stock >/dev/null
 qemu/siw-build.sh stock >/dev/null
 tmo=$((rounds * (quick ? 1200 : 3600)))
+# A run of one setup keeps the other setup's rows and the commit they were measured at
+# (commits.txt: "SETUP COMMIT" lines; a table made before that file existed names its commit in
+# bench.md's first line), so that the table stays whole.
+head=$(git rev-parse --short HEAD 2>/dev/null || echo '?')
+prev=$(sed -n '1s/.* at commit \([0-9a-f?]*\).*/\1/p' "$out/bench.md" 2>/dev/null || true)
+kept=$(mktemp) commits=$(mktemp)
+for s in 1vm 2vm; do
+	if { [ $s = 1vm ] && [ $one = 1 ]; } || { [ $s = 2vm ] && [ $two = 1 ]; }; then
+		echo "$s $head" >>"$commits"
+	elif [ -f "$out/bench.csv" ]; then
+		grep "^$s," "$out/bench.csv" >>"$kept" || true
+		c=$(awk -v s=$s '$1 == s { print $2 }' "$out/commits.txt" 2>/dev/null || true)
+		echo "$s ${c:-${prev:-?}}" >>"$commits"
+	fi
+done
 echo "setup,round,driver,test,size,value,unit" >"$out/bench.csv"
+cat "$kept" >>"$out/bench.csv"
+mv "$commits" "$out/commits.txt"
+rm -f "$kept"
 if [ $one = 1 ]; then
 	qemu/run-vm.sh --flavour stock --script qemu/tests/bench.sh --name bench-1vm --timeout "$tmo" --args "$rounds,$quick" || true
 	tail -n +2 build/vm/bench-1vm/vm0/bench.csv | sed "s/^/1vm,/" >>"$out/bench.csv"

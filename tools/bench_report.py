@@ -179,7 +179,19 @@ try:
     commit = subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True, check=False).stdout.strip()
 except OSError:
     commit = '?'
-head = [f'Made by `{os.environ.get("BENCH_COMMAND", "tools/bench.sh")}` at commit {commit or "?"}: Debian\'s stock',
+# tools/bench.sh names the commit each setup was measured at (one setup may be kept from an
+# earlier run).
+at = f'at commit {commit or "?"}'
+try:
+    with open(os.path.join(outdir, 'commits.txt')) as f:
+        pairs = [l.split() for l in f if len(l.split()) == 2]
+    if pairs and len({c for _, c in pairs}) > 1:
+        at = 'at commits ' + ', '.join(f'{c} ({s})' for s, c in pairs)
+    elif pairs:
+        at = f'at commit {pairs[0][1]}'
+except OSError:
+    pass
+head = [f'Made by `{os.environ.get("BENCH_COMMAND", "tools/bench.sh")}` {at}: Debian\'s stock',
         'kernel under QEMU TCG, rdma_rxe, siw and roxe in turn (1vm: one boot; 2vm: a boot per round and',
         f'driver), {rounds} round(s),',
         'medians. perftest through rdma_cm (`-R`, as siw requires), RC, MTU 1024 from the 1500-byte netdev,',
