@@ -2,9 +2,8 @@
 
 //! Held ACKs: a positive ACK the responder would send alone waits, for a short while, for the
 //! requester of the same QP to send towards the same peer, and leaves in that batch. Which QPs
-//! hold (those whose requester answers quickly), how long (following the QP's measured answer
-//! time, `proto::ack_hold`), the device's short timer that sends what was not taken, and the
-//! account of how many QPs hold one.
+//! hold (those whose requester answers quickly), the device's short timer that sends what was
+//! not taken, and the account of how many QPs hold one.
 //!
 //! Context: softirq or the loopback drainer (bottom halves off); the QP's `held_ack` lock and,
 //! under it, the device's `held_acks` lock are IRQ-safe leaves; packets leave after both.
@@ -19,10 +18,21 @@ use crate::rdma::{
 use crate::{
     hca::Roxe,
     net::{self, udp_sport},
-    proto::{ack_hold, psn::Psn},
+    proto::psn::Psn,
     qp::{HeldAck, RoxeQp},
 };
 use kernel::{prelude::*, sync::atomic::Relaxed};
+
+/// How long a positive ACK waits at least for the requester's next packets to the same peer, to
+/// leave in their batch: one pass through the stack and one doorbell for both, and on a virtual
+/// NIC one wake-up of the host's network thread instead of two. In a ping-pong the answer is
+/// posted within this: the process polling for the request runs once softirq is over (two VMs
+/// under TCG: 50 us was too short, 200 and 500 us alike, `Documentation/performance.md`). The
+/// short timer that sends an ACK no answer took may fire up to one scheduler tick later
+/// (`Device::start_short_timer`): far inside the ACK delay the device advertises
+/// (`local_ca_ack_delay` 15: 4.096 us * 2^15, 134 ms). It is also the answer time that makes a
+/// QP start holding (`requester_sending`).
+pub(crate) const ACK_HOLD_US: u32 = 200;
 
 /// Sends a request's responses: an ACK held from before first (responses leave in PSN order),
 /// then `ack`, then `packets`. A positive ACK that travels alone to an IPv4 peer is held instead
@@ -46,13 +56,7 @@ pub(crate) fn send_responses(
             // Leaves at once; should the requester answer soon, the next ones wait for it.
             qp.unheld_ack_ns.store(now_ns(), Relaxed);
         } else if let Some((psn, skb)) = ack.take() {
-            let held = HeldAck {
-                psn,
-                skb,
-                av: *av,
-                since_ns: now_ns(),
-            };
-            hold_ack(dev, qp, held);
+            hold_ack(dev, qp, HeldAck { psn, skb, av: *av });
             return;
         }
     }
@@ -71,30 +75,20 @@ pub(crate) fn send_responses(
     batch.flush(dev);
 }
 
-/// Holds `ack` in `qp` (see [`send_responses`]); of two, the later is kept, waiting since the
-/// first was held. The short timer is started for the QP's hold (`proto::ack_hold::hold_us`),
-/// or moved earlier when it runs for a later expiry held by another QP.
-fn hold_ack(dev: &Device<Roxe>, qp: &RoxeQp, mut ack: HeldAck) {
+/// Holds `ack` in `qp` (see [`send_responses`]); of two, the later is kept.
+fn hold_ack(dev: &Device<Roxe>, qp: &RoxeQp, ack: HeldAck) {
     let superseded = {
         let mut held = qp.held_ack.lock();
         match (*held).as_mut() {
             Some(h) if h.psn.cmp_seq(ack.psn) == core::cmp::Ordering::Greater => Some(ack),
-            Some(h) => {
-                ack.since_ns = h.since_ns;
-                Some(core::mem::replace(h, ack))
-            }
+            Some(h) => Some(core::mem::replace(h, ack)),
             None => {
-                let hold_us = ack_hold::hold_us(qp.answer_us.load(Relaxed));
-                let expires_ns = ack.since_ns.wrapping_add(u64::from(hold_us) * 1000);
                 *held = Some(ack);
                 let mut acks = dev.data().held_acks.lock();
                 acks.count += 1;
-                // Wrapping comparison: `now_ns` counts from boot and does not wrap in practice.
-                let earlier = (expires_ns.wrapping_sub(acks.expires_ns) as i64) < 0;
-                if !acks.timer_armed || earlier {
+                if !acks.timer_armed {
                     acks.timer_armed = true;
-                    acks.expires_ns = expires_ns;
-                    dev.start_short_timer(hold_us);
+                    dev.start_short_timer(ACK_HOLD_US);
                 }
                 None
             }
@@ -105,7 +99,7 @@ fn hold_ack(dev: &Device<Roxe>, qp: &RoxeQp, mut ack: HeldAck) {
 }
 
 /// Puts the ACK `qp` holds, if any, into `batch`: it leaves with the packets that follow it.
-fn batch_held_ack(dev: &Device<Roxe>, qp: &RoxeQp, batch: &mut net::TxBatch) {
+pub(crate) fn batch_held_ack(dev: &Device<Roxe>, qp: &RoxeQp, batch: &mut net::TxBatch) {
     if let Some(held) = take_held_ack(dev, qp) {
         batch.add(dev, &held.av, udp_sport(qp.qpn), held.skb);
     }
@@ -133,18 +127,11 @@ pub(crate) fn send_held_ack(dev: &Device<Roxe>, qp: &RoxeQp) -> bool {
     true
 }
 
-/// The QP's requester sends its first packet of a run (`req::run`): an ACK its responder holds
-/// leaves at the head of `batch`, and the time it waited is an answer time of the QP. If the
-/// responder instead sent an ACK to the peer at once, recently enough that it could have waited
-/// for these packets (`proto::ack_hold::answers_quickly`), the QP holds its ACKs from now on,
-/// for twice its smoothed answer time. A QP that is slow to answer, or never does, ACKs at once:
-/// holding would delay its peer's send completions for nothing.
-pub(crate) fn requester_sending(dev: &Device<Roxe>, qp: &RoxeQp, batch: &mut net::TxBatch) {
-    if let Some(held) = take_held_ack(dev, qp) {
-        note_answer(qp, now_ns().wrapping_sub(held.since_ns));
-        batch.add(dev, &held.av, udp_sport(qp.qpn), held.skb);
-        return;
-    }
+/// The QP's requester is sending (`req::run`): if the responder sent an ACK to the peer at once
+/// within the last [`ACK_HOLD_US`], that ACK could have left with these packets, so the QP holds
+/// its ACKs from now on. A QP that is slow to answer, or never does, ACKs at once: holding would
+/// delay its peer's send completions by the short timer's slack.
+pub(crate) fn requester_sending(qp: &RoxeQp) {
     if qp.hold_acks.load(Relaxed) {
         return;
     }
@@ -152,9 +139,7 @@ pub(crate) fn requester_sending(dev: &Device<Roxe>, qp: &RoxeQp, batch: &mut net
     if acked_at == 0 {
         return;
     }
-    let gap_ns = now_ns().wrapping_sub(acked_at);
-    if ack_hold::answers_quickly(gap_ns) {
-        note_answer(qp, gap_ns);
+    if now_ns().wrapping_sub(acked_at) <= u64::from(ACK_HOLD_US) * 1000 {
         qp.hold_acks.store(true, Relaxed);
     }
     // Decided for this ACK (a later run would only find it older): the next packets of a QP
@@ -162,28 +147,14 @@ pub(crate) fn requester_sending(dev: &Device<Roxe>, qp: &RoxeQp, batch: &mut net
     qp.unheld_ack_ns.store(0, Relaxed);
 }
 
-/// Adds an answer `gap_ns` after the ACK to the QP's smoothed answer time. Only the QP's
-/// requester run writes it (`RoxeQp::req_running`).
-fn note_answer(qp: &RoxeQp, gap_ns: u64) {
-    let smoothed = ack_hold::smoothed_answer_us(qp.answer_us.load(Relaxed), gap_ns);
-    qp.answer_us.store(smoothed, Relaxed);
-}
-
-/// The device's short timer expired (softirq): sends every held ACK. A QP whose ACK waited its
-/// whole hold had no answer in time and stops holding until it answers quickly again
-/// (`requester_sending`); one whose hold had not run out (the timer ran for another QP's
-/// earlier expiry) goes on holding. An ACK held from now on starts the timer again.
+/// The device's short timer expired (softirq): sends the ACKs held for requesters that had
+/// nothing to send within [`ACK_HOLD_US`], and stops those QPs holding ACKs until they answer
+/// quickly again (`requester_sending`). An ACK held from now on starts the timer again.
 pub(crate) fn hold_timer_expired(dev: &Device<Roxe>) {
     dev.data().held_acks.lock().timer_armed = false;
-    let now = now_ns();
     dev.data().qps.for_each(|_, qp| {
-        let Some(held) = take_held_ack(dev, qp) else {
-            return;
-        };
-        let hold_ns = u64::from(ack_hold::hold_us(qp.answer_us.load(Relaxed))) * 1000;
-        if now.wrapping_sub(held.since_ns) >= hold_ns {
+        if send_held_ack(dev, qp) {
             qp.hold_acks.store(false, Relaxed);
         }
-        let _ = net::xmit(dev, &held.av, udp_sport(qp.qpn), held.skb);
     });
 }

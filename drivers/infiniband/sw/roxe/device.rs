@@ -125,9 +125,6 @@ pub(crate) struct HeldAcks {
     pub(crate) count: u32,
     /// The short timer is started and has not begun to run.
     pub(crate) timer_armed: bool,
-    /// When the started timer expires at the soonest (`now_ns`), so that a QP holding for a
-    /// shorter time than the one that started it moves it earlier (`ack::hold_ack`).
-    pub(crate) expires_ns: u64,
 }
 
 impl RoxeDevice {
@@ -144,7 +141,6 @@ impl HeldAcks {
         HeldAcks {
             count: 0,
             timer_armed: false,
-            expires_ns: 0,
         }
     }
 }

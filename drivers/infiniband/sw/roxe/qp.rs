@@ -338,9 +338,6 @@ pub(crate) struct RoxeQp {
     pub(crate) hold_acks: AtomicFlag,
     /// When the responder last sent a lone positive ACK at once (`now_ns`; 0: never).
     pub(crate) unheld_ack_ns: Atomic<u64>,
-    /// How long after an ACK the requester answers, smoothed (us; 0: not measured), which
-    /// sets how long an ACK is held (`ack::requester_sending`, `proto::ack_hold`).
-    pub(crate) answer_us: Atomic<u32>,
 }
 
 /// An acknowledgement waiting to leave (see [`RoxeQp::held_ack`]).
@@ -349,8 +346,6 @@ pub(crate) struct HeldAck {
     pub(crate) psn: Psn,
     pub(crate) skb: TxSkBuff,
     pub(crate) av: AddressVector,
-    /// When the first ACK of this hold was held (`now_ns`).
-    pub(crate) since_ns: u64,
 }
 
 fn qp_type_of(raw: u32) -> Result<QpType> {
@@ -521,7 +516,6 @@ pub(crate) fn create(
         held_ack <- crate::compat::sync::new_spinlock_irq!(None, "roxe_qp_held_ack"),
         hold_acks: AtomicFlag::new(false),
         unheld_ack_ns: Atomic::new(0),
-        answer_us: Atomic::new(0),
     }? Error))?;
     Ok(QpCreated {
         data: qp,
@@ -711,7 +705,6 @@ pub(crate) fn modify(
         // The next connection learns again whether its answers come quickly.
         this.hold_acks.store(false, Relaxed);
         this.unheld_ack_ns.store(0, Relaxed);
-        this.answer_us.store(0, Relaxed);
         this.sq.lock().reset();
         let mut rq = this.rq.lock();
         if let Some(q) = &mut *rq {

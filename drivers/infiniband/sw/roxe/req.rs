@@ -609,10 +609,9 @@ pub(crate) fn run(dev: &Device<Roxe>, qp: &RoxeQp) {
     // the device's doorbell are paid once per batch. Flushed before a completion (a work
     // request is sent before it completes) and whenever the run has nothing more to build.
     let mut batch = net::TxBatch::new();
-    // Whether this run has sent: its first packet takes along an ACK the responder holds for
-    // the peer (one doorbell for both: in a ping-pong, the answer and the ACK of the request
-    // it answers).
-    let mut sent = false;
+    // An ACK the responder holds for the peer leaves in this run's first batch (one doorbell for
+    // both: in a ping-pong, the answer and the ACK of the request it answers).
+    crate::ack::batch_held_ack(dev, qp, &mut batch);
     let mut budget = RUN_BUDGET;
     let mut flushing = false;
     loop {
@@ -634,10 +633,8 @@ pub(crate) fn run(dev: &Device<Roxe>, qp: &RoxeQp) {
         flushing = matches!(path.state, QpState::Err | QpState::Sqe);
         match step(dev, qp, &dev.data().netdev, &path, &cfg) {
             Step::Send(o, done) => {
-                if !sent {
-                    sent = true;
-                    crate::ack::requester_sending(dev, qp, &mut batch);
-                }
+                // The responder may hold its ACKs for this requester's packets (`resp`).
+                crate::ack::requester_sending(qp);
                 // A packet that cannot leave (no route, no memory) is a lost packet: the
                 // retransmission timer (RC) recovers it; UC and UD lose it as the wire would.
                 match o.packet {

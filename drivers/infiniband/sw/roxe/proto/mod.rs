@@ -6,7 +6,6 @@
 //! host crate `tools/proto` for `cargo test`, property tests and fuzzing. Anything that needs a
 //! kernel service reaches it through a trait implemented by the caller.
 
-pub mod ack_hold;
 pub mod batch;
 mod bytes;
 pub mod comp;
