@@ -216,9 +216,11 @@ mount_configfs() {
 
 # wait_listening [SECONDS]: until an rdma_cm listener exists on this VM (a perftest server
 # started in the background is ready), at most SECONDS (10). A client that connects earlier is
-# rejected (IB_CM_REJ_INVALID_SERVICE_ID) and retries; under TCG its next attempt has been seen
-# rejected again after the server accepted it, leaving the server waiting on a half-open
-# connection until its timeout, so clients are started only once the server listens.
+# rejected (IB_CM_REJ_INVALID_SERVICE_ID). This covers perftest -R's first connection (its
+# parameter exchange) only: its second, the test's own, is made as soon as the exchange is
+# over, and one that reaches the server before the server listens for it is rejected too; the
+# perftest of the guest image then crashes in librdmacm instead of retrying, and its server
+# waits out its timeout (the run counts as failed).
 wait_listening() {
 	local i
 	for ((i = 0; i < ${1:-10} * 10; i++)); do
