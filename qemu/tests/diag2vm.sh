@@ -5,7 +5,8 @@
 # us) on VM 1 and each test's device counter deltas on both. How performance.md's variants were
 # compared.
 # Args (commas between, "+" inside): VARIANTS ROUNDS TESTS MTU ITERS (iterations of a bandwidth
-# run; a latency run does three quarters of them), e.g.
+# run; a latency run does three quarters of them); a test is TOOL:SIZE or TOOL:SIZE:QPS (perftest
+# -q QPS), e.g.
 #   qemu/run-vm.sh --flavour stock --two-vm --script qemu/tests/diag2vm.sh --timeout 1600 \
 #     --args "rxe+roxe+roxe-old,3,ib_write_lat:2+ib_write_bw:65536"
 # Variants: rxe, roxe (the build under test), roxe-NAME (build/exp/roxe-NAME.ko, a copy of an
@@ -30,9 +31,9 @@ for r in $(seq 1 $ROUNDS); do for var in $VARIANTS; do
 	gid=$(gid_index_v4)
 	barrier "up-$var-$r" 120
 	for t in $TESTS; do
-		tool=${t%%:*}; size=${t##*:}; k=$((k+1))
+		IFS=: read -r tool size qps <<<"$t"; k=$((k+1))
 		case $tool in *lat) n=$((ITERS * 3 / 4)) ;; *) n=$ITERS ;; esac
-		args="-d $RDMA_DEV -x $gid -s $size -n $n -F"
+		args="-d $RDMA_DEV -x $gid -s $size -n $n -F${qps:+ -q $qps}"
 		s0=$(snap)
 		if [ $ROXE_VM = 0 ]; then barrier "b$k" 120; timeout 150 $tool $args >/dev/null 2>&1; barrier "e$k" 200
 			say "SERVER $var $tool: $(delta "$s0" "$(snap)")"
@@ -45,7 +46,7 @@ for r in $(seq 1 $ROUNDS); do for var in $VARIANTS; do
 			case $tool in *lat) v=$(echo "$out" | awk '/^ *[0-9]+ +[0-9]+ +[0-9.]+/ { print $6 }' | tail -1) ;;
 			ib_atomic_bw) v=$(echo "$out" | awk '/^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+/ { print $5 * 1000 }' | tail -1) ;;
 			*) v=$(echo "$out" | awk '/^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+/ { print $4 }' | tail -1) ;; esac
-			say "RESULT round=$r $var $tool $size = $v  (t=$t0..$(date +%s))"
+			say "RESULT round=$r $var $tool $size${qps:+ q=$qps} = $v  (t=$t0..$(date +%s))"
 			say "CLIENT $var $tool: $(delta "$s0" "$(snap)")"
 			barrier "e$k" 200
 		fi

@@ -3,7 +3,8 @@
 # runs a bandwidth test through the device's own GID. Output: /out/profile-DRV-TOOL.txt (symbols
 # by self time) for each driver named. By hand, to aim performance work, not by make test:
 #   qemu/run-vm.sh --flavour stock --script qemu/tests/profile.sh --args roxe+rxe,ib_write_bw,65536,15
-# (a one-vCPU guest's samples all land in the idle loop under TCG: for two VMs use fgraph.sh).
+# Under QEMU TCG the samples may all land in the idle loop (pv_native_safe_halt), with one vCPU
+# or two, as on the development machine: then use fgraph.sh.
 # Arguments: DRIVERS (joined by +, e.g. roxe+rxe) TOOL SIZE SECONDS
 . /roxe/qemu/guest/lib.sh
 IFS=+ read -r -a DRVS <<<"${1:-roxe}"
