@@ -11,7 +11,7 @@
 #   qemu/run-vm.sh --flavour stock --two-vm --script qemu/tests/fgraph.sh --args roxe,ib_write_bw,65536,15,0.5
 #   python3 tools/fgraph_sum.py build/vm/fgraph-stock/vm1/fgraph.txt
 . /roxe/qemu/guest/lib.sh
-DRV=${1:-roxe} TOOL=${2:-ib_write_bw} SIZE=${3:-65536} SECS=${4:-15} TSECS=${5:-0.5} QPS=$6
+DRV=${1:-roxe} TOOL=${2:-ib_write_bw} SIZE=${3:-65536} SECS=${4:-15} TSECS=${5:-0.5} QPS=${6:-}
 TWO=0; grep -qw 'roxe.two=1' /proc/cmdline && TWO=1
 # One VM: no peer to wait for; the client connects to this VM's own address.
 [ $TWO = 0 ] && { barrier() { :; }; ROXE_VM=1; PEER_IP=$SELF_IP; }
