@@ -5,9 +5,11 @@ test with its variant, passed|failed|not run) and writes them side by side into
 Documentation/testing.md, between its blktests markers. Exits 1 when a test that passed on rdma_rxe or siw did not pass on roxe, or
 when a driver's verdicts are missing.
 
-Usage: blktests_report.py [--marker NAME] TESTING_MD DRIVER=TSV[,TSV...]...
+Usage: blktests_report.py [--marker NAME] [--merge] TESTING_MD DRIVER=TSV[,TSV...]...
 (drivers: roxe, rxe, siw; a driver's several files, one per boot, are read as one; the table goes
-between <!-- NAME:begin --> and <!-- NAME:end -->, NAME blktests unless given)"""
+between <!-- NAME:begin --> and <!-- NAME:end -->, NAME blktests unless given; --merge keeps the
+verdicts already in that table and lets the files' verdicts replace them test by test, so that
+groups run in separate sessions add up to one table)"""
 import os
 import sys
 
@@ -27,6 +29,26 @@ def load(paths):
     return verdicts
 
 
+def table_verdicts(md, begin, end):
+    """The verdicts of the table between the markers: {driver: {test: verdict}}."""
+    text = open(md).read()
+    if begin not in text or end not in text:
+        return {}
+    body = text.split(begin, 1)[1].split(end, 1)[0]
+    rows = [[c.strip() for c in line.strip().strip('|').split('|')]
+            for line in body.splitlines() if line.startswith('|')]
+    if not rows:
+        return {}
+    by_name = {v: k for k, v in NAMES.items()}
+    cols = [by_name.get(name) for name in rows[0][1:]]
+    seen = {d: {} for d in cols if d}
+    for row in rows[2:]:
+        for d, v in zip(cols, row[1:]):
+            if d and v != '-':
+                seen[d][row[0]] = v
+    return seen
+
+
 def key(test):
     """Sort key of "nvme/008 (tr=rdma bd=file)": group, number, variant."""
     name, _, variant = test.partition(' ')
@@ -35,19 +57,26 @@ def key(test):
 
 
 def main():
-    args, marker = sys.argv[1:], 'blktests'
+    args, marker, merge = sys.argv[1:], 'blktests', False
     if args[:1] == ['--marker']:
         marker, args = args[1], args[2:]
+    if args[:1] == ['--merge']:
+        merge, args = True, args[1:]
     begin, end = f'<!-- {marker}:begin -->', f'<!-- {marker}:end -->'
     md, runs = args[0], dict(a.split('=', 1) for a in args[1:])
-    drivers = [d for d in ('roxe', 'rxe', 'siw') if d in runs]
-    res = {d: load(runs[d]) for d in drivers}
+    old = table_verdicts(md, begin, end) if merge else {}
+    drivers = [d for d in ('roxe', 'rxe', 'siw') if d in runs or d in old]
+    res = {d: {**old.get(d, {}), **load(runs.get(d, ''))} for d in drivers}
     bad = [d for d in drivers if not res[d]]
     tests = sorted(set().union(*res.values()), key=key)
     regress = [t for t in tests if res['roxe'].get(t) != 'passed' and
                any(res[d].get(t) == 'passed' for d in drivers if d != 'roxe')]
+    # Only where another driver has run the test too (a merged table may hold groups that one
+    # driver has not run yet).
     only = [t for t in tests if res['roxe'].get(t) == 'passed' and
+            any(t in res[d] for d in drivers if d != 'roxe') and
             not any(res[d].get(t) == 'passed' for d in drivers if d != 'roxe')]
+    pending = [t for t in tests if any(t not in res[d] for d in drivers)]
 
     out = ['| test | ' + ' | '.join(NAMES[d] for d in drivers) + ' |',
            '|---|' + '---|' * len(drivers)]
@@ -60,6 +89,8 @@ def main():
                    f'{v.count("not run")} not run.')
     out.append('- Passed on rdma_rxe or siw but not on roxe: ' + (', '.join(regress) or 'none') + '.')
     out.append('- Passed on roxe only: ' + (', '.join(only) or 'none') + '.')
+    if pending:
+        out.append(f'- Not run on every driver yet ("-"): {len(pending)} tests.')
     table = '\n'.join(out)
     print(table)
 
