@@ -29,12 +29,17 @@ def load(paths):
     return verdicts
 
 
-def table_verdicts(md, begin, end):
-    """The verdicts of the table between the markers: {driver: {test: verdict}}."""
-    text = open(md).read()
+def split_section(text, begin, end):
+    """(before, between, after) the markers, or None when the text lacks them."""
     if begin not in text or end not in text:
-        return {}
-    body = text.split(begin, 1)[1].split(end, 1)[0]
+        return None
+    head, rest = text.split(begin, 1)
+    body, tail = rest.split(end, 1)
+    return head, body, tail
+
+
+def table_verdicts(body):
+    """The verdicts of the table in `body`: {driver: {test: verdict}}."""
     rows = [[c.strip() for c in line.strip().strip('|').split('|')]
             for line in body.splitlines() if line.startswith('|')]
     if not rows:
@@ -64,7 +69,9 @@ def main():
         merge, args = True, args[1:]
     begin, end = f'<!-- {marker}:begin -->', f'<!-- {marker}:end -->'
     md, runs = args[0], dict(a.split('=', 1) for a in args[1:])
-    old = table_verdicts(md, begin, end) if merge else {}
+    text = open(md).read()
+    section = split_section(text, begin, end)
+    old = table_verdicts(section[1]) if merge and section else {}
     drivers = [d for d in ('roxe', 'rxe', 'siw') if d in runs or d in old]
     res = {d: {**old.get(d, {}), **load(runs.get(d, ''))} for d in drivers}
     bad = [d for d in drivers if not res[d]]
@@ -94,10 +101,8 @@ def main():
     table = '\n'.join(out)
     print(table)
 
-    text = open(md).read()
-    if begin in text and end in text:
-        head, rest = text.split(begin, 1)
-        _, tail = rest.split(end, 1)
+    if section:
+        head, _, tail = section
         with open(md, 'w') as f:
             f.write(head + begin + '\n' + table + '\n' + end + tail)
     else:
