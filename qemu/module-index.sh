@@ -5,7 +5,9 @@
 # host with the build root's depmod, over a tree of links to the kernel's modules plus those
 # two. The guest's install_module copies it into its writable /lib/modules instead of running
 # depmod there, which reads every module of the kernel over 9p and took minutes under TCG on a
-# busy host. Output: build/FLAVOUR-modules/ (extra/*.ko and the modules.* files).
+# busy host. Output: build/FLAVOUR-modules/ (extra/*.ko and the modules.* files), and `config`,
+# the kernel's build configuration, for guest tools that read it (blktests' srp group requires
+# /proc/config.gz or /boot/config-RELEASE, and neither kernel has the former).
 #   qemu/module-index.sh debug|stock|stock-RELEASE
 . "$(dirname "$0")/lib.sh"
 flavour=${1:?usage: module-index.sh debug|stock|stock-RELEASE}
@@ -28,4 +30,5 @@ in_buildroot depmod -b "$tree" "$rel" 2>/dev/null || die "depmod failed for $fla
 cp "$tree/lib/modules/$rel"/modules.* "$out/"
 rm -rf "$tree"
 echo "$rel" >"$out/release"
+[ -f "$kdir/build/.config" ] && cp "$kdir/build/.config" "$out/config"
 echo "$out"

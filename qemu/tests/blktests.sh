@@ -29,6 +29,13 @@ siw)
 *) fail "unknown driver $DRV"; finish_tests ;;
 esac
 
+# blktests reads kernel options from /proc/config.gz or /boot/config-RELEASE (the srp group's
+# requirements, through common/multipath-over-rdma); the kernels here have neither, so the
+# build's configuration goes to the latter (qemu/module-index.sh copies it to the share).
+cfg=/boot/config-$(uname -r)
+[ -f /proc/config.gz ] || [ -f "$cfg" ] || { mkdir -p /boot && cp "/roxe/build/$ROXE_FLAVOUR-modules/config" "$cfg"; } ||
+	fail "no kernel configuration for blktests"
+
 # results/ and the config are written next to ./check: run a writable copy.
 rm -rf /tmp/blktests && mkdir /tmp/blktests && tar -xf $SRC -C /tmp/blktests || fail "unpack blktests"
 cd /tmp/blktests || finish_tests
