@@ -36,6 +36,13 @@ cfg=/boot/config-$(uname -r)
 [ -f /proc/config.gz ] || [ -f "$cfg" ] || { mkdir -p /boot && cp "/roxe/build/$ROXE_FLAVOUR-modules/config" "$cfg"; } ||
 	fail "no kernel configuration for blktests"
 
+# The srp group finds its multipath devices by the links udev makes for them
+# (/dev/disk/by-id/dm-uuid-mpath-*, tests/srp/rc get_bdev_path); the guest's init starts no udev,
+# so the daemon runs for that group (new devices' events only: no coldplug).
+if [[ " $TESTS " == *" srp"* ]]; then
+	/usr/lib/systemd/systemd-udevd --daemon || fail "start systemd-udevd"
+fi
+
 # results/ and the config are written next to ./check: run a writable copy.
 rm -rf /tmp/blktests && mkdir /tmp/blktests && tar -xf $SRC -C /tmp/blktests || fail "unpack blktests"
 cd /tmp/blktests || finish_tests
