@@ -55,9 +55,10 @@ CFG
 # check's own loop has no overall bound: the guest script's timeout is that.
 ./check $TESTS 2>&1 | tee /out/blktests-$DRV.log
 # A verdict per test and variant: "nvme/008 (tr=rdma bd=file) (description) [passed]", "[failed]"
-# or "[not run]" becomes "nvme/008 (tr=rdma bd=file)<TAB>passed".
+# or "[not run]" becomes "nvme/008 (tr=rdma bd=file)<TAB>passed". A variant is only KEY=VALUE
+# words: a description may hold "=" too ("srp/005 (Direct I/O ..., cmd_sg_entries=255 and bs=4M)").
 sed -E 's/\x1b\[[0-9;]*[A-Za-z]//g' /out/blktests-$DRV.log |
-	sed -nE 's,^([a-z]+/[0-9]+( \([^)]*=[^)]*\))?) .*\[(passed|failed|not run)\].*,\1\t\3,p' \
+	sed -nE 's,^([a-z]+/[0-9]+( \([a-z_]+=[^ )]*( [a-z_]+=[^ )]*)*\))?) .*\[(passed|failed|not run)\].*,\1\t\4,p' \
 	>/out/blktests-$DRV.tsv
 cp -a results /out/blktests-$DRV-results 2>/dev/null
 n=$(wc -l </out/blktests-$DRV.tsv)
