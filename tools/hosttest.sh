@@ -39,6 +39,8 @@ python3 "$top/tools/deps.py" --enforce drivers/infiniband/sw/roxe/proto --enforc
 	--enforce rust/rdma || status=1
 # Size rules (tools/shape.py): at most 800 lines of code per file, 6 parameters per function.
 python3 "$top/tools/shape.py" || status=1
+# How tools/blktests_report.py reads blktests' ./check output (verdicts, variants, a stopped boot).
+python3 "$top/tools/test_blktests_report.py" 2>&1 || status=1
 
 cd "$top/tools/proto"
 cargo test --quiet 2>&1 || status=1

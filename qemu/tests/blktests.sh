@@ -5,8 +5,8 @@
 # blktests' `modprobe rdma_rxe` and `rdma link add ... type rxe` get roxe), on rdma_rxe (USE_RXE=1)
 # or on siw (USE_RXE unset). Args: DRIVER (roxe|rxe|siw), TESTS ("+" between: groups or tests,
 # e.g. nvme+srp+rnbd or nvme/003+nvme/004), MODE: `must-pass` (make test: every listed test passes,
-# each a PASS/FAIL line) or `record` (make blktests: only that ./check ran to its end; the verdicts
-# go to /out/blktests-DRIVER.tsv for tools/blktests_report.py, which compares the drivers),
+# each a PASS/FAIL line) or `record` (make blktests: only that ./check ran to its end; its output,
+# /out/blktests-DRIVER.log, is what tools/blktests_report.py reads to compare the drivers),
 # and optionally TIMEOUT: blktests' own TIMEOUT setting (each test that honours it, fio's runs
 # above all, stops after that many seconds; blktests' Documentation/running-tests.md).
 # blktests checks the kernel log around each test itself; the harness checks the whole boot's.
@@ -54,12 +54,9 @@ CFG
 [ -n "$TMO" ] && echo "TIMEOUT=$TMO" >>config
 # check's own loop has no overall bound: the guest script's timeout is that.
 ./check $TESTS 2>&1 | tee /out/blktests-$DRV.log
-# A verdict per test and variant: "nvme/008 (tr=rdma bd=file) (description) [passed]", "[failed]"
-# or "[not run]" becomes "nvme/008 (tr=rdma bd=file)<TAB>passed". A variant is only KEY=VALUE
-# words: a description may hold "=" too ("srp/005 (Direct I/O ..., cmd_sg_entries=255 and bs=4M)").
-sed -E 's/\x1b\[[0-9;]*[A-Za-z]//g' /out/blktests-$DRV.log |
-	sed -nE 's,^([a-z]+/[0-9]+( \([a-z_]+=[^ )]*( [a-z_]+=[^ )]*)*\))?) .*\[(passed|failed|not run)\].*,\1\t\4,p' \
-	>/out/blktests-$DRV.tsv
+# A verdict per test and variant ("nvme/008 (tr=rdma bd=file)<TAB>passed"), read from the log by
+# the parser make blktests' report uses on the host.
+python3 /roxe/tools/blktests_report.py --parse /out/blktests-$DRV.log >/out/blktests-$DRV.tsv
 cp -a results /out/blktests-$DRV-results 2>/dev/null
 n=$(wc -l </out/blktests-$DRV.tsv)
 say "blktests on $DRV: $n verdicts, $(grep -c passed /out/blktests-$DRV.tsv) passed," \
