@@ -111,11 +111,12 @@ nfs: deps
 	$(Q)/test-all.sh --list qemu/tests/nfs.list
 
 # blktests, unmodified, on the debug kernel: ./check nvme, srp and rnbd with nvme_trtype=rdma on roxe
-# (through rxe_compat), rdma_rxe and siw, one boot per driver and group (qemu/tests/blktests.list);
-# the verdicts, read from each boot's ./check output (a boot stopped by its timeout keeps those it
-# reached), side by side into Documentation/testing.md. Fails if a test that passed on rdma_rxe
-# or siw did not pass on roxe. `blktests-stock`: the nvme group on Debian's kernel, several times
-# faster under TCG. `make test` runs a short subset on the stock kernel (`blktests-nvme`).
+# (through rxe_compat), rdma_rxe and siw, each srp test and each long nvme test in a boot of its
+# own (qemu/tests/blktests.list); the verdicts, read from each boot's ./check output (a boot
+# stopped by its timeout keeps those it reached), side by side into Documentation/testing.md.
+# Fails if a test that passed on rdma_rxe or siw did not pass on roxe. `blktests-stock`: the nvme
+# group on Debian's kernel, several times faster under TCG. `make test` runs a short subset on
+# the stock kernel (`blktests-nvme`).
 blktests_report = python3 tools/blktests_report.py --marker $(1) Documentation/testing.md \
 	$$(for d in roxe rxe siw; do printf '%s=%s ' $$d \
 		"$$(ls build/vm/$(1)-$$d-*/vm0/blktests-$$d.log 2>/dev/null | paste -sd,)"; done)
