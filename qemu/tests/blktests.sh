@@ -8,10 +8,13 @@
 # each a PASS/FAIL line) or `record` (make blktests: only that ./check ran to its end; its output,
 # /out/blktests-DRIVER.log, is what tools/blktests_report.py reads to compare the drivers),
 # and optionally TIMEOUT: blktests' own TIMEOUT setting (each test that honours it, fio's runs
-# above all, stops after that many seconds; blktests' Documentation/running-tests.md).
+# above all, stops after that many seconds; blktests' Documentation/running-tests.md) and one more
+# setting of blktests' config, NAME=VALUE (e.g. NVMET_BLKDEV_TYPES=file: only the file-backed
+# variant of the nvme target tests).
 # blktests checks the kernel log around each test itself; the harness checks the whole boot's.
 . /roxe/qemu/guest/lib.sh
-DRV=${1:-roxe}; TESTS=${2:-nvme}; TESTS=${TESTS//+/ }; MODE=${3:-must-pass}; TMO=${4:-}
+DRV=${1:-roxe}; TESTS=${2:-nvme}; TESTS=${TESTS//+/ }; MODE=${3:-must-pass}
+TMO=${4:-}; EXTRA=${5:-}
 SRC=/roxe/build/blktests.tar
 [ -f $SRC ] || { fail "no $SRC (qemu/blktests-build.sh)"; finish_tests; }
 load_rdma_core || fail "load the RDMA core"
@@ -52,6 +55,11 @@ nvme_trtype=rdma
 USE_RXE=$use_rxe
 CFG
 [ -n "$TMO" ] && echo "TIMEOUT=$TMO" >>config
+if [ -n "$EXTRA" ]; then
+	[[ $EXTRA =~ ^[A-Za-z_][A-Za-z0-9_]*=[A-Za-z0-9_./\ -]*$ ]] ||
+		{ fail "bad blktests setting: $EXTRA"; finish_tests; }
+	echo "$EXTRA" >>config
+fi
 # check's own loop has no overall bound: the guest script's timeout is that.
 ./check $TESTS 2>&1 | tee /out/blktests-$DRV.log
 # A verdict per test and variant ("nvme/008 (tr=rdma bd=file)<TAB>passed"), read from the log by
