@@ -12,11 +12,7 @@ flavour=${1:?usage: build-module.sh debug|stock|stock-RELEASE}
 kdir="$(flavour_kernel "$flavour")/build"
 [ -d "$kdir" ] || die "no $flavour kernel tree: run qemu/kernel-$flavour.sh"
 use_kernel_suite "$(flavour_kernel "$flavour")"
-# The debug kernel is built with clang; Debian's with the gcc its .config names.
-case "$flavour" in
-debug) mkargs=(LLVM=-19) ;;
-*) read -ra mkargs <<<"$(debian_cc "$kdir")" ;;
-esac
+read -ra mkargs <<<"$(kernel_make_args "$flavour" "$kdir")"
 kdir=$(readlink -f "$kdir")
 out="$ROXE_TOP/build/$flavour"
 if [ "${ROXE_CLIPPY:-0}" = 1 ]; then
@@ -25,12 +21,7 @@ if [ "${ROXE_CLIPPY:-0}" = 1 ]; then
 fi
 mkdir -p "$out"
 build() {
-	rsync -a --delete --exclude '*.o' --exclude '*.ko' --exclude '*.cmd' --exclude '*.mod*' \
-		--exclude 'generated' --exclude '.*.d' --exclude 'modules.order' --exclude 'Module.symvers' \
-		--include 'Kbuild' --include 'Makefile' \
-		--include 'rust/***' --include 'drivers/***' --include 'qemu/' --include 'qemu/selftest/***' --include 'qemu/kverbs/***' \
-		--include 'tools/' --include 'tools/proto/***' --exclude '*' \
-		"$ROXE_TOP/" "$out/"
+	module_sources "$out"
 	in_buildroot make -C "$kdir" M="$out" "${mkargs[@]}" -j"$(nproc)" modules
 }
 # Two runners (a long form beside a single test) may build the same flavour at once: one at a time

@@ -53,6 +53,7 @@ buildroot_link() {
 	esac
 }
 BUILDROOT_LINK=$(buildroot_link "$ROXE_SUITE")
+ROXE_TOOLCHAIN_BIN=${ROXE_TOOLCHAIN_BIN:-}
 # debian_cc KERNEL_TREE: the make arguments that name the C compiler Debian built the kernel with
 # (from its CONFIG_CC_VERSION_TEXT, e.g. CC=x86_64-linux-gnu-gcc-14 HOSTCC=gcc-14).
 debian_cc() {
@@ -62,21 +63,28 @@ debian_cc() {
 	echo "CC=$cc HOSTCC=${cc#x86_64-linux-gnu-}"
 }
 
-# use_kernel_suite KERNEL_DIR: run in_buildroot in the root KERNEL_DIR was prepared with.
+# use_kernel_suite KERNEL_DIR: run in_buildroot in the root KERNEL_DIR was prepared with, and with
+# the Rust toolchain it was built with (its `toolchain-bin` file, when not the root's own).
 use_kernel_suite() {
 	local suite=trixie
 	[ -f "$1/suite" ] && suite=$(cat "$1/suite")
 	ROXE_SUITE=$suite
 	BUILDROOT_LINK=$(buildroot_link "$suite")
-	export ROXE_SUITE
+	ROXE_TOOLCHAIN_BIN=""
+	[ -f "$1/toolchain-bin" ] && ROXE_TOOLCHAIN_BIN=$(cat "$1/toolchain-bin")
+	export ROXE_SUITE ROXE_TOOLCHAIN_BIN
 }
 in_buildroot() {
 	local root
 	root=$(readlink -f "$BUILDROOT_LINK")
 	[ -d "$root" ] || die "no build root: run qemu/buildroot.sh"
 	mount_buildroot "$root"
-	chroot "$root" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-		LANG=C.UTF-8 "$@"
+	# A kernel built with another Rust toolchain than the root's (ROXE_TOOLCHAIN_BIN, set by
+	# use_kernel_suite from the kernel's `toolchain-bin` file) finds it first on PATH; bindgen from
+	# crates.io loads the root's libclang.
+	chroot "$root" /usr/bin/env -i HOME=/root \
+		PATH=${ROXE_TOOLCHAIN_BIN:+$ROXE_TOOLCHAIN_BIN:}/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+		${ROXE_TOOLCHAIN_BIN:+LIBCLANG_PATH=/usr/lib/llvm-19/lib} LANG=C.UTF-8 "$@"
 }
 
 # The build root sees the project and the caches at the same paths as the host, so that paths in
@@ -105,14 +113,36 @@ mount_buildroot() {
 	esac
 }
 
-# flavour_kernel FLAVOUR: the cache link of a harness kernel flavour: debug, stock, or
-# stock-RELEASE (a Debian kernel of make matrix, prepared by `qemu/kernel-stock.sh RELEASE`).
+# flavour_kernel FLAVOUR: the cache link of a harness kernel flavour: debug, debug-rustup (the same
+# debug kernel built with this machine's rustup toolchain, make matrix), stock, or stock-RELEASE
+# (a Debian kernel of make matrix, prepared by `qemu/kernel-stock.sh RELEASE`).
 flavour_kernel() {
 	case "$1" in
 	debug) echo "$ROXE_CACHE/kernel-debug" ;;
+	debug-rustup) echo "$ROXE_CACHE/kernel-rustup-debug" ;;
 	stock) echo "$ROXE_CACHE/kernel-stock" ;;
 	stock-*) echo "$ROXE_CACHE/matrix-${1#stock-}" ;;
 	*) die "unknown flavour $1" ;;
+	esac
+}
+
+# module_sources DEST: mirrors the files a module build reads (Kbuild, rust/, drivers/, the
+# harness's test modules, the protocol crate) into DEST, leaving build products out.
+module_sources() {
+	rsync -a --delete --exclude '*.o' --exclude '*.ko' --exclude '*.cmd' --exclude '*.mod*' \
+		--exclude 'generated' --exclude '.*.d' --exclude 'modules.order' --exclude 'Module.symvers' \
+		--include 'Kbuild' --include 'Makefile' \
+		--include 'rust/***' --include 'drivers/***' --include 'qemu/' --include 'qemu/selftest/***' --include 'qemu/kverbs/***' \
+		--include 'tools/' --include 'tools/proto/***' --exclude '*' \
+		"$ROXE_TOP/" "$1/"
+}
+
+# kernel_make_args FLAVOUR KERNEL_TREE: the compiler arguments of make for modules of FLAVOUR: the
+# debug kernel is built with clang, Debian's with the gcc its .config names.
+kernel_make_args() {
+	case "$1" in
+	debug*) echo "LLVM=-19" ;;
+	*) debian_cc "$2" ;;
 	esac
 }
 

@@ -8,8 +8,13 @@
 # against it, and the stock-kernel tests of `make test` run on it (qemu/test-all.sh --stock-as
 # stock-RELEASE). Each outcome is written to qemu/kernels.lock (release, package version, rustc,
 # bindgen, result, date); a build failure keeps its compiler output in build/matrix-RELEASE.log.
-#   qemu/matrix.sh [[sid:]RELEASE...]   (default: the releases above, but the one make test
-#                                        runs: qemu/kernel-stock.sh's default)
+# Last, `debug-rustup`: the debug kernel of make test (same source and options) built with this
+# machine's rustup toolchain (stable) and bindgen from crates.io instead of Debian's rustc and
+# bindgen (qemu/kernel-debug.sh with ROXE_RUST=rustup), roxe built with that toolchain, and the
+# debug-kernel tests of make test run on it (qemu/test-all.sh --debug-as debug-rustup).
+#   qemu/matrix.sh [[sid:]RELEASE... | debug-rustup]   (default: the releases above, but the one
+#                                        make test runs: qemu/kernel-stock.sh's default, and
+#                                        debug-rustup)
 . "$(dirname "$0")/lib.sh"
 cd "$ROXE_TOP"
 qemu/buildroot.sh
@@ -36,9 +41,11 @@ if [ ${#rels[@]} = 0 ]; then
 	ROXE_SUITE=sid qemu/buildroot.sh
 	sid_rel=$(amd64_releases sid | tail -1)
 	[ -n "$sid_rel" ] && rels+=("sid:$sid_rel")
+	rels+=(debug-rustup)
 fi
 
 record() { # record SUITE RELEASE VERSION RESULT: replaces RELEASE's line of the lock file
+	# (the toolchain: the build root's, or ROXE_TOOLCHAIN_BIN's when set)
 	local suite=$1 rel=$2 ver=$3 res=$4 rustc bindgen
 	rustc=$(in_suite "$suite" rustc --version | awk '{print $2}')
 	bindgen=$(in_suite "$suite" bindgen --version 2>/dev/null | awk '{print $2}')
@@ -50,9 +57,41 @@ record() { # record SUITE RELEASE VERSION RESULT: replaces RELEASE's line of the
 	log "$rel: $res"
 }
 
+# debug_rustup: the debug kernel built with rustup's stable toolchain, and the debug-kernel tests
+# of make test on it.
+debug_rustup() {
+	local tc rel ver res
+	log "== debug kernel, rustup's toolchain"
+	ver="linux-source $(in_suite trixie dpkg-query -W -f='${Version}' linux-source-7.3)"
+	tc=$(qemu/rustup-toolchain.sh) || { record trixie debug-rustup "$ver" "no toolchain"; return 1; }
+	if ! out=$(ROXE_RUST=rustup qemu/kernel-debug.sh 2>&1); then
+		printf '%s\n' "$out" | tail -5
+		ROXE_TOOLCHAIN_BIN=$tc/bin record trixie debug-rustup "$ver" "not built: $(printf '%s\n' "$out" | grep ERROR | tail -1 | sed 's/.*ERROR: //')"
+		return 1
+	fi
+	rel="$(cat "$(flavour_kernel debug-rustup)/build/include/config/kernel.release")-debug-rustup"
+	mkdir -p build
+	if ! qemu/build-module.sh debug-rustup >build/matrix-debug-rustup.log 2>&1; then
+		e=$(grep -m1 -A1 '^error' build/matrix-debug-rustup.log | tr -s ' \n' ' ' | cut -c1-120)
+		ROXE_TOOLCHAIN_BIN=$tc/bin record trixie "$rel" "$ver" "build fails: $e"
+		return 1
+	fi
+	grep -h 'PROBE   features' build/matrix-debug-rustup.log >&2 || true
+	if res=$(qemu/test-all.sh --debug-as debug-rustup 2>&1 | tee build/matrix-debug-rustup-test.log | tail -1); then
+		ROXE_TOOLCHAIN_BIN=$tc/bin record trixie "$rel" "$ver" "pass ($res)"
+	else
+		ROXE_TOOLCHAIN_BIN=$tc/bin record trixie "$rel" "$ver" "fail ($res)"
+		return 1
+	fi
+}
+
 tested=$(cat "$(qemu/kernel-stock.sh)/release")
 status=0
 for entry in "${rels[@]}"; do
+	if [ "$entry" = debug-rustup ]; then
+		debug_rustup || status=1
+		continue
+	fi
 	suite=trixie rel=$entry
 	case "$entry" in sid:*) suite=sid rel=${entry#sid:} ;; esac
 	[ $# = 0 ] && [ "$rel" = "$tested" ] && { log "$rel: make test runs it"; continue; }

@@ -32,7 +32,7 @@ done
 kdir=$(flavour_kernel "$flavour")
 # The debug kernel boots directly; Debian's (stock, stock-RELEASE) through a small initramfs.
 case "$flavour" in
-debug) kernel="$kdir/bzImage"; initrd=() ;;
+debug*) kernel="$kdir/bzImage"; initrd=() ;;
 *) kernel="$kdir/vmlinuz"; initrd=(-initrd "$kdir/initrd.img") ;;
 esac
 [ -f "$kernel" ] || die "no $flavour kernel: run qemu/kernel-$flavour.sh (or make kernels)"

@@ -9,7 +9,7 @@
 #   qemu/siw-build.sh stock|stock-RELEASE
 . "$(dirname "$0")/lib.sh"
 flavour=${1:?usage: siw-build.sh stock|stock-RELEASE}
-[ "$flavour" != debug ] || die "siw-build.sh is for the stock kernels (the debug kernel has siw built in its tree)"
+case $flavour in debug*) die "siw-build.sh is for the stock kernels (the debug kernels have siw built in their tree)" ;; esac
 kdir="$(flavour_kernel "$flavour")/build"
 [ -d "$kdir" ] || die "no $flavour kernel tree: run qemu/kernel-stock.sh"
 use_kernel_suite "$(flavour_kernel "$flavour")"

@@ -4,20 +4,24 @@
 # "N passed, N failed". Each guest check counts once, and each VM run counts once more for its own
 # verdict (guest exit code and the kernel-log splat check).
 #   qemu/test-all.sh [--qemu-only] [--only NAME-REGEX] [--list FILE] [--stock-as FLAVOUR]
+#                    [--debug-as debug-rustup]
 # The tests are the built-in harness checks plus qemu/tests/extra.list; --list FILE runs the
 # tests of FILE instead (the long forms: qemu/tests/baseline.list, qemu/tests/pyverbs.list).
 # --stock-as stock-RELEASE runs only the stock-kernel tests, on that Debian kernel instead
-# (qemu/matrix.sh), each named stock-RELEASE-NAME.
+# (qemu/matrix.sh), each named stock-RELEASE-NAME. --debug-as debug-rustup runs only the
+# debug-kernel tests, on the debug kernel built with this machine's rustup toolchain instead
+# (qemu/matrix.sh), each named debug-rustup-NAME.
 . "$(dirname "$0")/lib.sh"
 cd "$ROXE_TOP"
 
-qemu_only=0 only="" list=qemu/tests/extra.list builtin=1 stock_as=""
+qemu_only=0 only="" list=qemu/tests/extra.list builtin=1 stock_as="" debug_as=""
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--qemu-only) qemu_only=1 ;;
 	--only) only=$2; shift ;;
 	--list) list=$2; builtin=0; qemu_only=1; shift ;;
 	--stock-as) stock_as=$2; qemu_only=1; shift ;;
+	--debug-as) debug_as=$2; qemu_only=1; shift ;;
 	*) die "unknown option $1" ;;
 	esac
 	shift
@@ -72,11 +76,25 @@ if [ -n "$stock_as" ]; then
 	qemu/siw-build.sh "$stock_as" >/dev/null || die "siw build failed ($stock_as)"
 	qemu/module-index.sh "$stock_as" >/dev/null || die "module index failed ($stock_as)"
 fi
+if [ -n "$debug_as" ]; then
+	[ "$debug_as" = debug-rustup ] || die "--debug-as takes debug-rustup"
+	ROXE_RUST=rustup qemu/kernel-debug.sh >/dev/null || die "no kernel for $debug_as"
+	qemu/build-module.sh "$debug_as" >/dev/null || die "module build failed ($debug_as)"
+	qemu/module-index.sh "$debug_as" >/dev/null || die "module index failed ($debug_as)"
+fi
 # blktests, built for the guest (qemu/tests/blktests.sh).
 qemu/blktests-build.sh >/dev/null || die "blktests build failed"
 # The hostile-user program qemu/tests/verbs-fuzz.sh runs (the guest has no compiler).
 tools/verbs-fuzz/build.sh >/dev/null || die "verbs-fuzz build failed"
 if [ $qemu_only = 0 ]; then
+	# Host side, against the prepared trees: a probe cannot fail silently (tools/probe-check.sh).
+	log "== feature probes"
+	pout=$(tools/probe-check.sh debug stock 2>&1) || true
+	printf '%s\n' "$pout" | sed 's/^/  /'
+	while read -r st rest; do
+		case "$st" in PASS|FAIL) count "$st" "host: $rest" ;; esac
+	done <<<"$pout"
+	printf '%s\n' "$pout" | grep -qE '^(PASS|FAIL) ' || count FAIL "host: tools/probe-check.sh printed no result"
 	log "== lint (rustfmt, clippy)"
 	if tools/lint.sh; then count PASS lint; else count FAIL "lint (rustfmt or clippy; see above)"; fi
 fi
@@ -97,6 +115,14 @@ if [ -n "$stock_as" ]; then
 	for t in "${TESTS[@]}"; do
 		IFS='|' read -r name flavour rest <<<"$t"
 		[ "$flavour" = stock ] && sel+=("$stock_as-$name|$stock_as|$rest")
+	done
+	TESTS=("${sel[@]}")
+fi
+if [ -n "$debug_as" ]; then
+	sel=()
+	for t in "${TESTS[@]}"; do
+		IFS='|' read -r name flavour rest <<<"$t"
+		[ "$flavour" = debug ] && sel+=("$debug_as-$name|$debug_as|$rest")
 	done
 	TESTS=("${sel[@]}")
 fi

@@ -22,7 +22,7 @@ CHECK_MIN_TIMEOUT=30
 check() {
 	local name=$1 t=$2; shift 2
 	[ "$t" -ge "$CHECK_MIN_TIMEOUT" ] || t=$CHECK_MIN_TIMEOUT
-	[ "${ROXE_FLAVOUR:-}" = debug ] && t=$((t * 3))
+	case ${ROXE_FLAVOUR:-} in debug*) t=$((t * 3)) ;; esac
 	local log="/out/$name.log"
 	say "run  $name: $*"
 	local rc=0
