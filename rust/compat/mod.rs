@@ -15,3 +15,4 @@ pub mod init;
 pub mod module;
 pub mod rcu;
 pub mod sync;
+pub mod task;

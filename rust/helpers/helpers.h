@@ -68,6 +68,7 @@ unsigned long roxe_helper_spin_lock_irqsave(spinlock_t *lock);
 void roxe_helper_spin_unlock_irqrestore(spinlock_t *lock, unsigned long flags);
 int roxe_helper_spin_trylock_irqsave(spinlock_t *lock, unsigned long *flags);
 void roxe_helper_spin_assert_is_held(spinlock_t *lock);
+void roxe_helper_cond_resched(void);
 int roxe_helper_xa_alloc_cyclic_irqsafe(struct xarray *xa, u32 *id, void *entry, u32 min, u32 max,
 				   u32 *next, gfp_t gfp);
 int roxe_helper_xa_insert_irqsafe(struct xarray *xa, unsigned long index, void *entry, gfp_t gfp);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Helpers for include/linux/xarray.h, timers, the BH workqueue and bottom-half masking. */
 #include <linux/bottom_half.h>
+#include <linux/sched.h>
 #include <linux/jiffies.h>
 #include <linux/spinlock.h>
 #include <linux/hrtimer.h>
@@ -235,4 +236,10 @@ void roxe_helper_local_bh_disable(void)
 void roxe_helper_local_bh_enable(void)
 {
 	local_bh_enable();
+}
+
+/* rust/compat/task.rs: cond_resched is a macro (a static call on PREEMPT_DYNAMIC kernels). */
+void roxe_helper_cond_resched(void)
+{
+	cond_resched();
 }

@@ -78,6 +78,10 @@ const CHILD_PAGES: usize = 1 << (CHILD_SHIFT - PAGE_SHIFT);
 pub const MAX_CHILDREN: usize = 8192;
 /// Pages an implicit ODP memory spans: the whole 64-bit address space.
 const IMPLICIT_PAGES: usize = 1 << (64 - PAGE_SHIFT);
+/// Chunks of an implicit ODP memory remembered as unable to get a child (the oldest forgotten
+/// first): an access to one fails at once, as a failed fault does, instead of waiting for a
+/// fault that can never make its page present.
+const FAILED_CHUNKS: usize = 8;
 
 /// Why an ODP page cannot be accessed now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -170,6 +174,17 @@ struct Children {
     list: KVec<Child>,
     /// The memory was released: nothing may be accessed any more.
     released: bool,
+    /// Chunks whose child could not be made for a reason that does not pass (an address range
+    /// the core cannot register, such as the last chunk of the address space, whose end
+    /// overflows; an address space that is gone), most recent at `failed_next - 1`.
+    failed: [Option<u64>; FAILED_CHUNKS],
+    failed_next: usize,
+}
+
+impl Children {
+    fn has_failed(&self, chunk: u64) -> bool {
+        self.failed.contains(&Some(chunk))
+    }
 }
 
 /// A child of an implicit ODP memory: the region of one [`CHILD_BYTES`] chunk of the address
@@ -433,6 +448,17 @@ impl Drop for Region {
 }
 
 impl Implicit {
+    /// Remembers that `chunk` cannot get a child (see [`Children::failed`]).
+    fn mark_failed(&self, chunk: u64) {
+        let _bh = bh::disable();
+        let mut c = self.children.lock();
+        if !c.has_failed(chunk) {
+            let at = c.failed_next % FAILED_CHUNKS;
+            c.failed[at] = Some(chunk);
+            c.failed_next = at + 1;
+        }
+    }
+
     /// The child of `chunk`, made (and added to the list) if there is none yet. Process
     /// context, with the root mutex held: `root` is the live root umem.
     fn child(&self, root: NonNull<bindings::ib_umem_odp>, chunk: u64) -> Result<Arc<Region>> {
@@ -555,7 +581,12 @@ impl OdpMem {
             pin_init!(Implicit {
                 root <- new_mutex!(None, "roxe_odp_root"),
                 children <- new_spinlock!(
-                    Children { list: KVec::new(), released: false },
+                    Children {
+                        list: KVec::new(),
+                        released: false,
+                        failed: [None; FAILED_CHUNKS],
+                        failed_next: 0,
+                    },
                     "roxe_odp_children"
                 ),
             }),
@@ -584,7 +615,9 @@ impl OdpMem {
     /// registration, and makes them accessible. Process context: it sleeps. A failure marks
     /// the pages still missing as failed (until their range is invalidated again), unless it was
     /// transient. An implicit memory first makes the children the range needs; when it has
-    /// [`MAX_CHILDREN`], the fault fails (`ENOSPC`) and pages of other chunks stay failed.
+    /// [`MAX_CHILDREN`], the fault fails (`ENOSPC`) and pages of other chunks stay failed; a
+    /// chunk whose child cannot be made for a lasting reason (the core refuses its range) fails
+    /// too, and is remembered as failed ([`FAILED_CHUNKS`]).
     pub fn fault(&self, first: usize, count: usize) -> Result {
         let imp = match &self.kind {
             Kind::Explicit(r) => return r.map(first, count, true),
@@ -603,7 +636,13 @@ impl OdpMem {
             let chunk = page / CHILD_PAGES;
             let base = chunk * CHILD_PAGES;
             let n = (base + CHILD_PAGES).min(end) - page;
-            imp.child(root, chunk as u64)?.map(page - base, n, true)?;
+            let child = imp.child(root, chunk as u64).inspect_err(|e| {
+                // Out of memory or of children may pass; anything else will not.
+                if *e != ENOMEM && *e != ENOSPC && *e != EAGAIN {
+                    imp.mark_failed(chunk as u64);
+                }
+            })?;
+            child.map(page - base, n, true)?;
             page += n;
         }
         Ok(())
@@ -699,8 +738,11 @@ impl OdpPages<'_> {
                         let t = c.list[i].region.inner.table.lock();
                         t.page(index % CHILD_PAGES, offset, len).map(f)
                     }
-                    // No room for a child: as memory that cannot be mapped.
-                    Err(_) if c.list.len() >= MAX_CHILDREN => Err(OdpMiss::Failed),
+                    // No room for a child, or none can be made: as memory that cannot be
+                    // mapped.
+                    Err(_) if c.list.len() >= MAX_CHILDREN || c.has_failed(chunk) => {
+                        Err(OdpMiss::Failed)
+                    }
                     Err(_) => Err(OdpMiss::Missing),
                 }
             }

@@ -2,14 +2,16 @@
 
 //! Completion queues. Counterpart of rxe's `rxe_cq.c`.
 //!
-//! Locking: `RoxeCq::inner` is a BH-disabling spinlock: completions are posted from softirq
-//! (the data path) and from process context (flushes), and armed from process context. The
-//! consumer's completion handler is called after the lock is released.
+//! Locking: `RoxeCq::inner` is an IRQ-safe spinlock: completions are posted from softirq (the
+//! data path) and from process context (flushes), kernel consumers poll it from any context, and
+//! it is armed from process context. The consumer's completion handler is called after the lock
+//! is released; nothing sized by a user is copied under it (`replace_user_ring`).
 
 #![deny(unsafe_code)]
 
 use crate::compat::errno;
 use crate::compat::sync::SpinLockIrq;
+use crate::compat::task::Preemptible;
 use crate::rdma::{
     cq::{Cq, CqInit, CqNotifier, NotifyFlags},
     device::Device,
@@ -21,7 +23,7 @@ use crate::rdma::{
 use crate::{
     hca::Roxe,
     param,
-    queue::{Direction, Queue},
+    queue::{Direction, Queue, RESIZE_BATCH},
 };
 use kernel::{
     prelude::*,
@@ -186,37 +188,87 @@ pub(crate) fn resize(cq: &Cq<Roxe>, cqe: u32, udata: Option<&UData<'_>>) -> Resu
         None => None,
     };
     let capacity = new.capacity();
-    let mut new_owners = if udata.is_some() {
+    let new_owners = if udata.is_some() {
         KVVec::new()
     } else {
         owner_table(new.slots())?
     };
-    let (old, old_owners) = {
-        let mut inner = this.inner.lock();
-        // Entries posted meanwhile move over too; fewer slots than queued entries is EINVAL,
-        // as IBA 11.2.6.2 (resize CQ) requires.
-        new.take_over(&inner.queue)?;
-        if let Some(e) = entry {
+    let ctx = Preemptible::claim();
+    let (old, old_owners) = match entry {
+        Some(e) => {
             new.attach_mmap(e);
+            (replace_user_ring(this, new, &ctx)?, KVVec::new())
         }
-        // The owners move with their entries, to slots 0, 1, ... as `take_over` moved them.
-        if !inner.owners.is_empty() {
-            let CqInner { queue, owners, .. } = &mut *inner;
-            for (to, from) in queue.queued_slots().enumerate() {
-                if let (Some(dst), Some(src)) =
-                    (new_owners.get_mut(to), owners.get_mut(from as usize))
-                {
-                    *dst = src.take();
-                }
-            }
-        }
-        let old_owners = core::mem::replace(&mut inner.owners, new_owners);
-        (core::mem::replace(&mut inner.queue, new), old_owners)
+        None => replace_kernel_ring(this, new, new_owners)?,
     };
     // The old ring (and its mmap offer) and the owners it still had go outside the lock.
     drop(old);
     drop(old_owners);
     Ok(capacity)
+}
+
+/// Resize of a kernel consumer's CQ: its size and both indices are the kernel's own, so the
+/// entries, and their owners, move under the lock. Returns the old ring and owners.
+fn replace_kernel_ring(
+    this: &RoxeCq,
+    mut new: Queue,
+    mut new_owners: KVVec<Option<Arc<QpNotifier>>>,
+) -> Result<(Queue, KVVec<Option<Arc<QpNotifier>>>)> {
+    let mut inner = this.inner.lock();
+    // Entries posted meanwhile move over too; fewer slots than queued entries is EINVAL,
+    // as IBA 11.2.6.2 (resize CQ) requires.
+    new.take_over(&inner.queue)?;
+    // The owners move with their entries, to slots 0, 1, ... as `take_over` moved them.
+    let CqInner { queue, owners, .. } = &mut *inner;
+    for (to, from) in queue.queued_slots().enumerate() {
+        if let (Some(dst), Some(src)) = (new_owners.get_mut(to), owners.get_mut(from as usize)) {
+            *dst = src.take();
+        }
+    }
+    let old_owners = core::mem::replace(&mut inner.owners, new_owners);
+    Ok((core::mem::replace(&mut inner.queue, new), old_owners))
+}
+
+/// Copy rounds of a user CQ's resize before it gives up with `EAGAIN`.
+const RESIZE_ROUNDS: u32 = 4;
+
+/// Resize of a user CQ: its consumer index is user memory, so the entries to move can be the
+/// whole ring (2^15), and they are copied with interrupts on, while the completer may go on
+/// adding entries to the old ring. Each round copies, preemptibly, what was queued when it
+/// began; under the lock, when at most [`RESIZE_BATCH`] entries came meanwhile, they are copied
+/// there and the new ring goes in. rdma-core's provider holds its lock of the CQ during the
+/// resize, so nothing is polled meanwhile; a process that polls anyway garbles only its own
+/// completions. Returns the old ring. Process context (`ctx`).
+fn replace_user_ring(this: &RoxeCq, mut new: Queue, ctx: &Preemptible) -> Result<Queue> {
+    let (src, base, mut end) = {
+        let inner = this.inner.lock();
+        let (consumer, producer) = inner.queue.span();
+        (inner.queue.source(), consumer, producer)
+    };
+    let mut copied = 0;
+    for _ in 0..RESIZE_ROUNDS {
+        let total = src.distance(base, end);
+        if total < copied {
+            // The producer went round past the entries copied: the ring overflowed.
+            return Err(EAGAIN);
+        }
+        new.copy_from_preemptible(&src, base.wrapping_add(copied), copied, total - copied, ctx)?;
+        copied = total;
+        let mut inner = this.inner.lock();
+        let (consumer, producer) = inner.queue.span();
+        let total = src.distance(base, producer);
+        if total < copied {
+            return Err(EAGAIN);
+        }
+        if total - copied <= RESIZE_BATCH {
+            new.copy_from(&src, base.wrapping_add(copied), copied, total - copied)?;
+            // Entries the process polled meanwhile stay polled.
+            new.start_at(src.distance(base, consumer).min(total), total)?;
+            return Ok(core::mem::replace(&mut inner.queue, new));
+        }
+        end = producer;
+    }
+    Err(EAGAIN)
 }
 
 pub(crate) fn req_notify(cq: &Cq<Roxe>, flags: NotifyFlags) -> Result<bool> {

@@ -37,8 +37,10 @@ pub(crate) fn post_send(qp: &Qp<Roxe>, wr: &KernelSendWr<'_, Roxe>) -> Result {
         // `max_inline_data` says so; roxe reports its inline room but copies through SGEs.
         return Err(EINVAL);
     }
-    let mut ring = this.sq.lock();
-    let mut slot = KVec::from_elem(0u8, ring.elem_size(), GFP_ATOMIC)?;
+    // The slot is built before the ring's lock, which turns interrupts off: nothing is
+    // allocated under it. Its size is fixed at creation.
+    let elem_size = this.sq.lock().elem_size();
+    let mut slot = KVec::from_elem(0u8, elem_size, GFP_ATOMIC)?;
     let put32 = |b: &mut [u8], off: usize, v: u32| {
         if let Some(d) = b.get_mut(off..off + 4) {
             d.copy_from_slice(&v.to_ne_bytes());
@@ -93,8 +95,7 @@ pub(crate) fn post_send(qp: &Qp<Roxe>, wr: &KernelSendWr<'_, Roxe>) -> Result {
     }
     put32(&mut slot, send_layout::DMA_LENGTH, total);
     put32(&mut slot, send_layout::DMA_NUM_SGE, wr.sges.len() as u32);
-    ring.produce(&slot)?;
-    drop(ring);
+    this.sq.lock().produce(&slot)?;
     // The caller may hold a lock with interrupts disabled, where nothing may be sent: the
     // requester runs from the device's kick work, in softirq context.
     this.kick_pending.store(true, Release);
@@ -137,11 +138,13 @@ pub(crate) fn post_recv(qp: &Qp<Roxe>, wr: &KernelRecvWr<'_>) -> Result {
         // IBA C10-97.2.1: receives cannot be posted in RESET.
         return Err(EINVAL);
     }
+    // Built before the ring's lock (interrupts off under it); the slot size is fixed at
+    // creation.
+    let slot = encode_recv_wqe(this.rq_elem_size, wr)?;
     let mut rq = this.rq.lock();
     let Some(ring) = &mut *rq else {
         return Err(EINVAL);
     };
-    let slot = encode_recv_wqe(ring.elem_size(), wr)?;
     ring.produce(&slot)?;
     drop(rq);
     // Checked after producing: a move to ERR that flushed the ring just before this WQE
@@ -159,10 +162,13 @@ pub(crate) fn post_recv(qp: &Qp<Roxe>, wr: &KernelRecvWr<'_>) -> Result {
 /// the QPs sharing the SRQ take it from there in the receive path.
 pub(crate) fn post_srq_recv(srq: &Srq<Roxe>, wr: &KernelRecvWr<'_>) -> Result {
     let s = srq.srq_data();
-    let mut inner = s.inner.lock();
-    if wr.sges.len() > inner.max_sge as usize {
+    let max_sge = s.inner.lock().max_sge;
+    if wr.sges.len() > max_sge as usize {
         return Err(EINVAL);
     }
-    let slot = encode_recv_wqe(inner.queue.elem_size(), wr)?;
-    inner.queue.produce(&slot)
+    // Built before the ring's lock (interrupts off under it); the slot size is fixed at
+    // creation, and a resize keeps it.
+    let slot = encode_recv_wqe(s.elem_size, wr)?;
+    let produced = s.inner.lock().queue.produce(&slot);
+    produced
 }

@@ -140,6 +140,7 @@ fn parse_ip(ip: &[u8]) -> Option<(Source, IpHeader<'_>)> {
                     dgid: dst,
                     network: Network::Ipv4,
                     local: false,
+                    redeliveries: 0,
                 },
                 IpHeader::V4(hdr),
             ))
@@ -154,6 +155,7 @@ fn parse_ip(ip: &[u8]) -> Option<(Source, IpHeader<'_>)> {
                     dgid,
                     network: Network::Ipv6,
                     local: false,
+                    redeliveries: 0,
                 },
                 IpHeader::V6(hdr),
             ))
@@ -317,6 +319,7 @@ pub(crate) fn deliver_local(dev: &Device<Roxe>, av: &AddressVector, sport: u16, 
                     dgid: av.dgid,
                     network: av.network,
                     local: true,
+                    redeliveries: 0,
                 };
                 (data.rx.dispatch)(dev, &pkt, &src);
             }

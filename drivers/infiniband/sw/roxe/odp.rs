@@ -146,15 +146,23 @@ pub(crate) fn kick_after(dev: &Device<Roxe>, qpn: u32) -> bool {
     push(dev, Job::Stage(StageJob::Kick { qpn }))
 }
 
+/// Times one datagram is handed back to a responder after a fault before it is dropped: a page
+/// that is present after its fault needs one; one invalidated again before the redelivery, a
+/// second.
+pub(crate) const MAX_REDELIVERIES: u8 = 4;
+
 /// Queues a copy of request `pkt` from `src` for QP `qpn`'s responder, after the faults queued
 /// so far. Any context. Returns false (the packet is then lost, as on the wire) when out of
-/// memory or jobs.
+/// memory or jobs, or when it was handed back [`MAX_REDELIVERIES`] times already.
 pub(crate) fn redeliver_after(
     dev: &Device<Roxe>,
     qpn: u32,
     pkt: &Packet<&[u8]>,
     src: &Source,
 ) -> bool {
+    if src.redeliveries >= MAX_REDELIVERIES {
+        return false;
+    }
     let mut bytes = KVec::new();
     if bytes.extend_from_slice(pkt.as_bytes(), GFP_ATOMIC).is_err() {
         return false;
@@ -168,6 +176,7 @@ pub(crate) fn redeliver_after(
             // leave as packets, never through the slot only a drainer empties.
             src: Source {
                 local: false,
+                redeliveries: src.redeliveries + 1,
                 ..*src
             },
         }),
@@ -175,9 +184,14 @@ pub(crate) fn redeliver_after(
 }
 
 /// The device's process work: runs the queued faults in order, up to the first job of a stage,
-/// which it hands back for the caller to run; `None` once the queue is empty. Process context.
-pub(crate) fn next_stage_job(dev: &Device<Roxe>) -> Option<StageJob> {
+/// which it hands back for the caller to run; `None` once the queue is empty or `budget` (jobs,
+/// faults and stage jobs alike, counted down) is spent. Process context.
+pub(crate) fn next_stage_job(dev: &Device<Roxe>, budget: &mut u32) -> Option<StageJob> {
     loop {
+        if *budget == 0 {
+            return None;
+        }
+        *budget -= 1;
         // One at a time, so that jobs queued meanwhile (behind the current one) keep their place.
         let job = {
             let mut jobs = dev.data().odp_jobs.lock();

@@ -208,6 +208,9 @@ pub(crate) struct SqState {
     /// go to the responder without a socket buffer (`net::deliver_local`). Lent out while a
     /// packet is delivered; the requester (one run at a time per QP) gives it back.
     pub(crate) local_buf: KVec<u8>,
+    /// ODP: times in a row the requester paused on a missing page without building a packet
+    /// (`req::MAX_ODP_PAUSES` bounds it).
+    pub(crate) odp_pauses: u32,
 }
 
 impl SqState {
@@ -506,6 +509,7 @@ pub(crate) fn create(
                 comp: CompState::new(Psn::new(0), Pmtu::of(IbMtu::Mtu256), 7, 7),
                 ack_timeout_ms: 0,
                 local_buf: KVec::new(),
+                odp_pauses: 0,
             },
             "roxe_qp_sq_state"
         ),

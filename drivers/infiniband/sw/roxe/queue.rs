@@ -10,6 +10,7 @@
 
 #![deny(unsafe_code)]
 
+use crate::compat::task::Preemptible;
 use crate::proto::queue::{
     Geometry, CONSUMER_INDEX_OFFSET, INDEX_MASK_OFFSET, LOG2_ELEM_SIZE_OFFSET,
     PRODUCER_INDEX_OFFSET,
@@ -19,6 +20,25 @@ use crate::rdma::{
     object::UData,
 };
 use kernel::{prelude::*, sync::Arc};
+
+/// Elements a resize copies between two scheduling points: 256 slots of the largest receive WQE
+/// (4 KiB) are 1 MiB, well under a millisecond of copying on any host.
+pub(crate) const RESIZE_BATCH: u32 = 256;
+
+/// The old ring of a resize, read outside the lock that protects it: a second reference to its
+/// buffer, and its geometry. The buffer stays allocated while the handle lives; its bytes may
+/// change under a hostile user, which only garbles that user's own elements.
+pub(crate) struct RingSource {
+    buf: Arc<UserBuf>,
+    geometry: Geometry,
+}
+
+impl RingSource {
+    /// Number of elements from slot `from` up to slot `to` of the ring.
+    pub(crate) fn distance(&self, from: u32, to: u32) -> u32 {
+        self.geometry.count(to, from)
+    }
+}
 
 /// Who produces the ring's elements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -242,9 +262,106 @@ impl Queue {
         self.buf.store_release(CONSUMER_INDEX_OFFSET, 0);
     }
 
-    /// Copies the queued elements of `old` into this fresh, empty ring, in order (CQ and SRQ
-    /// resize). Allocates nothing, so it may run under the lock that protects `old`. `EINVAL`
-    /// if they do not fit or the rings differ in element size or direction.
+    /// Whether user space maps this ring (its indices and elements are then user-writable).
+    pub(crate) fn is_user(&self) -> bool {
+        self.mmap.is_some()
+    }
+
+    /// The driver's view of the ring now: (consumer, producer), both masked.
+    pub(crate) fn span(&self) -> (u32, u32) {
+        let (producer, consumer) = self.indices();
+        (consumer, producer)
+    }
+
+    /// Number of elements from slot `from` up to slot `to` of this ring.
+    pub(crate) fn distance(&self, from: u32, to: u32) -> u32 {
+        self.geometry.count(to, from)
+    }
+
+    /// A handle to read this ring's elements outside the lock that protects it (resize).
+    pub(crate) fn source(&self) -> RingSource {
+        RingSource {
+            buf: self.buf.clone(),
+            geometry: self.geometry,
+        }
+    }
+
+    /// Copies `n` elements of `src`, from its slot `from` on, into this ring's slots `to`,
+    /// `to + 1`, ... (resize). `EINVAL` if they do not fit or the rings differ in element size
+    /// or direction. The caller bounds `n`: under a spinlock, by a constant; in process context,
+    /// see [`Queue::copy_from_preemptible`].
+    pub(crate) fn copy_from(&mut self, src: &RingSource, from: u32, to: u32, n: u32) -> Result {
+        if src.geometry.elem_size() != self.geometry.elem_size()
+            || to.checked_add(n).is_none_or(|end| end > self.capacity())
+        {
+            return Err(EINVAL);
+        }
+        let mut chunk = [0u8; 64];
+        let elem = self.geometry.elem_size();
+        for i in 0..n {
+            let (from_off, to_off) = (
+                src.geometry.elem_offset(from.wrapping_add(i)),
+                self.geometry.elem_offset(to + i),
+            );
+            let mut done = 0;
+            while done < elem {
+                let k = chunk.len().min(elem - done);
+                let part = chunk.get_mut(..k).ok_or(EINVAL)?;
+                src.buf.read(from_off + done, part)?;
+                self.buf.write(to_off + done, part)?;
+                done += k;
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Queue::copy_from`] for a count user space chose (up to a whole ring of the device's
+    /// largest size): copies in batches of [`RESIZE_BATCH`] with a scheduling point between
+    /// them. Process context, no spinlock held: the [`Preemptible`] token says so.
+    pub(crate) fn copy_from_preemptible(
+        &mut self,
+        src: &RingSource,
+        from: u32,
+        to: u32,
+        n: u32,
+        ctx: &Preemptible,
+    ) -> Result {
+        let mut done = 0;
+        while done < n {
+            let k = RESIZE_BATCH.min(n - done);
+            self.copy_from(src, from.wrapping_add(done), to + done, k)?;
+            done += k;
+            ctx.cond_resched();
+        }
+        Ok(())
+    }
+
+    /// Sets the indices of a fresh ring that a resize filled: the element at slot `consumer` is
+    /// the oldest, `producer` is past the newest. Both at most the capacity.
+    pub(crate) fn start_at(&mut self, consumer: u32, producer: u32) -> Result {
+        if consumer > producer || producer > self.capacity() {
+            return Err(EINVAL);
+        }
+        match self.direction {
+            Direction::ToClient => {
+                self.own_index = producer;
+                self.buf.store_release(CONSUMER_INDEX_OFFSET, consumer);
+                self.buf.store_release(PRODUCER_INDEX_OFFSET, producer);
+            }
+            Direction::FromClient => {
+                self.own_index = consumer;
+                self.buf.store_release(CONSUMER_INDEX_OFFSET, consumer);
+                self.buf.store_release(PRODUCER_INDEX_OFFSET, producer);
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies the queued elements of `old` into this fresh, empty ring, in order (resize of a
+    /// kernel consumer's CQ or SRQ, whose indices only the kernel writes). Allocates nothing, so
+    /// it may run under the lock that protects `old`; the count is what the kernel consumer
+    /// queued, never a user's. `EINVAL` if they do not fit or the rings differ in element size
+    /// or direction.
     pub(crate) fn take_over(&mut self, old: &Queue) -> Result {
         if old.geometry.elem_size() != self.geometry.elem_size() || old.direction != self.direction
         {

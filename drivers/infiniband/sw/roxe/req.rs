@@ -104,6 +104,13 @@ impl From<WcStatus> for BuildErr {
     }
 }
 
+/// ODP: pauses of the requester in a row, each waiting for a fault that did not make the page
+/// present, before the WQE fails with a local protection error (IBA 10.8.3.1, as for memory that
+/// cannot be accessed). A fault that succeeds is followed by a packet: one pause; a page
+/// invalidated again before the retry costs another. 16 leaves room for a busy process and still
+/// ends a WQE that can never make progress.
+const MAX_ODP_PAUSES: u32 = 16;
+
 /// ODP: the requester found bytes `offset..offset + len` of `list` (used with `need` rights)
 /// not faulted in. Pauses the WQE until the fault is done, or fails it if the fault and the
 /// kick cannot be queued (a kick that never comes would leave the QP stuck).
@@ -537,11 +544,17 @@ fn step(
             };
             let packet = match build(dev, qp, netdev, entry, &d, local_buf) {
                 Ok(packet) => packet,
-                // Nothing sent, nothing changed: the kick after the fault plans this packet again.
-                Err(BuildErr::Paused) => return Step::Idle,
+                // Nothing sent, nothing changed: the kick after the fault plans this packet
+                // again, a bounded number of times (a page that never becomes present).
+                Err(BuildErr::Paused) if sq.odp_pauses < MAX_ODP_PAUSES => {
+                    sq.odp_pauses += 1;
+                    return Step::Idle;
+                }
+                Err(BuildErr::Paused) => return finish(&mut sq, cur, WcStatus::LocProtErr),
                 Err(BuildErr::Status(status)) => return finish(&mut sq, cur, status),
             };
             let op = entry.wqe.opcode;
+            sq.odp_pauses = 0;
             if let Some(e) = sq.entries.get_mut(cur) {
                 e.progress = Some(d.after);
             }

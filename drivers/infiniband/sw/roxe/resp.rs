@@ -126,7 +126,7 @@ fn take_recv(qp: &RoxeQp) -> Option<Result<RecvEntry, u64>> {
     let (slot, max_sge) = if let Some(srq) = &qp.srq {
         let mut slot = KVec::from_elem(0u8, srq.elem_size, GFP_ATOMIC).ok()?;
         let mut inner = srq.inner.lock();
-        if !inner.queue.peek(&mut slot) {
+        if inner.resizing || !inner.queue.peek(&mut slot) {
             return None;
         }
         inner.queue.advance_consumer();
@@ -416,8 +416,11 @@ fn page_fault(cx: &Ctx<'_>, req: &Request, rs: &mut RespState, fx: &mut Effects)
             acknowledge(path, fx, req.psn, rs.proto.aeth(syndrome));
         }
         PageFaultAction::Redeliver => {
-            // Out of memory or jobs: the datagram is lost, as on the wire.
-            let _ = odp::redeliver_after(dev, qp.qpn, pkt, src);
+            // Out of memory or jobs, or handed back too often: the datagram is lost, as on
+            // the wire, and counted.
+            if !odp::redeliver_after(dev, qp.qpn, pkt, src) {
+                dev.data().counters.inc(Counter::RcvdDrops);
+            }
         }
         PageFaultAction::Drop => {}
     }

@@ -100,6 +100,7 @@ pub(crate) fn local_source(dev: &Device<Roxe>, path: &PathInfo, local: bool) -> 
         dgid: av.dgid,
         network: av.network,
         local: true,
+        redeliveries: 0,
     })
 }
 

@@ -20,4 +20,7 @@ pub(crate) struct Source {
     /// device's drainer claim meanwhile (`deliver_local`, `drain_claimed`); never set for a
     /// packet from the wire, whatever its addresses say.
     pub(crate) local: bool,
+    /// Times the ODP path handed this packet back to the responder after a fault
+    /// (`odp::redeliver_after`, at most `odp::MAX_REDELIVERIES`).
+    pub(crate) redeliveries: u8,
 }

@@ -2,13 +2,15 @@
 
 //! Shared receive queues. Counterpart of rxe's `rxe_srq.c`.
 //!
-//! Locking: `RoxeSrq::inner` is BH-disabling: the responder takes receive WQEs from it in
-//! softirq, the verbs resize and arm it in process context.
+//! Locking: `RoxeSrq::inner` is an IRQ-safe spinlock: the responder takes receive WQEs from it
+//! in softirq, kernel consumers post to it from any context, the verbs resize and arm it in
+//! process context. Nothing sized by a user is copied under it (`replace_ring`).
 
 #![deny(unsafe_code)]
 
 use crate::compat::errno;
 use crate::compat::sync::SpinLockIrq;
+use crate::compat::task::Preemptible;
 use crate::rdma::{
     device::Device,
     object::UData,
@@ -44,6 +46,9 @@ pub(crate) struct SrqInner {
     pub(crate) max_sge: u32,
     /// Armed limit (0: disarmed). IBA 11.5.2.4: the event fires once when fewer WQEs remain.
     pub(crate) limit: u32,
+    /// A resize of a user ring is copying it outside the lock: the responder takes no WQE
+    /// until the new ring is in place (it answers as for an empty SRQ: RNR NAK).
+    pub(crate) resizing: bool,
 }
 
 /// A shared receive queue.
@@ -112,7 +117,7 @@ pub(crate) fn create(
         srq_num,
         pd_id,
         elem_size,
-        inner <- crate::compat::sync::new_spinlock_irq!(SrqInner { queue, max_sge, limit }, "roxe_srq"),
+        inner <- crate::compat::sync::new_spinlock_irq!(SrqInner { queue, max_sge, limit, resizing: false }, "roxe_srq"),
         notifier,
     }? Error))
 }
@@ -160,14 +165,10 @@ pub(crate) fn modify(
             }
             None => None,
         };
-        let old = {
-            let mut inner = this.inner.lock();
-            new.take_over(&inner.queue)?;
-            if let Some(e) = entry {
-                new.attach_mmap(e);
-            }
-            core::mem::replace(&mut inner.queue, new)
-        };
+        if let Some(e) = entry {
+            new.attach_mmap(e);
+        }
+        let old = replace_ring(this, new, &Preemptible::claim())?;
         drop(old);
     }
     if mask & srq_mask::LIMIT != 0 {
@@ -178,6 +179,43 @@ pub(crate) fn modify(
         inner.limit = attr.srq_limit;
     }
     Ok(())
+}
+
+/// Puts `new` in place of the SRQ's ring with the queued WQEs copied over, in order; returns
+/// the old ring, to be dropped outside the lock. Process context (`ctx`).
+///
+/// A user ring's producer index is user memory: the count to copy can be the whole ring (2^20
+/// slots of up to 4 KiB), so it is copied with interrupts on. Under the lock the ring is frozen
+/// (`resizing`: the responder takes nothing) and its queued span noted; the copy runs
+/// preemptible; under the lock again the new ring goes in. rdma-core's provider holds its own
+/// lock of the SRQ during the resize, so no WQE is posted meanwhile; a process that posts anyway
+/// loses only its own WQEs. A kernel consumer's ring is only written by the kernel and sized by
+/// it, and its posts go on during a resize: it is copied under the lock.
+fn replace_ring(this: &RoxeSrq, mut new: Queue, ctx: &Preemptible) -> Result<Queue> {
+    let (src, from, count) = {
+        let mut inner = this.inner.lock();
+        if !inner.queue.is_user() {
+            new.take_over(&inner.queue)?;
+            return Ok(core::mem::replace(&mut inner.queue, new));
+        }
+        if inner.resizing {
+            return Err(EBUSY);
+        }
+        let (consumer, producer) = inner.queue.span();
+        let count = inner.queue.distance(consumer, producer);
+        if count > new.capacity() {
+            return Err(EINVAL);
+        }
+        inner.resizing = true;
+        (inner.queue.source(), consumer, count)
+    };
+    let copied = new
+        .copy_from_preemptible(&src, from, 0, count, ctx)
+        .and_then(|()| new.start_at(0, count));
+    let mut inner = this.inner.lock();
+    inner.resizing = false;
+    copied?;
+    Ok(core::mem::replace(&mut inner.queue, new))
 }
 
 pub(crate) fn query(srq: &Srq<Roxe>) -> SrqAttr {

@@ -42,11 +42,17 @@ pub(crate) fn kicked(dev: &Device<Roxe>) {
     });
 }
 
+/// Jobs (faults, requester runs, redeliveries) one pass of the process work runs before the
+/// deferred flushes get their turn; the rest wait for the next pass. A job that re-queues itself
+/// (a requester waiting on a page) then cannot keep every other QP's flush from running.
+const PROCESS_BUDGET: u32 = 64;
+
 /// The process work: ODP faults, and behind them the requester runs and redeliveries that
 /// waited for them; then the flushes `qp::continue_flush` left, one budget each per pass (a QP
-/// whose ring is still not empty asks for another pass).
+/// whose ring is still not empty asks for another pass). At most [`PROCESS_BUDGET`] jobs a pass.
 pub(crate) fn process_work(dev: &Device<Roxe>) {
-    while let Some(job) = odp::next_stage_job(dev) {
+    let mut budget = PROCESS_BUDGET;
+    while let Some(job) = odp::next_stage_job(dev, &mut budget) {
         match job {
             StageJob::Kick { qpn } => {
                 if let Some(qp) = dev.data().qps.get(qpn) {
@@ -70,6 +76,10 @@ pub(crate) fn process_work(dev: &Device<Roxe>) {
             run_queues(dev, qp);
         }
     });
+    if budget == 0 {
+        // Jobs are left: another pass, after whatever else the workqueue has.
+        dev.queue_process_work();
+    }
 }
 
 /// Runs a QP's requester (which sends, or in the error state flushes, its send queue) and, in
