@@ -384,38 +384,6 @@ def main(dev, gid_index, driver):
             except PyverbsRDMAError:
                 pass
 
-    # Nor may its PD or rights change under a bound window (EBUSY): the window was bound under
-    # them. Once the window is unbound the same rereg works.
-    def rereg_bound():
-        x = MR(resp.pd, SIZE, LW | RW | RR | RA | e.IBV_ACCESS_MW_BIND)
-        mw = MW(resp.pd, e.IBV_MW_TYPE_1)
-        try:
-            st, _ = bind(mw, resp.pd, x, x.buf, SIZE, RR)
-            if st != OK:
-                return False, f'bind: {wcname(st)}'
-            errs = []
-            for flags, kw in ((e.IBV_REREG_MR_CHANGE_PD, {'pd': resp.pd_other}),
-                              (e.IBV_REREG_MR_CHANGE_ACCESS, {'access': LW | RR | e.IBV_ACCESS_MW_BIND})):
-                try:
-                    x.rereg(flags=flags, **kw)
-                    errs.append(None)
-                except PyverbsRDMAError as ex:
-                    errs.append(abs(ex.error_code))
-            if errs != [errno.EBUSY, errno.EBUSY]:
-                return False, f'rereg of PD, of access with a window bound: errnos {errs}, expected EBUSY'
-            st, _ = bind(mw, resp.pd, x, 0, 0, 0)
-            if st != OK:
-                return False, f'zero-length bind: {wcname(st)}'
-            try:
-                x.rereg(flags=e.IBV_REREG_MR_CHANGE_PD, pd=resp.pd_other)
-            except PyverbsRDMAError as ex:
-                return False, f'window unbound, rereg of the PD still fails: errno {abs(ex.error_code)}'
-            return True, 'rereg of PD and of access refused (EBUSY) while bound; the PD changes once unbound'
-        finally:
-            mw.close()
-            x.close()
-
-    r.run('rereg-mr-with-bound-mw', rereg_bound)
     r.run('dereg-mr-with-bound-mw', lambda: dereg_bound(e.IBV_MW_TYPE_1))
     r.run('dereg-mr-with-bound-mw2', lambda: dereg_bound(e.IBV_MW_TYPE_2))
 

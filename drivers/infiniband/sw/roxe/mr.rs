@@ -135,8 +135,6 @@ pub(crate) struct RoxeMr {
 
 /// [`RoxeMr::windows`]: deregistration has begun.
 const DEREGISTERED: u32 = 1 << 31;
-/// [`RoxeMr::windows`]: a rereg of the PD or access rights is under way; no window binds.
-const REREGISTERING: u32 = 1 << 30;
 
 impl RoxeMr {
     /// The PD the MR belongs to now.
@@ -158,7 +156,7 @@ impl RoxeMr {
     pub(crate) fn attach_window(&self) -> bool {
         let mut cur = self.windows.load(Relaxed);
         loop {
-            if cur & (DEREGISTERED | REREGISTERING) != 0 || cur + 1 >= REREGISTERING {
+            if cur & DEREGISTERED != 0 || cur + 1 >= DEREGISTERED {
                 return false;
             }
             match self.windows.cmpxchg(cur, cur + 1, Relaxed) {
@@ -171,18 +169,6 @@ impl RoxeMr {
     /// A binding counted by [`RoxeMr::attach_window`] is gone.
     pub(crate) fn detach_window(&self) {
         self.windows.fetch_sub(1u32, Relaxed);
-    }
-
-    /// Runs `f`, a change of the PD or the access rights, unless a window is bound (`EBUSY`):
-    /// a window was bound under the MR's PD and rights, and must not outlive them, as it may
-    /// not outlive the MR (IBA 10.6.7.2.6). No window binds meanwhile.
-    fn rereg_unbound(&self, f: impl FnOnce() -> Result) -> Result {
-        self.windows
-            .cmpxchg(0, REREGISTERING, Relaxed)
-            .map_err(|_| EBUSY)?;
-        let r = f();
-        self.windows.fetch_sub(REREGISTERING, Relaxed);
-        r
     }
 
     /// Starts deregistration unless a window is bound (`EBUSY`; rdma_rxe refuses it too).
@@ -454,7 +440,7 @@ pub(crate) fn rereg(
         return Err(errno::eopnotsupp());
     }
     let m = mr.device().data().mrs.get(mr.data().index).ok_or(EINVAL)?;
-    m.rereg_unbound(|| apply(&m, flags, req, new_pd))
+    apply(&m, flags, req, new_pd)
 }
 
 fn apply(m: &RoxeMr, flags: u32, req: &UserMrRequest, new_pd: Option<&Pd<Roxe>>) -> Result {
