@@ -121,6 +121,7 @@ void roxe_helper_umem_odp_set_private(struct ib_umem_odp *odp, void *private);
 void *roxe_helper_umem_odp_private(struct ib_umem_odp *odp);
 struct ib_umem_odp *roxe_helper_umem_odp_alloc_implicit(struct ib_device *dev, int access);
 void roxe_helper_umem_odp_release_implicit(struct ib_umem_odp *root);
+unsigned long roxe_helper_totalram_pages(void);
 void roxe_helper_queue_work_unbound(struct work_struct *work);
 
 /* net: transmit and receive */

@@ -5,6 +5,7 @@
  * macros of the C side), and the mm_struct reference of an implicit root.
  */
 #include <linux/hmm.h>
+#include <linux/mm.h>
 #include <linux/mmu_notifier.h>
 #include <linux/sched/mm.h>
 #include <rdma/ib_umem_odp.h>
@@ -125,4 +126,10 @@ void roxe_helper_umem_odp_release_implicit(struct ib_umem_odp *root)
 
 	ib_umem_odp_release(root);
 	mmdrop(mm);
+}
+
+/* rust/rdma/odp.rs: ODP budgets are fractions of RAM; totalram_pages() is an inline. */
+unsigned long roxe_helper_totalram_pages(void)
+{
+	return totalram_pages();
 }

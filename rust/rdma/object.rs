@@ -236,6 +236,26 @@ impl<'a> UData<'a> {
         })
     }
 
+    /// The driver data of the user context of the process that issued the command, when that
+    /// context is one of `dev`'s (it always is for a command on `dev`; the check makes the type
+    /// of the data certain).
+    pub fn ucontext<T: DriverTypes>(&self, dev: &Device<T>) -> Option<&T::UContext> {
+        let uctx = self.ucontext_raw();
+        if uctx.is_null() {
+            return None;
+        }
+        // SAFETY: The user context of a live command is alive while the command runs (the core
+        // holds it), at least as long as `self`.
+        let owner = unsafe { (*uctx).device };
+        if owner != dev.as_raw() {
+            return None;
+        }
+        // SAFETY: Alive as above; a user context of a device of driver `T` was initialised with
+        // `T::UContext` data by `T`'s `alloc_ucontext` op (`ops::alloc_ucontext`), so it is a
+        // `UContext<T>`; the reference does not outlive the command.
+        Some(unsafe { UContext::<T>::from_raw(uctx) }.data())
+    }
+
     /// The user context of the process that issued the command.
     pub(crate) fn ucontext_raw(&self) -> *mut bindings::ib_ucontext {
         // SAFETY: Live udata of a uverbs command, which is always embedded in an attribute bundle.

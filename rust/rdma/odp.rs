@@ -35,6 +35,10 @@
 //! both under the root's mutex. At most [`MAX_CHILDREN`] children exist: past that, pages of new
 //! chunks fail as unmapped memory does.
 //!
+//! What the core allocates for a registration (its tables cover the whole range, touched or
+//! not) is charged to an [`OdpAccount`] before the core is called: an explicit memory's range at
+//! registration, an implicit one's children as they are made; [`OdpMem::release`] gives it back.
+//!
 //! Lock order: the fault/release mutex (of the memory, or of the implicit root), then the umem
 //! mutex, then the table spinlock; the implicit children's list lock, then a child's table lock.
 //!
@@ -50,7 +54,10 @@ use core::ptr::NonNull;
 use kernel::{
     ffi, new_mutex, new_spinlock,
     prelude::*,
-    sync::{Arc, Mutex, SpinLock},
+    sync::{
+        atomic::{Atomic, Relaxed},
+        Arc, Mutex, SpinLock,
+    },
 };
 
 const PAGE_SHIFT: u32 = kernel::page::PAGE_SHIFT as u32;
@@ -82,6 +89,106 @@ const IMPLICIT_PAGES: usize = 1 << (64 - PAGE_SHIFT);
 /// first): an access to one fails at once, as a failed fault does, instead of waiting for a
 /// fault that can never make its page present.
 const FAILED_CHUNKS: usize = 8;
+
+/// Bytes kept per page of on-demand paging memory, whether the page is ever touched: the
+/// RDMA core's pfn list and DMA address list (`ib_init_umem_odp`, 8 bytes each) and this
+/// module's table (8 bytes).
+pub const TABLE_BYTES_PER_PAGE: usize = 24;
+
+/// A bound on the pages of the on-demand paging memories charged to it.
+///
+/// Registering a range for on-demand paging pins nothing, so neither `RLIMIT_MEMLOCK` nor the
+/// memory cgroup sees it, yet the core allocates [`TABLE_BYTES_PER_PAGE`] for every page of
+/// the range at registration: whoever registers decides what an unprivileged process can make
+/// the kernel allocate, and refuses the rest (`ENOMEM`) before the core allocates.
+pub struct OdpBudget {
+    used: Atomic<u64>,
+    max: u64,
+    refused: Atomic<u64>,
+}
+
+impl OdpBudget {
+    /// A budget of `max_pages` pages.
+    pub fn new(max_pages: u64) -> Self {
+        OdpBudget {
+            used: Atomic::new(0),
+            max: max_pages,
+            refused: Atomic::new(0),
+        }
+    }
+
+    /// A budget of `num / den` of the machine's RAM, in pages of range.
+    pub fn of_ram(num: u64, den: u64) -> Self {
+        // SAFETY: `totalram_pages` only reads a counter.
+        let ram = unsafe { bindings::roxe_helper_totalram_pages() } as u64;
+        Self::new(ram.saturating_mul(num) / den.max(1))
+    }
+
+    /// The most pages it allows.
+    pub fn max(&self) -> u64 {
+        self.max
+    }
+
+    /// Pages charged now.
+    pub fn used(&self) -> u64 {
+        self.used.load(Relaxed)
+    }
+
+    /// Charges that were refused through this budget (see [`OdpAccount`]).
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Relaxed)
+    }
+
+    fn charge(&self, n: u64) -> Result {
+        let mut cur = self.used.load(Relaxed);
+        loop {
+            match cur.checked_add(n) {
+                Some(next) if next <= self.max => match self.used.cmpxchg(cur, next, Relaxed) {
+                    Ok(_) => return Ok(()),
+                    Err(now) => cur = now,
+                },
+                _ => return Err(ENOMEM),
+            }
+        }
+    }
+
+    fn uncharge(&self, n: u64) {
+        self.used.fetch_sub(n, Relaxed);
+    }
+}
+
+/// The budgets one on-demand paging memory is charged to, every page against both: for
+/// example its process's (`inner`) and its device's (`outer`). A refusal by either counts in
+/// the outer one's [`OdpBudget::refused`].
+pub struct OdpAccount {
+    inner: Arc<OdpBudget>,
+    outer: Arc<OdpBudget>,
+}
+
+impl OdpAccount {
+    /// An account charging `inner` and `outer`.
+    pub fn new(inner: Arc<OdpBudget>, outer: Arc<OdpBudget>) -> Self {
+        OdpAccount { inner, outer }
+    }
+
+    fn charge(&self, pages: usize) -> Result {
+        let n = pages as u64;
+        let r = self
+            .inner
+            .charge(n)
+            .and_then(|()| self.outer.charge(n).inspect_err(|_| self.inner.uncharge(n)));
+        if r.is_err() {
+            self.outer.refused.add(1, Relaxed);
+        }
+        r
+    }
+
+    fn uncharge(&self, pages: usize) {
+        let n = pages as u64;
+        self.inner.uncharge(n);
+        self.outer.uncharge(n);
+    }
+}
 
 /// Why an ODP page cannot be accessed now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -219,6 +326,11 @@ enum Kind {
 /// in the address space (`address >> PAGE_SHIFT`).
 pub struct OdpMem {
     kind: Kind,
+    /// What the memory's pages are charged to.
+    account: OdpAccount,
+    /// Pages charged (an explicit memory's range, an implicit one's children), given back by
+    /// [`OdpMem::release`].
+    charged: Atomic<u64>,
 }
 
 /// The umem a C allocator returned: an error pointer becomes its error, NULL `EINVAL`.
@@ -461,7 +573,13 @@ impl Implicit {
 
     /// The child of `chunk`, made (and added to the list) if there is none yet. Process
     /// context, with the root mutex held: `root` is the live root umem.
-    fn child(&self, root: NonNull<bindings::ib_umem_odp>, chunk: u64) -> Result<Arc<Region>> {
+    fn child(
+        &self,
+        root: NonNull<bindings::ib_umem_odp>,
+        chunk: u64,
+        account: &OdpAccount,
+        charged: &Atomic<u64>,
+    ) -> Result<Arc<Region>> {
         // Only this function (under the root mutex) adds to the list, so room found here stays.
         loop {
             let (len, room) = {
@@ -491,6 +609,18 @@ impl Implicit {
             };
             // `_old` goes after the lock: its references are copies, never a region's last.
         }
+        // A new child: its pages count against the budgets before the core allocates them.
+        account.charge(CHILD_PAGES)?;
+        self.make_child(root, chunk)
+            .inspect(|_| {
+                charged.add(CHILD_PAGES as u64, Relaxed);
+            })
+            .inspect_err(|_| account.uncharge(CHILD_PAGES))
+    }
+
+    /// Makes the child of `chunk` and adds it to the list, in the room [`Implicit::child`]
+    /// found. Process context, with the root mutex held.
+    fn make_child(&self, root: NonNull<bindings::ib_umem_odp>, chunk: u64) -> Result<Arc<Region>> {
         let start = chunk.checked_shl(CHILD_SHIFT).ok_or(EINVAL)?;
         let addr = ffi::c_ulong::try_from(start).map_err(|_| EINVAL)?;
         let region = Region::new(start, CHILD_PAGES, || {
@@ -539,6 +669,7 @@ impl OdpMem {
         addr: u64,
         len: u64,
         access: u32,
+        account: OdpAccount,
     ) -> Result<OdpMem> {
         let addr_ulong = ffi::c_ulong::try_from(addr).map_err(|_| EINVAL)?;
         let len_usize = usize::try_from(len).map_err(|_| EINVAL)?;
@@ -552,6 +683,8 @@ impl OdpMem {
             usize::try_from((end.checked_add(page_mask).ok_or(EINVAL)? & !page_mask) - start)
                 .map_err(|_| EINVAL)?
                 >> PAGE_SHIFT;
+        // The whole range counts against the budgets before the core allocates its tables.
+        account.charge(npages)?;
         let region = Region::new(start, npages, || {
             // SAFETY: The device is alive; the ops are a static; the call registers the
             // notifier on the current process's mm or fails.
@@ -565,18 +698,25 @@ impl OdpMem {
                 )
             };
             umem_result(umem)
-        })?;
+        })
+        .inspect_err(|_| account.uncharge(npages))?;
         // Take in what is mapped already (a snapshot: nothing faults, nothing fails).
         let _ = region.map(0, npages, false);
         Ok(OdpMem {
             kind: Kind::Explicit(region),
+            account,
+            charged: Atomic::new(npages as u64),
         })
     }
 
     /// Registers the whole address space of the calling process for on-demand paging with
     /// `access` (implicit ODP: `IB_ACCESS_ON_DEMAND` over `[0, U64_MAX)`). Nothing is mapped
     /// until a fault asks for it. Process context.
-    pub fn register_implicit<T: DriverTypes>(dev: &Device<T>, access: u32) -> Result<OdpMem> {
+    pub fn register_implicit<T: DriverTypes>(
+        dev: &Device<T>,
+        access: u32,
+        account: OdpAccount,
+    ) -> Result<OdpMem> {
         let imp = KBox::pin_init(
             pin_init!(Implicit {
                 root <- new_mutex!(None, "roxe_odp_root"),
@@ -600,6 +740,8 @@ impl OdpMem {
         *imp.root.lock() = Some(UmemPtr(root));
         Ok(OdpMem {
             kind: Kind::Implicit(imp),
+            account,
+            charged: Atomic::new(0),
         })
     }
 
@@ -636,7 +778,8 @@ impl OdpMem {
             let chunk = page / CHILD_PAGES;
             let base = chunk * CHILD_PAGES;
             let n = (base + CHILD_PAGES).min(end) - page;
-            let child = imp.child(root, chunk as u64).inspect_err(|e| {
+            let child = imp.child(root, chunk as u64, &self.account, &self.charged);
+            let child = child.inspect_err(|e| {
                 // Out of memory or of children may pass; anything else will not.
                 if *e != ENOMEM && *e != ENOSPC && *e != EAGAIN {
                     imp.mark_failed(chunk as u64);
@@ -668,17 +811,26 @@ impl OdpMem {
     /// forgets every page; later accesses get [`OdpMiss::Released`]. Process context. Called
     /// by deregistration, so that the memory goes even while a late packet still holds the MR.
     pub fn release(&self) {
-        let imp = match &self.kind {
-            Kind::Explicit(r) => return r.release(),
-            Kind::Implicit(imp) => imp,
-        };
-        let mut guard = imp.root.lock();
+        match &self.kind {
+            Kind::Explicit(r) => r.release(),
+            Kind::Implicit(imp) => imp.release(),
+        }
+        // Once: later calls find nothing charged.
+        self.account
+            .uncharge(self.charged.xchg(0, Relaxed) as usize);
+    }
+}
+
+impl Implicit {
+    /// Releases the children and the root (see [`OdpMem::release`]). Process context.
+    fn release(&self) {
+        let mut guard = self.root.lock();
         let Some(UmemPtr(root)) = guard.take() else {
             return;
         };
         let list = {
             let _bh = bh::disable();
-            let mut c = imp.children.lock();
+            let mut c = self.children.lock();
             c.released = true;
             core::mem::replace(&mut c.list, KVec::new())
         };

@@ -227,8 +227,14 @@ def implicit_cases(env, r, qa, cq_a, resp_mr, req_mr, src, resp_buf):
     def children_bounded():
         # A fresh implicit MR as the source of WRITEs whose 32 one-byte SGEs each lie in a 2 MiB
         # chunk of their own (a mapping of 16 GiB that reserves nothing): the driver makes one
-        # child per chunk, up to its bound of 8192; a WRITE from a chunk past it fails locally.
+        # child per chunk, up to its bound of 8192 children or until the process's ODP budget
+        # (half of RAM in pages of range, Documentation/security.md) is spent, whichever comes
+        # first; a WRITE from a chunk past it fails locally (LOC_PROT_ERR).
         bound, per_wr, chunk = 8192, 32, 2 << 20
+        with open('/proc/meminfo') as f:
+            ram = next(int(l.split()[1]) * 1024 for l in f if l.startswith('MemTotal:'))
+        # The earlier cases' children (a few chunks) count against the same budget.
+        cap, slack = min(bound, ram // 2 // chunk), 16
         span = (bound + 2) * chunk
         base = libc.mmap(None, span, PROT, FLAGS | MAP_NORESERVE, -1, 0)
         # One base page per chunk: with transparent huge pages each written chunk would take
@@ -250,11 +256,14 @@ def implicit_cases(env, r, qa, cq_a, resp_mr, req_mr, src, resp_buf):
                 wcs = poll(cq, 1)
                 if len(wcs) != 1:
                     return False, f'WRITE {w}: no completion within 20 s'
-                if w < bound // per_wr and wcs[0].status != e.IBV_WC_SUCCESS:
-                    return False, f'WRITE {w} (chunks {w * per_wr}..): {wcname(wcs[0].status)}'
-                if w == bound // per_wr:
-                    st = wcs[0].status
-                    return st != e.IBV_WC_SUCCESS, f'{bound} chunks taken, the next one: {wcname(st)}'
+                st = wcs[0].status
+                if st != e.IBV_WC_SUCCESS:
+                    # Chunks w * per_wr .. w * per_wr + n - 1: one of them was refused.
+                    taken = w * per_wr
+                    ok = st == e.IBV_WC_LOC_PROT_ERR and cap - slack <= taken + n and taken <= cap
+                    return ok, (f'{taken} to {taken + n - 1} chunks taken, then {wcname(st)} '
+                                f'(bound: {cap} chunks, {bound} children or half of RAM)')
+            return False, f'all {bound // per_wr * per_wr + 1} chunks taken: no bound'
         finally:
             for o in (qc, qd, mr, cq):
                 o.close()

@@ -66,10 +66,14 @@ pub(crate) enum Counter {
     /// Completions that found their CQ full (IBA 11.4.2.1): the CQ reports `IB_EVENT_CQ_ERR`
     /// once and the QP that completed goes to the error state.
     CqOverflow,
+    /// On-demand paging registrations (and implicit MRs' children) refused because they would
+    /// pass the process's or the device's ODP budget (`param::ODP_PROCESS_RAM_SHARE`). Read
+    /// from the device's budget, which counts them.
+    OdpRefused,
 }
 
 /// How many counters there are.
-const COUNT: usize = 21;
+const COUNT: usize = 22;
 
 /// The counters' names, in [`Counter`] order: rdma_rxe's (`rxe_counter_descs`), then roxe's.
 pub(crate) static DESCS: [StatDesc; COUNT] = [
@@ -94,6 +98,7 @@ pub(crate) static DESCS: [StatDesc; COUNT] = [
     StatDesc::new(c"rcvd_drops"),
     StatDesc::new(c"rcvd_peer_mismatch"),
     StatDesc::new(c"cq_overflow"),
+    StatDesc::new(c"odp_refused"),
 ];
 
 /// A device's counters. Incremented from any context without a lock.

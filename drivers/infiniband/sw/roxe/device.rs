@@ -13,6 +13,7 @@ use crate::rdma::{
     attr::PortState,
     device::DriverTypes,
     netdev::NetDevice,
+    odp::OdpBudget,
     pool::{Pool, PoolRef},
     skb::SkbQueue,
 };
@@ -104,6 +105,9 @@ pub(crate) struct RoxeDevice {
     pub(crate) held_acks: SpinLockIrq<HeldAcks>,
     /// The port's hardware counters (`rdma statistic`).
     pub(crate) counters: Counters,
+    /// Pages of range all processes together may register on the device for on-demand paging
+    /// (`param::ODP_DEVICE_RAM_SHARE` of RAM); its refusals are the `odp_refused` counter.
+    pub(crate) odp_budget: Arc<OdpBudget>,
     /// Multicast groups and their attached QPs (`mcast.rs`).
     #[pin]
     pub(crate) mcast: crate::mcast::McastTable,
@@ -201,8 +205,13 @@ pub(crate) struct RoxePd {
     pub(crate) id: u64,
 }
 
-/// Per-process state. Empty: the objects a process creates are tracked by the core.
-pub(crate) struct RoxeUContext;
+/// Per-process state: the objects a process creates are tracked by the core; roxe keeps the
+/// budget of its on-demand paging registrations.
+pub(crate) struct RoxeUContext {
+    /// Pages of range the process may register for on-demand paging, its implicit MRs'
+    /// children included (`param::ODP_PROCESS_RAM_SHARE` of RAM).
+    pub(crate) odp: Arc<OdpBudget>,
+}
 
 /// The logical state of the port on `netdev`: active when the interface is up with a carrier.
 pub(crate) fn port_state(netdev: &NetDevice) -> PortState {

@@ -19,7 +19,7 @@ use crate::rdma::{
     kverbs::KernelMem,
     mr::{rereg, FastRegPages, Mr, MrCreated, PinnedPages, UserMrRequest},
     object::UData,
-    odp::OdpMem,
+    odp::{OdpAccount, OdpMem},
     pd::Pd,
     pool::{Alloc, PoolRef},
 };
@@ -226,12 +226,12 @@ pub(crate) fn reg_user(
     let dev = pd.device();
     let access = validate_reg_access(req.access, MR_CAPS).map_err(|e| errno(e.errno()))?;
     if access.contains(Access::ON_DEMAND) && req.start == 0 && req.length == u64::MAX {
-        return reg_implicit_odp(pd, req, access);
+        return reg_implicit_odp(pd, req, access, odp_account(pd, udata)?);
     }
     let geometry = MttGeometry::for_user(req.start, req.iova, req.length, PAGE_SHIFT)
         .map_err(|e| errno(e.errno()))?;
     if access.contains(Access::ON_DEMAND) {
-        return reg_odp(pd, req, access, geometry);
+        return reg_odp(pd, req, access, geometry, odp_account(pd, udata)?);
     }
     insert(pd, access, || {
         // Pinning counts against RLIMIT_MEMLOCK (ib_umem_get), failing with ENOMEM past it.
@@ -256,18 +256,31 @@ const MR_CAPS: MrCaps = MrCaps {
     flush_persistent: true,
 };
 
+/// What an ODP MR of the process of `udata` is charged to: its process's budget and its
+/// device's (`param::ODP_PROCESS_RAM_SHARE`, `param::ODP_DEVICE_RAM_SHARE`).
+fn odp_account(pd: &Pd<Roxe>, udata: Option<&UData<'_>>) -> Result<OdpAccount> {
+    let dev = pd.device();
+    let uctx = udata.and_then(|u| u.ucontext(dev)).ok_or(EINVAL)?;
+    Ok(OdpAccount::new(
+        uctx.odp.clone(),
+        dev.data().odp_budget.clone(),
+    ))
+}
+
 /// An on-demand paging MR: registers the range with an MMU notifier instead of pinning it
-/// (nothing counts against `RLIMIT_MEMLOCK`) and takes in the pages already mapped.
+/// (nothing counts against `RLIMIT_MEMLOCK`) and takes in the pages already mapped. The range
+/// counts against `account` first (`ENOMEM` past it): the core's tables cover all of it.
 fn reg_odp(
     pd: &Pd<Roxe>,
     req: &UserMrRequest,
     access: Access,
     geometry: MttGeometry,
+    account: OdpAccount,
 ) -> Result<MrCreated<MrHandle>> {
     let dev = pd.device();
     // Without the huge page hint: `ib_umem_odp_get` would map the range in huge pages, and the
     // page table is kept at the base page size (`access` has the hint left out).
-    let odp = OdpMem::register(dev, req.start, req.length, umem_access(req.access))?;
+    let odp = OdpMem::register(dev, req.start, req.length, umem_access(req.access), account)?;
     if odp.page_count() != geometry.npages() {
         return Err(EFAULT);
     }
@@ -281,13 +294,14 @@ fn reg_implicit_odp(
     pd: &Pd<Roxe>,
     req: &UserMrRequest,
     access: Access,
+    account: OdpAccount,
 ) -> Result<MrCreated<MrHandle>> {
     if req.iova != 0 {
         // The IOVA of an implicit MR is the address itself (mlx5 refuses any other, too).
         return Err(EINVAL);
     }
     let geometry = MttGeometry::new(0, u64::MAX, PAGE_SHIFT, 0).map_err(|e| errno(e.errno()))?;
-    let odp = OdpMem::register_implicit(pd.device(), umem_access(req.access))?;
+    let odp = OdpMem::register_implicit(pd.device(), umem_access(req.access), account)?;
     if odp.page_count() != geometry.npages() {
         return Err(EFAULT);
     }

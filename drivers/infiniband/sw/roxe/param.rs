@@ -60,3 +60,12 @@ pub(crate) const AH_INDEX_MAX: u32 = MAX_AH;
 /// Largest inline payload of a send WQE: the SGE area of a WQE with `MAX_SGE` entries
 /// (rxe's `RXE_MAX_INLINE_DATA`).
 pub(crate) const MAX_INLINE_DATA: u32 = MAX_SGE * 16;
+
+/// On-demand paging: the range, as (numerator, denominator) of the machine's RAM, that all
+/// processes together may register on one device, implicit MRs' 2 MiB children included. The
+/// RDMA core allocates `rdma::odp::TABLE_BYTES_PER_PAGE` (24) bytes per page of range at
+/// registration, pinned or not, so a range the size of RAM costs 0.6 % of RAM in tables
+/// (`Documentation/security.md`); past it, registrations are `ENOMEM`.
+pub(crate) const ODP_DEVICE_RAM_SHARE: (u64, u64) = (1, 1);
+/// On-demand paging: the share of RAM one process (user context) may register, as above.
+pub(crate) const ODP_PROCESS_RAM_SHARE: (u64, u64) = (1, 2);

@@ -24,6 +24,7 @@ use crate::rdma::{
     mr::{FastRegPages, Mr, MrCreated, UserMrRequest},
     netdev::{NetDevice, NetdevEvent, NetdevNotifier},
     object::UData,
+    odp::OdpBudget,
     pd::Pd,
     pool::{Pool, PoolRef},
     qp::{Qp, QpAttr, QpAttrMask, QpCreated, QpInit, QpNotifier},
@@ -212,7 +213,10 @@ impl Driver for Roxe {
 
     fn alloc_ucontext(_dev: &Device<Self>, udata: &UData<'_>) -> Result<RoxeUContext> {
         udata.check_in_empty()?;
-        Ok(RoxeUContext)
+        let (num, den) = param::ODP_PROCESS_RAM_SHARE;
+        Ok(RoxeUContext {
+            odp: Arc::new(OdpBudget::of_ram(num, den), GFP_KERNEL)?,
+        })
     }
 
     fn alloc_pd(dev: &Device<Self>, udata: Option<&UData<'_>>) -> Result<RoxePd> {
@@ -413,6 +417,10 @@ impl Driver for Roxe {
 
     fn get_hw_stats(dev: &Device<Self>, _port: u32, values: &mut [u64]) {
         dev.data().counters.read(values);
+        // Refusals are counted by the device's ODP budget itself.
+        if let Some(v) = values.get_mut(Counter::OdpRefused as usize) {
+            *v = dev.data().odp_budget.refused();
+        }
     }
 
     fn process_mad(
@@ -467,6 +475,8 @@ impl Link for Roxe {
         let mac = netdev.mac().unwrap_or_else(|| fallback_mac(netdev));
         let guid = eui64_from_mac(mac);
         let active = port_state(netdev) == PortState::Active;
+        let (num, den) = param::ODP_DEVICE_RAM_SHARE;
+        let odp_budget = Arc::new(OdpBudget::of_ram(num, den), GFP_KERNEL)?;
         Device::<Roxe>::register(
             crate::this_module(),
             name,
@@ -498,6 +508,7 @@ impl Link for Roxe {
                 atomic_lock <- kernel::new_spinlock!((), "roxe_atomic"),
                 held_acks <- crate::compat::sync::new_spinlock_irq!(crate::device::HeldAcks::new(), "roxe_held_acks"),
                 counters: Counters::new(),
+                odp_budget,
                 mcast <- crate::mcast::McastTable::new(),
                 odp_jobs <- crate::compat::sync::new_spinlock_irq!(KVec::new(), "roxe_odp_jobs"),
                 sockets <- kernel::new_mutex!(Some(sockets)),
