@@ -110,22 +110,17 @@ TESTS=()
 [ -f "$list" ] && while IFS= read -r l; do
 	case "$l" in ''|'#'*) ;; *) TESTS+=("$l") ;; esac
 done <"$list"
-if [ -n "$stock_as" ]; then
-	sel=()
+# retarget FROM TO: only the tests of flavour FROM, each run on flavour TO and named TO-NAME.
+retarget() {
+	local t name flavour rest sel=()
 	for t in "${TESTS[@]}"; do
 		IFS='|' read -r name flavour rest <<<"$t"
-		[ "$flavour" = stock ] && sel+=("$stock_as-$name|$stock_as|$rest")
+		[ "$flavour" = "$1" ] && sel+=("$2-$name|$2|$rest")
 	done
 	TESTS=("${sel[@]}")
-fi
-if [ -n "$debug_as" ]; then
-	sel=()
-	for t in "${TESTS[@]}"; do
-		IFS='|' read -r name flavour rest <<<"$t"
-		[ "$flavour" = debug ] && sel+=("$debug_as-$name|$debug_as|$rest")
-	done
-	TESTS=("${sel[@]}")
-fi
+}
+[ -z "$stock_as" ] || retarget stock "$stock_as"
+[ -z "$debug_as" ] || retarget debug "$debug_as"
 
 # Tests run ROXE_JOBS at a time (default 2): a guest under TCG leaves the host's CPUs idle for
 # much of its run (boots, sleeps, waits on its peer; a serial run kept two cores about 55% busy),

@@ -28,14 +28,14 @@ that does not return in time is a FAIL; the supervisor then stops the child (whi
 unbounded loop end) and reports how long the step took after that. One PASS/FAIL line per step
 and per case. All output should go to tmpfs while the case runs (hostile-producer.sh does so).
 """
-import ctypes, mmap, os, select, signal, sys, time, traceback
+import ctypes, os, select, signal, sys, time, traceback
 import pyverbs.enums as e
 from pyverbs.mr import MR
 from pyverbs.qp import QPAttr
 from pyverbs.wr import RecvWR, SGE, SendWR
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ringlib import (REMOTE_ALL, Env, Report, connect, doorbell, make_cq, make_qp, make_srq, poll,
+from ringlib import (REMOTE_ALL, Env, Report, Shm, connect, doorbell, make_cq, make_qp, make_srq, poll,
                      qp_state, recv_wqe, send_wqe, wcname)
 
 # max_send_wr / max_recv_wr / SRQ max_wr at the device's limit (2^20 - 1): rings of 2^20 slots
@@ -52,18 +52,6 @@ OP_SEND = 2
 
 # The shared page (MAP_SHARED | MAP_ANONYMOUS, inherited by every fork): u64 cells.
 STOP, ITERS, MOVES, CHILD_PID, STARTED, PINNED = range(6)
-
-
-class Shm:
-    def __init__(self):
-        self.mm = mmap.mmap(-1, 4096)
-        self.cells = [ctypes.c_uint64.from_buffer(self.mm, 8 * i) for i in range(8)]
-
-    def __getitem__(self, i):
-        return self.cells[i].value
-
-    def __setitem__(self, i, v):
-        self.cells[i].value = v
 
 
 def cpus():

@@ -20,11 +20,9 @@ refuses the rest with ENOMEM before the core allocates. Cases:
   - released: after deregistering the explicit MRs, the implicit MR's SEND works and a 256 MiB
     ODP MR registers again.
 """
-import ctypes, errno, mmap as pymmap, os, sys, time
-import pyverbs.device as d
+import ctypes, errno, mmap as pymmap, os, sys
 import pyverbs.enums as e
 from pyverbs.mr import MR
-from pyverbs.pd import PD
 from pyverbs.pyverbs_error import PyverbsError, PyverbsRDMAError
 from pyverbs.wr import RecvWR, SGE, SendWR
 

@@ -23,12 +23,12 @@ indices) and for every verb's return:
   - cq: CQ of 2^15 - 1 entries, sampled slots stamped, consumer index set just past the
     producer (the ring looks full), resized to the same depth.
 """
-import ctypes, mmap, os, struct, sys, time
+import ctypes, os, struct, sys, time
 import pyverbs.enums as e
 from pyverbs.srq import SrqAttr
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ringlib import Env, Report, Ring, make_cq, make_srq, uverbs_maps
+from ringlib import Env, Report, Ring, Shm, make_cq, make_srq, uverbs_maps
 
 SRQ_WR, SRQ_SGE = (1 << 20) - 1, 13
 CQ_WR = (1 << 15) - 1
@@ -42,18 +42,6 @@ libc.syscall.restype = ctypes.c_long
 # number of membarrier calls whose start lay in it.
 STOP, PHASE, READY = 0, 1, 2
 WORST, CALLS = 8, 16
-
-
-class Shm:
-    def __init__(self):
-        self.mm = mmap.mmap(-1, 4096)
-        self.cells = [ctypes.c_uint64.from_buffer(self.mm, 8 * i) for i in range(32)]
-
-    def __getitem__(self, i):
-        return self.cells[i].value
-
-    def __setitem__(self, i, v):
-        self.cells[i].value = v
 
 
 def membarrier(cmd):
@@ -130,7 +118,6 @@ def case_srq(env, shm, rep, limit_ms):
     bad = [s for s in stamped if stamp_of(new, s) != (0x5352510000000000 | s)]
     rep.check('srq-resize-copies-in-order', not bad and new.prod == ring.mask and new.cons == 0,
               f'producer {new.prod}, consumer {new.cons}, {len(stamped)} stamps, wrong: {bad[:4]}')
-    del srq
 
 
 def case_cq(env, shm, rep, limit_ms):
@@ -150,7 +137,6 @@ def case_cq(env, shm, rep, limit_ms):
     bad = [s for s in stamped if stamp_of(new, s - 1) != (0x4351000000000000 | s)]
     rep.check('cq-resize-copies-in-order', not bad and new.prod == CQ_WR and new.cons == 0,
               f'producer {new.prod}, consumer {new.cons}, {len(stamped)} stamps, wrong: {bad[:4]}')
-    del cq
 
 
 def main():
@@ -165,7 +151,7 @@ def main():
     if not rep.check('membarrier-global-expedited', supported > 0 and supported & CMD_GLOBAL_EXPEDITED,
                      f'query {supported:#x}'):
         rep.finish()
-    shm = Shm()
+    shm = Shm(32)
     pid = os.fork()
     if pid == 0:
         measurer(shm, cpus[0])

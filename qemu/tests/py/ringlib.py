@@ -10,7 +10,7 @@
   RC QP connected to a peer there whose packets this process builds (`ForgedPeer`), and the
   device's hardware counters.
 """
-import ctypes, errno, os, socket, struct, sys, time, zlib
+import ctypes, errno, mmap, os, socket, struct, sys, time, zlib
 import pyverbs.device as d
 import pyverbs.enums as e
 from pyverbs.addr import AH, AHAttr, GID, GlobalRoute
@@ -69,6 +69,21 @@ class Report:
               + (f': {" ".join(self.failed)}' if self.failed else '')
               + (f'; skipped: {" ".join(self.skipped)}' if self.skipped else ''), flush=True)
         sys.exit(1 if self.failed else 0)
+
+
+class Shm:
+    """A page shared with the processes this one forks (MAP_SHARED | MAP_ANONYMOUS): `cells`
+    u64 cells, read and written by index."""
+
+    def __init__(self, cells=8):
+        self.mm = mmap.mmap(-1, 4096)
+        self.cells = [ctypes.c_uint64.from_buffer(self.mm, 8 * i) for i in range(cells)]
+
+    def __getitem__(self, i):
+        return self.cells[i].value
+
+    def __setitem__(self, i, v):
+        self.cells[i].value = v
 
 
 # ---- rings ----------------------------------------------------------------------------------

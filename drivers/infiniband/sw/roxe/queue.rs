@@ -363,45 +363,13 @@ impl Queue {
     /// queued, never a user's. `EINVAL` if they do not fit or the rings differ in element size
     /// or direction.
     pub(crate) fn take_over(&mut self, old: &Queue) -> Result {
-        if old.geometry.elem_size() != self.geometry.elem_size() || old.direction != self.direction
-        {
+        if old.direction != self.direction {
             return Err(EINVAL);
         }
-        let (producer, consumer) = old.indices();
-        let count = old.geometry.count(producer, consumer);
-        if count > self.capacity() {
-            return Err(EINVAL);
-        }
-        let mut chunk = [0u8; 64];
-        let elem = self.geometry.elem_size();
-        let mut index = consumer;
-        for i in 0..count {
-            let (src, dst) = (
-                old.geometry.elem_offset(index),
-                self.geometry.elem_offset(i),
-            );
-            let mut done = 0;
-            while done < elem {
-                let n = chunk.len().min(elem - done);
-                let part = chunk.get_mut(..n).ok_or(EINVAL)?;
-                old.buf.read(src + done, part)?;
-                self.buf.write(dst + done, part)?;
-                done += n;
-            }
-            index = old.geometry.next(index);
-        }
-        match self.direction {
-            // We produce: our index moves past the copied elements; theirs starts at 0.
-            Direction::ToClient => {
-                self.own_index = count;
-                self.buf.store_release(PRODUCER_INDEX_OFFSET, count);
-            }
-            // They produce: their producer index must point past the copies.
-            Direction::FromClient => {
-                self.own_index = 0;
-                self.buf.store_release(PRODUCER_INDEX_OFFSET, count);
-            }
-        }
-        Ok(())
+        let (consumer, producer) = old.span();
+        let count = old.distance(consumer, producer);
+        // Checks the element size and that they fit.
+        self.copy_from(&old.source(), consumer, 0, count)?;
+        self.start_at(0, count)
     }
 }
