@@ -228,13 +228,13 @@ def implicit_cases(env, r, qa, cq_a, resp_mr, req_mr, src, resp_buf):
         # A fresh implicit MR as the source of WRITEs whose 32 one-byte SGEs each lie in a 2 MiB
         # chunk of their own (a mapping of 16 GiB that reserves nothing): the driver makes one
         # child per chunk, up to its bound of 8192 children or until the process's ODP budget
-        # (half of RAM in pages of range, Documentation/security.md) is spent, whichever comes
+        # (twice RAM in pages of range, Documentation/security.md) is spent, whichever comes
         # first; a WRITE from a chunk past it fails locally (LOC_PROT_ERR).
         bound, per_wr, chunk = 8192, 32, 2 << 20
         with open('/proc/meminfo') as f:
             ram = next(int(l.split()[1]) * 1024 for l in f if l.startswith('MemTotal:'))
         # The earlier cases' children (a few chunks) count against the same budget.
-        cap, slack = min(bound, ram // 2 // chunk), 16
+        cap, slack = min(bound, 2 * ram // chunk), 16
         span = (bound + 2) * chunk
         base = libc.mmap(None, span, PROT, FLAGS | MAP_NORESERVE, -1, 0)
         # One base page per chunk: with transparent huge pages each written chunk would take
@@ -262,7 +262,7 @@ def implicit_cases(env, r, qa, cq_a, resp_mr, req_mr, src, resp_buf):
                     taken = w * per_wr
                     ok = st == e.IBV_WC_LOC_PROT_ERR and cap - slack <= taken + n and taken <= cap
                     return ok, (f'{taken} to {taken + n - 1} chunks taken, then {wcname(st)} '
-                                f'(bound: {cap} chunks, {bound} children or half of RAM)')
+                                f'(bound: {cap} chunks, {bound} children or twice RAM)')
             return False, f'all {bound // per_wr * per_wr + 1} chunks taken: no bound'
         finally:
             for o in (qc, qd, mr, cq):
