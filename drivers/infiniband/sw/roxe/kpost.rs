@@ -169,6 +169,8 @@ pub(crate) fn post_srq_recv(srq: &Srq<Roxe>, wr: &KernelRecvWr<'_>) -> Result {
     // Built before the ring's lock (interrupts off under it); the slot size is fixed at
     // creation, and a resize keeps it.
     let slot = encode_recv_wqe(s.elem_size, wr)?;
+    // Not the tail expression: in edition 2021 a tail's temporaries (the guard) outlive the
+    // locals, so `slot` would be freed under the lock.
     let produced = s.inner.lock().queue.produce(&slot);
     produced
 }
