@@ -21,6 +21,7 @@ void roxe_helper_dev_put(struct net_device *dev);
 struct net_device *roxe_helper_netdev_notifier_info_to_dev(const struct netdev_notifier_info *info);
 struct net *roxe_helper_dev_net(const struct net_device *dev);
 bool roxe_helper_is_vlan_dev(const struct net_device *dev);
+bool roxe_helper_ipv6_addr_is_local(const struct net_device *dev, const u8 *addr);
 
 /* net/udp_tunnel.h */
 int roxe_helper_udp_tunnel_sock_create(struct net *net, bool ipv6, __be16 port,

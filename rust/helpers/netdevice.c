@@ -2,6 +2,7 @@
 /* Helpers for include/linux/netdevice.h and include/linux/if_vlan.h. */
 #include <linux/if_vlan.h>
 #include <linux/netdevice.h>
+#include <net/addrconf.h>
 #include "helpers.h"
 
 bool roxe_helper_netif_running(const struct net_device *dev)
@@ -37,4 +38,15 @@ struct net *roxe_helper_dev_net(const struct net_device *dev)
 bool roxe_helper_is_vlan_dev(const struct net_device *dev)
 {
 	return is_vlan_dev(dev);
+}
+
+/* Whether @addr (16 bytes, network order) is an IPv6 address of an interface in @dev's network
+ * namespace. ipv6_chk_addr walks the namespace's address hash under RCU: any context. */
+bool roxe_helper_ipv6_addr_is_local(const struct net_device *dev, const u8 *addr)
+{
+#if IS_ENABLED(CONFIG_IPV6)
+	return ipv6_chk_addr(dev_net(dev), (const struct in6_addr *)addr, NULL, 0);
+#else
+	return false;
+#endif
 }

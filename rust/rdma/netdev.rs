@@ -108,6 +108,15 @@ impl NetDevice {
         unsafe { bindings::roxe_helper_is_vlan_dev(self.as_raw()) }
     }
 
+    /// Whether `addr` is an IPv6 address of an interface in this device's network namespace
+    /// (`ipv6_chk_addr`, any interface, tentative ones included). Any context: the lookup runs
+    /// under RCU.
+    pub fn ipv6_addr_is_local(&self, addr: &[u8; 16]) -> bool {
+        // SAFETY: By the type invariant the device is live; `addr` holds the 16 bytes the
+        // call reads.
+        unsafe { bindings::roxe_helper_ipv6_addr_is_local(self.as_raw(), addr.as_ptr()) }
+    }
+
     /// Adds `mac` to the device's multicast address filter (`dev_mc_add`, reference counted by
     /// the kernel: each add needs its own [`NetDevice::mc_del`]). Process context.
     pub fn mc_add(&self, mac: &[u8; ETH_ALEN]) -> Result {

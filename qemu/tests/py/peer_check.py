@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 """Forged RoCEv2 packets from a third address must not reach a connected QP.
 
-  peer_check.py DEV GID_INDEX NETNS TARGET_IP FORGER_IP
+  peer_check.py DEV GID_INDEX NETNS TARGET_IP FORGER_IP [GID6_INDEX TARGET_IP6]
 
 DEV sits on a veth whose address is TARGET_IP; the veth's peer is in network namespace NETNS
 (/run/netns/NETNS), which holds FORGER_IP. The RC/UC QP pairs are connected in loopback through
@@ -19,6 +19,13 @@ sockets created inside NETNS to TARGET_IP:4791, so they arrive on DEV's netdev f
   bytes, an outstanding SEND neither fails nor completes early and later completes normally,
   both QPs stay in RTS, real traffic afterwards works, and the device's `rcvd_peer_mismatch`
   hardware counter goes up by the number of forged packets (a missing counter fails).
+- own-source-v6-send (with GID6_INDEX and TARGET_IP6, an IPv6 address of DEV's veth): a QP
+  pair connected in loopback through that IPv6 GID gets a SEND sent from NETNS with TARGET_IP6,
+  the device's own GID, as its source (a transparent IPv6 socket). IPv4 drops such a packet as a
+  martian source before the UDP tunnel sees it (unless accept_local is set, as here for the
+  controls); IPv6 has no such check, so the device must: nothing completes, real traffic works
+  afterwards, `rcvd_peer_mismatch` goes up by one and `rcvd_icrc_err` does not (the packet was
+  well formed).
 
 One PASS/FAIL line per case.
 """
@@ -116,16 +123,19 @@ def wcs(lst):
 # ---- the test ---------------------------------------------------------------------------------
 
 class Test:
-    def __init__(self, dev, gid_index, netns, target, forger):
+    def __init__(self, dev, gid_index, netns, target, forger, gid6=None, target6=None):
         self.env = Env(dev, gid_index)
+        self.env6 = Env(dev, gid6) if gid6 is not None else None
+        self.own6 = Sender(netns, target6, target6, 0xc100 + (os.getpid() & 0xfff), transparent=True) \
+            if target6 else None
         self.ctr = Counters(dev)
         self.legit = Sender(netns, target, target, 0xc000 + (os.getpid() & 0xfff), transparent=True)
         self.forger = Sender(netns, forger, target, 0xd000 + (os.getpid() & 0xfff), transparent=False)
         self.next_psn = 0x3f0000
 
-    def pair(self, **kw):
+    def pair(self, env=None, **kw):
         self.next_psn = (self.next_psn + 0x10101) & 0xffffff
-        return Pair(self.env, psn=self.next_psn, **kw)
+        return Pair(env or self.env, psn=self.next_psn, **kw)
 
     def snapshot(self):
         # The RDMA core answers from the values it read last when asked again within the same
@@ -169,8 +179,8 @@ class Test:
 
     # -- SEND to R --
 
-    def send_case(self, sender, forged, qp_type=e.IBV_QPT_RC):
-        p = self.pair(qp_type=qp_type)
+    def send_case(self, sender, forged, qp_type=e.IBV_QPT_RC, env=None):
+        p = self.pair(env=env, qp_type=qp_type)
         p.post_recv(wr_id=0x71, offset=0, length=1024)
         p.post_recv(wr_id=0x72, offset=1024, length=1024)
         before = self.snapshot()
@@ -338,7 +348,8 @@ def main():
     rep = Report('peer')
     if not rep.run('icrc-known-answers', icrc_known_answers):
         rep.finish()
-    t = Test(dev, gid_index, netns, target, forger)
+    gid6, target6 = (int(sys.argv[6]), sys.argv[7]) if len(sys.argv) > 7 else (None, None)
+    t = Test(dev, gid_index, netns, target, forger, gid6, target6)
     L, F = t.legit, t.forger
     rep.run('control-send', lambda: t.send_case(L, False))
     rep.run('control-uc-send', lambda: t.send_case(L, False, e.IBV_QPT_UC))
@@ -350,6 +361,8 @@ def main():
     rep.run('forged-write', lambda: t.write_case(F, True))
     rep.run('forged-nak', lambda: t.nak_case(F, True))
     rep.run('forged-ack', lambda: t.ack_case(F, True))
+    if t.own6:
+        rep.run('own-source-v6-send', lambda: t.send_case(t.own6, True, env=t.env6))
     rep.finish()
 
 

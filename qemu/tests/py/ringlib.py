@@ -321,6 +321,7 @@ ROCE_PORT = 4791
 IP_TRANSPARENT = getattr(socket, 'IP_TRANSPARENT', 19)
 IP_MTU_DISCOVER = getattr(socket, 'IP_MTU_DISCOVER', 10)
 IP_PMTUDISC_DO = getattr(socket, 'IP_PMTUDISC_DO', 2)
+IPV6_TRANSPARENT = getattr(socket, 'IPV6_TRANSPARENT', 75)
 
 
 def bth(opcode, dest_qpn, psn, ack_req=True):
@@ -339,12 +340,18 @@ def aeth(syndrome, msn):
 
 def icrc(ip, udp, transport):
     """The RoCEv2 ICRC (proto/icrc.rs): zlib's CRC-32 over 8 bytes of 0xff (the masked LRH),
-    the IPv4 header with TOS, TTL and checksum set to ones, the UDP header with its checksum set
-    to ones, the BTH with its fifth byte set to ones, and the rest up to the ICRC."""
+    the IPv4 header with TOS, TTL and checksum set to ones (IPv6: traffic class, flow label and
+    hop limit), the UDP header with its checksum set to ones, the BTH with its fifth byte set to
+    ones, and the rest up to the ICRC."""
     ip, udp, t = bytearray(ip), bytearray(udp), bytearray(transport)
-    ip[1] = 0xff
-    ip[8] = 0xff
-    ip[10:12] = b'\xff\xff'
+    if ip[0] >> 4 == 6:
+        ip[0] |= 0x0f
+        ip[1:4] = b'\xff\xff\xff'
+        ip[7] = 0xff
+    else:
+        ip[1] = 0xff
+        ip[8] = 0xff
+        ip[10:12] = b'\xff\xff'
     udp[6:8] = b'\xff\xff'
     t[4] = 0xff
     return zlib.crc32(b'\xff' * 8 + bytes(ip) + bytes(udp) + bytes(t)) & 0xffffffff
@@ -391,13 +398,21 @@ def in_netns(netns, make):
 
 class Sender:
     """A UDP socket in network namespace `netns`, bound to (src, sport), sending RoCEv2 payloads
-    to (dst, 4791). The kernel builds the IP and UDP headers: an unconnected socket with DF
-    (IP_PMTUDISC_DO) gets IP ID 0, which the ICRC below assumes (the control cases check it)."""
+    to (dst, 4791), over IPv6 when the addresses are IPv6 ones. The kernel builds the IP and
+    UDP headers: an unconnected IPv4 socket with DF (IP_PMTUDISC_DO) gets IP ID 0, which the
+    ICRC below assumes (the control cases check it)."""
 
     def __init__(self, netns, src, dst, sport, transparent):
         self.src, self.dst, self.sport = src, dst, sport
+        self.v6 = ':' in src
 
         def make():
+            if self.v6:
+                s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+                if transparent:
+                    s.setsockopt(socket.IPPROTO_IPV6, IPV6_TRANSPARENT, 1)
+                s.bind((src, sport))
+                return s
             s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             if transparent:  # may send from an address that is not the namespace's
                 s.setsockopt(socket.SOL_IP, IP_TRANSPARENT, 1)
@@ -409,8 +424,13 @@ class Sender:
     def packet(self, transport):
         """The UDP payload for BTH..payload: `transport` with its ICRC appended."""
         udp_len = 8 + len(transport) + 4
-        ip = struct.pack('!BBHHHBBH4s4s', 0x45, 0, 20 + udp_len, 0, 0x4000, 64, 17, 0,
-                         socket.inet_aton(self.src), socket.inet_aton(self.dst))
+        if self.v6:
+            ip = struct.pack('!IHBB16s16s', 6 << 28, udp_len, 17, 64,
+                             socket.inet_pton(socket.AF_INET6, self.src),
+                             socket.inet_pton(socket.AF_INET6, self.dst))
+        else:
+            ip = struct.pack('!BBHHHBBH4s4s', 0x45, 0, 20 + udp_len, 0, 0x4000, 64, 17, 0,
+                             socket.inet_aton(self.src), socket.inet_aton(self.dst))
         udp = struct.pack('!HHHH', self.sport, ROCE_PORT, udp_len, 0)
         return transport + struct.pack('<I', icrc(ip, udp, transport))
 

@@ -18,6 +18,12 @@ The client runs two cases, each on its own RC QP connected to a QP of the server
   WRITE must complete with IBV_WC_SUCCESS (it was executed and acknowledged: IBA 10.8.3.1 asks
   for its real status, not a flush), then the bind with IBV_WC_MW_BIND_ERR, then the SEND with
   IBV_WC_WR_FLUSH_ERR, and the QP must be in the error state.
+- flush-bound: on a QP connected to a QPN that does not exist on the server (its packets are
+  dropped there, so its WRITE is never acknowledged), RDMA WRITE, BIND_MW of a type 2 window,
+  SEND; once the bind has run, the client moves the QP to the error state. The WRITE and the SEND
+  must complete with IBV_WC_WR_FLUSH_ERR, and the bind, which took effect (the window is bound),
+  with IBV_WC_SUCCESS and opcode IBV_WC_BIND_MW: a flush reports the status an operation had, so
+  that a consumer does not take a bound window for an unbound one.
 
   sq_order.py server DEV GID_INDEX PORT
   sq_order.py client DEV GID_INDEX PORT SERVER_IP
@@ -123,11 +129,11 @@ def main():
     mw_other = MW(pd_other, e.IBV_MW_TYPE_2)
     ok = True
 
-    def run(case, window):
+    def run(case, window, write_len=WRITE_LEN):
         """Posts WRITE (wr_id 1), BIND_MW of `window` (2), SEND (3) on the case's QP; returns
         the three completions in CQ order and the time from posting to the last."""
-        qp = qps[case]
-        write = SendWR(wr_id=1, opcode=e.IBV_WR_RDMA_WRITE, num_sge=1, sg=[SGE(mr.buf, WRITE_LEN, mr.lkey)])
+        qp = qps[case] if case in qps else flush_qp
+        write = SendWR(wr_id=1, opcode=e.IBV_WR_RDMA_WRITE, num_sge=1, sg=[SGE(mr.buf, write_len, mr.lkey)])
         write.set_wr_rdma(peer['rkey'], peer['addr'])
         bind = SendWR(wr_id=2, opcode=e.IBV_WR_BIND_MW)
         bind.set_bind_wr(window, MWBindInfo(mr, mr.buf, 4096, RW | RR))
@@ -137,6 +143,11 @@ def main():
         bind.next_wr = send
         start = time.time()
         qp.post_send(write)
+        if case == 'flush-bound':
+            # The bind runs as soon as the WRITE's packets are out; the WRITE waits for an ACK
+            # that never comes (its first retry is a second away).
+            time.sleep(0.3)
+            qp.modify(QPAttr(qp_state=e.IBV_QPS_ERR), e.IBV_QP_STATE)
         wcs = poll(cq, 3)
         took = time.time() - start
         print(f'{case}: {describe(wcs)} ({took * 1000:.0f} ms)')
@@ -169,6 +180,23 @@ def main():
     if attr.qp_state != e.IBV_QPS_ERR:
         print(f'FAIL bind-error: QP state {attr.qp_state}, expected IBV_QPS_ERR')
         ok = False
+
+    # Case 3: the QP goes to error behind a bind that took effect.
+    flush_qp = make_qp(ctx, pd, cq)
+    connect(flush_qp, {'psn': 0x200}, {'qpn': 0xFFFFF0, 'psn': 0x300, 'gid': peer['bind-error']['gid']},
+            gid_index)
+    mw_flush = MW(pd, e.IBV_MW_TYPE_2)
+    # A WRITE of a few packets: all of them are out at once (a longer one would wait for ACKs
+    # in the PSN window, and the bind behind it would never run).
+    wcs, _ = run('flush-bound', mw_flush, 4096)
+    got = [(w.wr_id, w.status) for w in wcs]
+    want = [(1, e.IBV_WC_WR_FLUSH_ERR), (2, e.IBV_WC_SUCCESS), (3, e.IBV_WC_WR_FLUSH_ERR)]
+    if got != want or wcs[1].opcode != e.IBV_WC_BIND_MW:
+        print(f'FAIL flush-bound: completions {describe(wcs)}; expected WRITE IBV_WC_WR_FLUSH_ERR, '
+              'BIND_MW IBV_WC_SUCCESS, SEND IBV_WC_WR_FLUSH_ERR')
+        ok = False
+    else:
+        print('PASS flush-bound: the bound window completed IBV_WC_SUCCESS between two flushes')
     extra = poll(cq, 1, 0.5)
     if extra:
         print(f'FAIL: unexpected further completions: {describe(extra)}')
@@ -178,6 +206,8 @@ def main():
     # Windows before the QP they are bound to (type 2B), the QPs before the PDs.
     mw.close()
     mw_other.close()
+    mw_flush.close()
+    flush_qp.close()
     for q in qps.values():
         q.close()
     if not ok:

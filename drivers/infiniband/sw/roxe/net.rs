@@ -89,9 +89,13 @@ pub(crate) enum RxDrop {
     NoDevice,
     /// No QP with the destination number.
     NoQp,
+    /// IPv6, from the wire, with one of the host's own addresses as its source: forged, since
+    /// the device's packets to its own GIDs never leave memory (the loopback path).
+    OwnSource,
 }
 
-static RX_DROPS: [Atomic<u64>; 5] = [
+static RX_DROPS: [Atomic<u64>; 6] = [
+    Atomic::new(0),
     Atomic::new(0),
     Atomic::new(0),
     Atomic::new(0),
@@ -189,6 +193,7 @@ fn receive(mut skb: SkBuff, check_icrc: bool) {
         count_drop(why);
         counters.inc(match why {
             RxDrop::BadIcrc => Counter::RcvdIcrcErr,
+            RxDrop::OwnSource => Counter::RcvdPeerMismatch,
             _ => Counter::RcvdDrops,
         });
     };
@@ -214,6 +219,13 @@ fn receive(mut skb: SkBuff, check_icrc: bool) {
         match pkt.icrc_matches(&KernelCrc, ip, udp) {
             Ok(true) => {}
             _ => return drop(RxDrop::BadIcrc),
+        }
+        // IPv4 drops a packet whose source is a local address before it reaches the UDP
+        // tunnel (`fib_validate_source`, unless the admin sets `accept_local`); IPv6 has no
+        // such check, so a host on the link could pose as one of the device's own GIDs, and so
+        // as any QP connected through it.
+        if source.network == Network::Ipv6 && netdev.ipv6_addr_is_local(&source.sgid) {
+            return drop(RxDrop::OwnSource);
         }
     }
     counters.received(bytes);

@@ -338,7 +338,10 @@ fn fetch(dev: &Device<Roxe>, qp: &RoxeQp, sq: &mut SqState) -> Option<Result<(),
 
 /// The flush of a QP in the error state: every WQE not yet completed, in the list or still in
 /// the ring, completes with `IB_WC_WR_FLUSH_ERR` (IBA 10.3.1), oldest first, at most one
-/// [`Completions`] per step. The ring's producer index is user-writable: it is read once per
+/// [`Completions`] per step. A WQE the requester already finished and held for in-order
+/// completion (a local operation that took effect: a window bound, a key invalidated or
+/// registered; or one that failed) completes with the status it had, not as a flush: its
+/// effect stays, and the consumer must be told so. The ring's producer index is user-writable: it is read once per
 /// step, and the run's budget bounds the steps, so a process that keeps posting cannot keep
 /// the flush going.
 fn flush(qp: &RoxeQp, sq: &mut SqState) -> Step {
@@ -360,7 +363,7 @@ fn flush(qp: &RoxeQp, sq: &mut SqState) -> Step {
                 e.wqe.wr_id,
                 e.wqe.opcode,
                 e.wqe.flags,
-                WcStatus::WrFlushErr,
+                e.finished.unwrap_or(WcStatus::WrFlushErr),
                 0,
             ));
             let _ = spare_slots.push_within_capacity(core::mem::take(&mut e.slot));
