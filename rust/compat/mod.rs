@@ -12,6 +12,8 @@
 
 pub mod errno;
 pub mod init;
+#[cfg(not(roxe_spinlock_irq))]
+pub mod irq_nest;
 pub mod module;
 pub mod rcu;
 pub mod sync;

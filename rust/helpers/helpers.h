@@ -64,11 +64,15 @@ void roxe_helper_xa_init_alloc(struct xarray *xa);
 /* params.c: roxe's module parameters */
 bool roxe_helper_param_rxe_compat(void);
 
+/* irq_nest.c */
 void roxe_helper_spin_lock_init(spinlock_t *lock, const char *name, struct lock_class_key *key);
-unsigned long roxe_helper_spin_lock_irqsave(spinlock_t *lock);
-void roxe_helper_spin_unlock_irqrestore(spinlock_t *lock, unsigned long flags);
-int roxe_helper_spin_trylock_irqsave(spinlock_t *lock, unsigned long *flags);
+void roxe_helper_spin_lock_irq_nest(spinlock_t *lock);
+void roxe_helper_spin_unlock_irq_nest(spinlock_t *lock);
+int roxe_helper_spin_trylock_irq_nest(spinlock_t *lock);
 void roxe_helper_spin_assert_is_held(spinlock_t *lock);
+bool roxe_helper_irqs_disabled(void);
+
+/* sync.c */
 void roxe_helper_cond_resched(void);
 int roxe_helper_xa_alloc_cyclic_irqsafe(struct xarray *xa, u32 *id, void *entry, u32 min, u32 max,
 				   u32 *next, gfp_t gfp);

@@ -12,46 +12,6 @@
 #include "helpers.h"
 
 /*
- * An interrupt-safe spinlock for kernels whose `kernel` crate has no `SpinLockIrq`
- * (rust/compat/sync.rs): spin_lock_irqsave and friends are macros.
- */
-void roxe_helper_spin_lock_init(spinlock_t *lock, const char *name, struct lock_class_key *key)
-{
-#ifdef CONFIG_DEBUG_SPINLOCK
-# if defined(CONFIG_PREEMPT_RT)
-	__spin_lock_init(lock, name, key, false);
-# else
-	__raw_spin_lock_init(spinlock_check(lock), name, key, LD_WAIT_CONFIG);
-# endif
-#else
-	spin_lock_init(lock);
-#endif
-}
-
-unsigned long roxe_helper_spin_lock_irqsave(spinlock_t *lock)
-{
-	unsigned long flags;
-
-	spin_lock_irqsave(lock, flags);
-	return flags;
-}
-
-void roxe_helper_spin_unlock_irqrestore(spinlock_t *lock, unsigned long flags)
-{
-	spin_unlock_irqrestore(lock, flags);
-}
-
-int roxe_helper_spin_trylock_irqsave(spinlock_t *lock, unsigned long *flags)
-{
-	return spin_trylock_irqsave(lock, *flags);
-}
-
-void roxe_helper_spin_assert_is_held(spinlock_t *lock)
-{
-	lockdep_assert_held(lock);
-}
-
-/*
  * Object pools: allocating XArrays whose lock disables interrupts, because kernel consumers
  * create and destroy address handles with interrupts disabled (the CM under a spinlock taken
  * with irqsave), and the data path reaches the same pools from softirq. Lookups use RCU and
