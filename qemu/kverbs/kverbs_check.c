@@ -19,6 +19,13 @@
  * one. On the debug kernel this runs the fast-registration MR's page lists and their locks under
  * lockdep.
  *
+ * Deregistration under a flood: each round, A fast-registers two fresh pages, a work item on
+ * another CPU posts a burst of RDMA WRITEs from B through the R_Key, and once the first bytes
+ * have landed A deregisters the MR and at once fills the pages with a poison byte (on a KASAN
+ * kernel every other round frees them instead). ib_dereg_mr must return only when no copy can
+ * touch the pages: the poison must stay whole. The check counts the rounds in which WRITEs
+ * were refused after the deregistration (it ran mid-flood) and fails if none were.
+ *
  * The result is the module's load: insmod fails (EIO) when a check fails, and the kernel log
  * says which (lines "roxe_kverbs_check: PASS|FAIL <name> ...").
  *
@@ -26,7 +33,9 @@
  */
 
 #include <linux/module.h>
+#include <linux/cpumask.h>
 #include <linux/delay.h>
+#include <linux/mm.h>
 #include <linux/sched.h>
 #include <linux/workqueue.h>
 #include <linux/random.h>
@@ -273,17 +282,35 @@ static const struct ib_gid_attr *roce_v2_ipv4_gid(struct ib_device *ibdev)
 	return ERR_PTR(-ENOENT);
 }
 
-static struct ib_qp *create_rc_qp(struct ib_pd *pd, struct ib_cq *cq)
+static struct ib_qp *create_rc_qp_depth(struct ib_pd *pd, struct ib_cq *cq, u32 depth)
 {
 	struct ib_qp_init_attr init = {
 		.send_cq = cq,
 		.recv_cq = cq,
 		.qp_type = IB_QPT_RC,
 		.sq_sig_type = IB_SIGNAL_ALL_WR,
-		.cap = { .max_send_wr = 4, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 },
+		.cap = { .max_send_wr = depth, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 },
 	};
 
 	return ib_create_qp(pd, &init);
+}
+
+static struct ib_qp *create_rc_qp(struct ib_pd *pd, struct ib_cq *cq)
+{
+	return create_rc_qp_depth(pd, cq, 4);
+}
+
+/* Destroys what a check's two RC QPs and their CQs left set up (each may be NULL or an error). */
+static void put_rc_pair(struct ib_qp *a, struct ib_qp *b, struct ib_cq *cq_a, struct ib_cq *cq_b)
+{
+	if (!IS_ERR_OR_NULL(b))
+		ib_destroy_qp(b);
+	if (!IS_ERR_OR_NULL(a))
+		ib_destroy_qp(a);
+	if (!IS_ERR_OR_NULL(cq_b))
+		ib_free_cq(cq_b);
+	if (!IS_ERR_OR_NULL(cq_a))
+		ib_free_cq(cq_a);
 }
 
 /* Posts wr on qp and polls its completion from cq: the status, or -1 if none came. */
@@ -456,17 +483,181 @@ out_unmap:
 out:
 	if (mr)
 		ib_dereg_mr(mr);
-	if (!IS_ERR_OR_NULL(b))
-		ib_destroy_qp(b);
-	if (!IS_ERR_OR_NULL(a))
-		ib_destroy_qp(a);
-	if (!IS_ERR_OR_NULL(cq_b))
-		ib_free_cq(cq_b);
-	if (!IS_ERR_OR_NULL(cq_a))
-		ib_free_cq(cq_a);
+	put_rc_pair(a, b, cq_a, cq_b);
 	kfree(back);
 	kfree(src);
 	kfree(target);
+	rdma_put_gid_attr(gid);
+}
+
+#define DR_ROUNDS 200
+#define DR_WRITES 32
+#define DR_POISON 0x6b
+
+/* B's burst of WRITEs, posted from a work item on another CPU than the deregistering one. */
+struct dr_flood {
+	struct work_struct work;
+	struct ib_qp *qp;
+	struct ib_rdma_wr wr[DR_WRITES];
+	struct ib_sge sge;
+	int err;
+};
+
+static void dr_flood_post(struct work_struct *work)
+{
+	struct dr_flood *f = container_of(work, struct dr_flood, work);
+	const struct ib_send_wr *bad;
+
+	f->err = ib_post_send(f->qp, &f->wr[0].wr, &bad);
+}
+
+/* Fast-registers the two pages at target on mr through QP a: 0 or an error. */
+static int dr_register(struct ib_device *ibdev, struct ib_qp *a, struct ib_cq *cq_a, struct ib_mr *mr,
+		       struct scatterlist *sg, void *target)
+{
+	struct ib_reg_wr reg = {};
+
+	sg_init_table(sg, 2);
+	sg_set_buf(&sg[0], target, PAGE_SIZE);
+	sg_set_buf(&sg[1], target + PAGE_SIZE, PAGE_SIZE);
+	if (ib_dma_map_sg(ibdev, sg, 2, DMA_BIDIRECTIONAL) != 2)
+		return -ENOMEM;
+	if (ib_map_mr_sg(mr, sg, 2, NULL, PAGE_SIZE) != 2)
+		return -EINVAL;
+	ib_update_fast_reg_key(mr, ib_inc_rkey(mr->rkey) & 0xff);
+	reg.wr.opcode = IB_WR_REG_MR;
+	reg.wr.send_flags = IB_SEND_SIGNALED;
+	reg.mr = mr;
+	reg.key = mr->rkey;
+	reg.access = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE;
+	return post_and_poll(a, cq_a, &reg.wr) == IB_WC_SUCCESS ? 0 : -EIO;
+}
+
+/* One round; returns 1 if bytes landed after ib_dereg_mr returned, 0 if not, or an error. */
+static int dr_round(struct ib_device *ibdev, struct ib_pd *pd, struct ib_qp *a, struct ib_cq *cq_a,
+		    struct dr_flood *f, struct ib_cq *cq_b, int round, int *refused, int *succeeded)
+{
+	bool free_at_once = IS_ENABLED(CONFIG_KASAN) && (round & 1);
+	struct scatterlist sg[2];
+	struct page *pages;
+	struct ib_mr *mr;
+	unsigned long deadline;
+	struct ib_wc wc;
+	void *target;
+	int i, got = 0, hit = 0, err;
+	int cpu = cpumask_next(raw_smp_processor_id(), cpu_online_mask);
+
+	if (cpu >= nr_cpu_ids)
+		cpu = cpumask_first(cpu_online_mask);
+	pages = alloc_pages(GFP_KERNEL | __GFP_ZERO, 1);
+	if (!pages)
+		return -ENOMEM;
+	target = page_address(pages);
+	mr = ib_alloc_mr(pd, IB_MR_TYPE_MEM_REG, 2);
+	if (IS_ERR(mr)) {
+		__free_pages(pages, 1);
+		return PTR_ERR(mr);
+	}
+	err = dr_register(ibdev, a, cq_a, mr, sg, target);
+	if (err) {
+		ib_dereg_mr(mr);
+		__free_pages(pages, 1);
+		return err;
+	}
+	for (i = 0; i < DR_WRITES; i++) {
+		f->wr[i].remote_addr = mr->iova;
+		f->wr[i].rkey = mr->rkey;
+	}
+	INIT_WORK(&f->work, dr_flood_post);
+	queue_work_on(cpu, system_highpri_wq, &f->work);
+	/*
+	 * Once the first bytes have landed (the flood is being copied in): deregister, and the pages
+	 * are the consumer's again at once.
+	 */
+	deadline = jiffies + HZ;
+	while (READ_ONCE(*(u8 *)target) != 0x5a && time_before(jiffies, deadline))
+		cpu_relax();
+	ib_dereg_mr(mr);
+	if (free_at_once)
+		__free_pages(pages, 1);
+	else
+		memset(target, DR_POISON, 2 * PAGE_SIZE);
+	flush_work(&f->work);
+	while (!f->err && got < DR_WRITES && poll_one(cq_b, &wc) == 1) {
+		got++;
+		*succeeded += wc.status == IB_WC_SUCCESS;
+		*refused += wc.status == IB_WC_REM_ACCESS_ERR;
+	}
+	if (!free_at_once) {
+		usleep_range(2000, 3000);
+		hit = memchr_inv(target, DR_POISON, 2 * PAGE_SIZE) != NULL;
+		__free_pages(pages, 1);
+	}
+	ib_dma_unmap_sg(ibdev, sg, 2, DMA_BIDIRECTIONAL);
+	return f->err ? f->err : hit;
+}
+
+static void check_dereg_under_writes(struct ib_device *ibdev, struct ib_pd *pd)
+{
+	const struct ib_gid_attr *gid;
+	struct ib_cq *cq_a = NULL, *cq_b = NULL;
+	struct ib_qp *a = NULL, *b = NULL;
+	struct dr_flood *f = NULL;
+	u8 *src = NULL;
+	int i, n, hits = 0, mid_flood = 0, rounds = 0, succeeded = 0;
+
+	gid = roce_v2_ipv4_gid(ibdev);
+	if (IS_ERR(gid)) {
+		verdict(false, "dereg-under-writes", "no RoCE v2 IPv4 GID");
+		return;
+	}
+	src = kmalloc(2 * PAGE_SIZE, GFP_KERNEL);
+	f = kzalloc(sizeof(*f), GFP_KERNEL);
+	cq_a = ib_alloc_cq(ibdev, NULL, 8, 0, IB_POLL_DIRECT);
+	cq_b = ib_alloc_cq(ibdev, NULL, 2 * DR_WRITES, 0, IB_POLL_DIRECT);
+	if (!src || !f || IS_ERR(cq_a) || IS_ERR(cq_b)) {
+		verdict(false, "dereg-under-writes", "no memory or CQ");
+		goto out;
+	}
+	memset(src, 0x5a, 2 * PAGE_SIZE);
+	a = create_rc_qp(pd, cq_a);
+	b = IS_ERR(a) ? ERR_PTR(-EINVAL) : create_rc_qp_depth(pd, cq_b, DR_WRITES);
+	if (IS_ERR(a) || IS_ERR(b)) {
+		verdict(false, "dereg-under-writes", "create RC QPs: %ld %ld", PTR_ERR(a), PTR_ERR(b));
+		goto out;
+	}
+	f->qp = b;
+	f->sge.addr = ib_dma_map_single(ibdev, src, 2 * PAGE_SIZE, DMA_TO_DEVICE);
+	f->sge.length = 2 * PAGE_SIZE;
+	f->sge.lkey = pd->local_dma_lkey;
+	for (i = 0; i < DR_WRITES; i++) {
+		f->wr[i].wr.opcode = IB_WR_RDMA_WRITE;
+		f->wr[i].wr.sg_list = &f->sge;
+		f->wr[i].wr.num_sge = 1;
+		f->wr[i].wr.next = i + 1 < DR_WRITES ? &f->wr[i + 1].wr : NULL;
+	}
+	for (rounds = 0; rounds < DR_ROUNDS; rounds++) {
+		int refused = 0;
+
+		n = reset_rc(a, b->qp_num, gid);
+		if (!n)
+			n = reset_rc(b, a->qp_num, gid);
+		if (!n)
+			n = dr_round(ibdev, pd, a, cq_a, f, cq_b, rounds, &refused, &succeeded);
+		if (n < 0) {
+			verdict(false, "dereg-under-writes", "round %d: error %d", rounds, n);
+			goto out;
+		}
+		hits += n;
+		mid_flood += refused > 0;
+	}
+	verdict(!hits && mid_flood && succeeded, "dereg-under-writes",
+		"%d rounds: %d with bytes written after ib_dereg_mr returned, %d deregistered mid-flood (WRITEs refused after it), %d WRITEs landed before",
+		rounds, hits, mid_flood, succeeded);
+out:
+	put_rc_pair(a, b, cq_a, cq_b);
+	kfree(f);
+	kfree(src);
 	rdma_put_gid_attr(gid);
 }
 
@@ -486,6 +677,7 @@ static void run_checks(struct ib_device *ibdev)
 		return;
 	}
 	check_fast_reg(ibdev, pd);
+	check_dereg_under_writes(ibdev, pd);
 	cq = ib_alloc_cq(ibdev, NULL, 16, 0, IB_POLL_DIRECT);
 	if (IS_ERR(cq)) {
 		verdict(false, "alloc-cq", "%ld", PTR_ERR(cq));

@@ -9,7 +9,9 @@
 //!
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 
-use super::{ah::Ah, bindings, device::DriverTypes, mr::Mr, qp::QpNotifier};
+use super::{
+    ah::Ah, bindings, device::DriverTypes, mr::Mr, qp::QpNotifier, revocable::RcuRevocable,
+};
 use kernel::{ffi, sync::Arc};
 
 /// Most SGEs a kernel work request may carry here (the device's `max_send_sge`).
@@ -128,42 +130,73 @@ pub const WC_WITH_NETWORK_HDR_TYPE: u32 = bindings::ib_wc_flags_IB_WC_WITH_NETWO
 /// consumers are trusted as any kernel code is. A driver receives one `KernelMem` with each such
 /// MR it creates and may use it only for that MR's accesses, within the MR's range and rights.
 ///
+/// The access ends with [`KernelMem::revoke`], which the driver calls when the MR is
+/// deregistered: a copy that began before it has ended when it returns, and every later one is
+/// refused, so that `ib_dereg_mr` returns only when nothing can still touch the pages, which the
+/// consumer may then free.
+///
 /// # Invariants
 ///
 /// Only created by this module's `get_dma_mr` op and `mr.rs`'s `alloc_mr` op, for an MR of a
-/// kernel consumer; a driver cannot make one.
-pub struct KernelMem(());
+/// kernel consumer; a driver cannot make one. Copies run only inside `live`'s read side.
+pub struct KernelMem {
+    live: RcuRevocable<()>,
+}
+
+/// The MR of a [`KernelMem`] was deregistered: its access is revoked.
+#[derive(Clone, Copy, Debug)]
+pub struct Revoked;
 
 impl KernelMem {
     /// The access that comes with an MR being created for a kernel consumer.
     pub(in crate::rdma) fn new() -> Self {
         // INVARIANT: Called only by the ops that create kernel consumers' MRs.
-        KernelMem(())
+        KernelMem {
+            live: RcuRevocable::new(()),
+        }
     }
 
-    /// Copies `dst.len()` bytes of kernel memory at `va` into `dst`.
-    pub fn read(&self, va: u64, dst: &mut [u8]) {
-        // SAFETY: By the type invariant the address comes from a kernel consumer's work request
-        // or page list: `va..va + len` is kernel memory the consumer handed to the HCA and does
-        // not touch until completion; `dst` is a distinct buffer.
-        unsafe {
-            bindings::roxe_helper_copy(
-                dst.as_mut_ptr().cast(),
-                va as usize as *const ffi::c_void,
-                dst.len(),
-            )
-        };
+    /// Copies `dst.len()` bytes of kernel memory at `va` into `dst`, unless the access was
+    /// revoked. Any context; interrupts stay as they are (the copy runs under RCU).
+    pub fn read(&self, va: u64, dst: &mut [u8]) -> Result<(), Revoked> {
+        self.live
+            .try_access_with(|()| {
+                // SAFETY: By the type invariant the address comes from a kernel consumer's work
+                // request or page list: `va..va + len` is kernel memory the consumer handed to
+                // the HCA and does not touch until completion, and the MR is not deregistered
+                // (the access is not revoked, and `revoke` waits for this read side); `dst` is
+                // a distinct buffer.
+                unsafe {
+                    bindings::roxe_helper_copy(
+                        dst.as_mut_ptr().cast(),
+                        va as usize as *const ffi::c_void,
+                        dst.len(),
+                    )
+                };
+            })
+            .ok_or(Revoked)
     }
 
-    /// Copies `src` into kernel memory at `va`.
-    pub fn write(&self, va: u64, src: &[u8]) {
-        // SAFETY: As in `read`: consumer-owned kernel memory given to the HCA for writing.
-        unsafe {
-            bindings::roxe_helper_copy(
-                va as usize as *mut ffi::c_void,
-                src.as_ptr().cast(),
-                src.len(),
-            )
-        };
+    /// Copies `src` into kernel memory at `va`, unless the access was revoked. Any context.
+    pub fn write(&self, va: u64, src: &[u8]) -> Result<(), Revoked> {
+        self.live
+            .try_access_with(|()| {
+                // SAFETY: As in `read`: consumer-owned kernel memory given to the HCA for
+                // writing, through an MR not yet deregistered.
+                unsafe {
+                    bindings::roxe_helper_copy(
+                        va as usize as *mut ffi::c_void,
+                        src.as_ptr().cast(),
+                        src.len(),
+                    )
+                };
+            })
+            .ok_or(Revoked)
+    }
+
+    /// Ends the access: waits until no copy through it runs (a grace period), and refuses every
+    /// later one. Process context; sleeps.
+    pub fn revoke(&self) {
+        self.live.revoke();
     }
 }

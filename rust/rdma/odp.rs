@@ -796,14 +796,25 @@ impl OdpMem {
     /// under the table's spinlock (an implicit memory's list lock, and each child's table lock
     /// while one of its pages is used), so it must be short (a packet's copy) and take no lock.
     pub fn access<R>(&self, f: impl FnOnce(&OdpPages<'_>) -> R) -> R {
+        // The guards are locals of the arms, so they drop before `_bh`: a guard left a
+        // temporary of the tail expression would drop after it, turning bottom halves on (and
+        // running pending softirqs) with the spinlock still held.
         let _bh = bh::disable();
         match &self.kind {
-            Kind::Explicit(r) => f(&OdpPages {
-                view: View::Table(&r.inner.table.lock()),
-            }),
-            Kind::Implicit(imp) => f(&OdpPages {
-                view: View::Children(&imp.children.lock()),
-            }),
+            Kind::Explicit(r) => {
+                let table = r.inner.table.lock();
+                let pages = OdpPages {
+                    view: View::Table(&table),
+                };
+                f(&pages)
+            }
+            Kind::Implicit(imp) => {
+                let children = imp.children.lock();
+                let pages = OdpPages {
+                    view: View::Children(&children),
+                };
+                f(&pages)
+            }
         }
     }
 

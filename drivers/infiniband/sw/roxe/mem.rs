@@ -253,13 +253,14 @@ impl RoxeMr {
             MrMem::User { geometry, pages } => (geometry, pages),
             MrMem::Dma(mem) => {
                 self.check_range(va, dst.len() as u64)?;
-                mem.read(va, dst);
-                return Ok(());
+                return mem.read(va, dst).map_err(|_| MemError::BadKey);
             }
             MrMem::Fast(state) => {
                 return Self::fast_copy(state, va, dst.len(), |kva, r| {
-                    state.mem.read(kva, dst.get_mut(r).ok_or(MemError::Range)?);
-                    Ok(())
+                    state
+                        .mem
+                        .read(kva, dst.get_mut(r).ok_or(MemError::Range)?)
+                        .map_err(|_| MemError::BadKey)
                 });
             }
         };
@@ -288,13 +289,14 @@ impl RoxeMr {
             MrMem::User { geometry, pages } => (geometry, pages),
             MrMem::Dma(mem) => {
                 self.check_range(va, src.len() as u64)?;
-                mem.write(va, src);
-                return Ok(());
+                return mem.write(va, src).map_err(|_| MemError::BadKey);
             }
             MrMem::Fast(state) => {
                 return Self::fast_copy(state, va, src.len(), |kva, r| {
-                    state.mem.write(kva, src.get(r).ok_or(MemError::Range)?);
-                    Ok(())
+                    state
+                        .mem
+                        .write(kva, src.get(r).ok_or(MemError::Range)?)
+                        .map_err(|_| MemError::BadKey)
                 });
             }
         };

@@ -112,7 +112,11 @@ impl FastMr {
     /// off).
     pub(crate) fn with_live<R>(&self, f: impl FnOnce(&mut FastPages) -> R) -> R {
         let _bh = bh::disable();
-        f(&mut self.live.lock())
+        // A local, so that it drops before `_bh`: as a temporary of the tail expression the
+        // guard would outlive it, and bottom halves would come back on (running pending
+        // softirqs, which may take this lock) with the lock still held.
+        let mut live = self.live.lock();
+        f(&mut live)
     }
 }
 
@@ -514,14 +518,24 @@ pub(crate) fn dereg(dev: &Device<Roxe>, mr: MrHandle) {
         .data()
         .mrs
         .get(mr.index)
-        .is_some_and(|m| matches!(m.mem, MrMem::Fast(_) | MrMem::Dma(_)));
-    if kernel_mr {
+        .filter(|m| matches!(m.mem, MrMem::Fast(_) | MrMem::Dma(_)));
+    if let Some(m) = kernel_mr {
         // A kernel consumer's MR frees nothing that sleeps: the pool's reference goes after
         // the grace period, without waiting for it here. ULPs deregister MRs by the pool
         // (nvme-rdma: one fast-registration MR per request slot of each queue) when they
         // disconnect, and a grace period per MR made an NVMe-oF disconnect take seconds: too
         // slow for a reconnect within multipath's delayed removal (blktests nvme/068).
         dev.data().mrs.remove_deferred(mr.index);
+        // But a responder that found the key before the removal may still be copying into the
+        // MR's pages, which the consumer frees once this returns. A fast-registration MR's
+        // copies run under its live list's lock and need the MR valid: taking the lock waits
+        // for a running one, and the Free state it leaves refuses the rest (IBA 10.6.3.6),
+        // without a grace period. A DMA MR's copies run under RCU: revoking waits for them.
+        match &m.mem {
+            MrMem::Fast(state) => state.with_live(|live| live.range = None),
+            MrMem::Dma(mem) => mem.revoke(),
+            _ => {}
+        }
         return;
     }
     // After the grace period in `remove` no lookup holds the MR; dropping the last reference
