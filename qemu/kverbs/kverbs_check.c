@@ -512,8 +512,8 @@ static void dr_flood_post(struct work_struct *work)
 }
 
 /* Fast-registers the two pages at target on mr through QP a: 0 or an error. */
-static int dr_register(struct ib_device *ibdev, struct ib_qp *a, struct ib_cq *cq_a, struct ib_mr *mr,
-		       struct scatterlist *sg, void *target)
+static int dr_register(struct ib_device *ibdev, struct ib_qp *a, struct ib_cq *cq_a,
+		       struct ib_mr *mr, struct scatterlist *sg, void *target)
 {
 	struct ib_reg_wr reg = {};
 

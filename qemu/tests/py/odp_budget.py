@@ -7,8 +7,8 @@
 An ODP registration pins nothing, so neither RLIMIT_MEMLOCK nor the memory cgroup sees it, but
 the RDMA core allocates its tables (24 bytes per page) over the whole range at registration.
 roxe bounds the range one process (user context) may register to twice RAM and all processes
-of a device together to four times RAM (Documentation/security.md), implicit MRs' children included,
-and refuses the rest with ENOMEM before the core allocates. Cases:
+of a device together to four times RAM (Documentation/security.md), implicit MRs' children
+included, and refuses the rest with ENOMEM before the core allocates. Cases:
   - fill-context-1: 256 MiB ODP MRs over unmapped addresses until refused: the refusal is ENOMEM,
     comes when the next MR would pass twice RAM and not before, and moves `odp_refused`;
   - one-tib: a 1 TiB ODP MR is refused at once (ENOMEM);

@@ -126,8 +126,9 @@ class Test:
     def __init__(self, dev, gid_index, netns, target, forger, gid6=None, target6=None):
         self.env = Env(dev, gid_index)
         self.env6 = Env(dev, gid6) if gid6 is not None else None
-        self.own6 = Sender(netns, target6, target6, 0xc100 + (os.getpid() & 0xfff), transparent=True) \
-            if target6 else None
+        self.own6 = None
+        if target6:
+            self.own6 = Sender(netns, target6, target6, 0xc100 + (os.getpid() & 0xfff), transparent=True)
         self.ctr = Counters(dev)
         self.legit = Sender(netns, target, target, 0xc000 + (os.getpid() & 0xfff), transparent=True)
         self.forger = Sender(netns, forger, target, 0xd000 + (os.getpid() & 0xfff), transparent=False)

@@ -341,9 +341,9 @@ fn fetch(dev: &Device<Roxe>, qp: &RoxeQp, sq: &mut SqState) -> Option<Result<(),
 /// [`Completions`] per step. A WQE the requester already finished and held for in-order
 /// completion (a local operation that took effect: a window bound, a key invalidated or
 /// registered; or one that failed) completes with the status it had, not as a flush: its
-/// effect stays, and the consumer must be told so. The ring's producer index is user-writable: it is read once per
-/// step, and the run's budget bounds the steps, so a process that keeps posting cannot keep
-/// the flush going.
+/// effect stays, and the consumer must be told so. The ring's producer index is
+/// user-writable: it is read once per step, and the run's budget bounds the steps, so a
+/// process that keeps posting cannot keep the flush going.
 fn flush(qp: &RoxeQp, sq: &mut SqState) -> Step {
     let mut done = Completions::new();
     let n = sq.entries.len().min(COMPLETION_BATCH);
