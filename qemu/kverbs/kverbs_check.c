@@ -41,6 +41,7 @@
 #include <linux/random.h>
 #include <linux/scatterlist.h>
 #include <linux/slab.h>
+#include <linux/vmalloc.h>
 #include <net/ipv6.h>
 #include <rdma/ib_cache.h>
 #include <rdma/ib_verbs.h>
@@ -661,6 +662,75 @@ out:
 	rdma_put_gid_attr(gid);
 }
 
+/* A's SEND of 64 bytes at buf (local_dma_lkey) into a receive of B: A's completion status. */
+static int send_from(struct ib_pd *pd, struct ib_qp *a, struct ib_cq *cq_a, struct ib_qp *b,
+		     struct ib_cq *cq_b, void *buf, void *rbuf)
+{
+	const struct ib_recv_wr *bad_recv;
+	struct ib_sge rsge = { .addr = (uintptr_t)rbuf, .length = 128, .lkey = pd->local_dma_lkey };
+	struct ib_recv_wr recv = { .sg_list = &rsge, .num_sge = 1 };
+	struct ib_sge sge = { .addr = (uintptr_t)buf, .length = 64, .lkey = pd->local_dma_lkey };
+	struct ib_send_wr send = {
+		.opcode = IB_WR_SEND, .send_flags = IB_SEND_SIGNALED, .sg_list = &sge, .num_sge = 1,
+	};
+	struct ib_wc wc;
+	int st;
+
+	if (ib_post_recv(b, &recv, &bad_recv))
+		return -1;
+	st = post_and_poll(a, cq_a, &send);
+	if (st == IB_WC_SUCCESS && poll_one(cq_b, &wc) != 1)
+		return -1;
+	return st;
+}
+
+/*
+ * A DMA MR (the PD's local_dma_lkey) names the kernel's direct map of RAM, where every virtual
+ * DMA address lies: a SEND that gathers from a vmalloc address, which no DMA mapping gives, ends
+ * in a local protection error and moves no byte; the same SEND from kmalloc memory succeeds.
+ */
+static void check_dma_range(struct ib_device *ibdev, struct ib_pd *pd)
+{
+	const struct ib_gid_attr *gid = roce_v2_ipv4_gid(ibdev);
+	struct ib_cq *cq_a = NULL, *cq_b = NULL;
+	struct ib_qp *a = NULL, *b = NULL;
+	u8 *vbuf = vmalloc(PAGE_SIZE), *kbuf = kmalloc(64, GFP_KERNEL);
+	u8 *rbuf = kzalloc(128, GFP_KERNEL);
+	int st, n;
+
+	cq_a = ib_alloc_cq(ibdev, NULL, 8, 0, IB_POLL_DIRECT);
+	cq_b = ib_alloc_cq(ibdev, NULL, 8, 0, IB_POLL_DIRECT);
+	if (IS_ERR(gid) || !vbuf || !kbuf || !rbuf || IS_ERR(cq_a) || IS_ERR(cq_b)) {
+		verdict(false, "dma-range-setup", "no GID, memory or CQ");
+		goto out;
+	}
+	memset(vbuf, 0x5a, PAGE_SIZE);
+	memset(kbuf, 0xa5, 64);
+	a = create_rc_qp(pd, cq_a);
+	b = IS_ERR(a) ? ERR_PTR(-EINVAL) : create_rc_qp(pd, cq_b);
+	n = IS_ERR(a) || IS_ERR(b) ? -EINVAL : connect_rc(a, b->qp_num, gid);
+	if (!n)
+		n = connect_rc(b, a->qp_num, gid);
+	if (n) {
+		verdict(false, "dma-range-setup", "RC pair: %d", n);
+		goto out;
+	}
+	st = send_from(pd, a, cq_a, b, cq_b, kbuf, rbuf);
+	verdict(st == IB_WC_SUCCESS && rbuf[0] == 0xa5, "dma-range-kmalloc", "status %d, byte %#x",
+		st, rbuf[0]);
+	memset(rbuf, 0, 128);
+	st = send_from(pd, a, cq_a, b, cq_b, vbuf, rbuf);
+	verdict(st == IB_WC_LOC_PROT_ERR && rbuf[0] == 0, "dma-range-vmalloc-refused",
+		"status %d (want %d), byte %#x", st, IB_WC_LOC_PROT_ERR, rbuf[0]);
+out:
+	put_rc_pair(a, b, cq_a, cq_b);
+	if (!IS_ERR(gid))
+		rdma_put_gid_attr(gid);
+	vfree(vbuf);
+	kfree(kbuf);
+	kfree(rbuf);
+}
+
 static void run_checks(struct ib_device *ibdev)
 {
 	struct ib_qp *a = NULL, *b;
@@ -677,6 +747,7 @@ static void run_checks(struct ib_device *ibdev)
 		return;
 	}
 	check_fast_reg(ibdev, pd);
+	check_dma_range(ibdev, pd);
 	check_dereg_under_writes(ibdev, pd);
 	cq = ib_alloc_cq(ibdev, NULL, 16, 0, IB_POLL_DIRECT);
 	if (IS_ERR(cq)) {

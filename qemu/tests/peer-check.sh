@@ -31,7 +31,7 @@ peer_v6() {
 	return 1
 }
 step "$DRV-peer-setup-v6" peer_v6 || finish_tests
-check "$DRV-peer-cases" 180 python3 -X faulthandler /roxe/qemu/tests/py/peer_check.py "$RDMA_DEV" "$gid" $NS $TARGET $FORGER "$gid6" $TARGET6
+check "$DRV-peer-cases" 420 python3 -X faulthandler /roxe/qemu/tests/py/peer_check.py "$RDMA_DEV" "$gid" $NS $TARGET $FORGER "$gid6" $TARGET6
 case_results "$DRV" peer "/out/$DRV-peer-cases.log"
 grep -E '^(PASS|FAIL) peer:|^peer:' "/out/$DRV-peer-cases.log"
 grep -H . /sys/class/infiniband/$RDMA_DEV/ports/1/hw_counters/* 2>/dev/null | sed 's|.*/||' | tr '\n' ' '; echo

@@ -9,6 +9,7 @@
 #include <linux/netdevice.h>
 #include <linux/notifier.h>
 #include <linux/random.h>
+#include <linux/siphash.h>
 #include <linux/skbuff.h>
 #include <net/udp_tunnel.h>
 #include <linux/xarray.h>

@@ -33,3 +33,41 @@ macro_rules! new_spinlock_irq {
 
 #[cfg(not(roxe_spinlock_irq))]
 pub use crate::new_spinlock_irq;
+
+/// The guard of a [`SpinLockIrq`].
+#[cfg(roxe_spinlock_irq)]
+pub type SpinLockIrqGuard<'a, T> =
+    kernel::sync::lock::Guard<'a, T, kernel::sync::lock::spinlock::SpinLockIrqBackend>;
+
+/// The guard of a [`SpinLockIrq`].
+#[cfg(not(roxe_spinlock_irq))]
+pub type SpinLockIrqGuard<'a, T> =
+    kernel::sync::lock::Guard<'a, T, super::irq_nest::IrqNestBackend>;
+
+/// Interrupts are disabled on this CPU for `'a`, so neither hard interrupts nor bottom halves
+/// can run on it (on PREEMPT_RT, where an interrupt-safe spinlock leaves interrupts on, softirqs
+/// run in threads that block on a held `spinlock_t` like any task). Split from the guard of an
+/// interrupt-safe lock by [`irqs_off`], so that code under that lock can take a bottom-half
+/// lock without masking bottom halves again (which would unmask them with interrupts off).
+///
+/// # Invariants
+///
+/// Only made by [`irqs_off`], from a guard that stays borrowed for `'a`.
+#[derive(Clone, Copy)]
+pub struct IrqOff<'a> {
+    _guard: core::marker::PhantomData<&'a ()>,
+    _not_send: core::marker::PhantomData<*mut ()>,
+}
+
+/// The data under an interrupt-safe lock's guard, and the proof that interrupts stay off for as
+/// long as either is borrowed.
+pub fn irqs_off<'a, T: Unpin>(guard: &'a mut SpinLockIrqGuard<'_, T>) -> (&'a mut T, IrqOff<'a>) {
+    // INVARIANT: `guard` holds the lock, with interrupts off, and stays mutably borrowed for 'a.
+    (
+        &mut **guard,
+        IrqOff {
+            _guard: core::marker::PhantomData,
+            _not_send: core::marker::PhantomData,
+        },
+    )
+}

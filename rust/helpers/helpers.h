@@ -55,6 +55,7 @@ size_t roxe_helper_umem_fill_pages(struct ib_umem *umem, struct page **pages, si
 /* linux/vmalloc.h, linux/highmem.h */
 void *roxe_helper_vmalloc_user(unsigned long size);
 void roxe_helper_copy(void *dst, const void *src, size_t len);
+bool roxe_helper_virt_range_valid(u64 va, size_t len);
 void roxe_helper_zero(void *dst, size_t len);
 void roxe_helper_copy_from_page(struct page *page, size_t offset, void *dst, size_t len);
 void roxe_helper_copy_to_page(struct page *page, size_t offset, const void *src, size_t len);
@@ -81,6 +82,10 @@ void roxe_helper_xa_store_irqsafe(struct xarray *xa, unsigned long index, void *
 void roxe_helper_xa_release_irqsafe(struct xarray *xa, unsigned long index);
 void *roxe_helper_xa_erase_irqsafe(struct xarray *xa, unsigned long index);
 void *roxe_helper_xa_find_from(struct xarray *xa, unsigned long *index);
+void roxe_helper_xa_set_mark_irqsafe(struct xarray *xa, unsigned long index, unsigned int mark);
+void roxe_helper_xa_clear_mark_irqsafe(struct xarray *xa, unsigned long index, unsigned int mark);
+bool roxe_helper_xa_get_mark(struct xarray *xa, unsigned long index, unsigned int mark);
+void *roxe_helper_xa_find_marked_from(struct xarray *xa, unsigned long *index, unsigned int mark);
 struct timer_list;
 void roxe_helper_timer_setup(struct timer_list *timer, void (*fn)(struct timer_list *));
 void roxe_helper_timer_arm_ms(struct timer_list *timer, unsigned int ms);

@@ -2,6 +2,7 @@
 /* Helpers for include/linux/vmalloc.h and include/linux/highmem.h. */
 #include <linux/highmem.h>
 #include <linux/instrumented.h>
+#include <linux/overflow.h>
 #include <linux/vmalloc.h>
 #include "helpers.h"
 
@@ -52,6 +53,26 @@ void roxe_helper_zero(void *dst, size_t len)
 #else
 	memset(dst, 0, len);
 #endif
+}
+
+/*
+ * Whether va..va + len lies in the kernel's direct map of RAM (virt_addr_valid, a page at a
+ * time): the memory a virtual DMA address of a kernel consumer names. Computes only.
+ */
+bool roxe_helper_virt_range_valid(u64 va, size_t len)
+{
+	u64 last, page;
+
+	if (!len)
+		return true;
+	if (check_add_overflow(va, (u64)len - 1, &last))
+		return false;
+	for (page = va & PAGE_MASK;; page += PAGE_SIZE) {
+		if (!virt_addr_valid((void *)(uintptr_t)page))
+			return false;
+		if (page >= (last & PAGE_MASK))
+			return true;
+	}
 }
 
 /* Copies out of a (possibly highmem) page; the range must not cross the page end. */

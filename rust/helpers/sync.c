@@ -81,6 +81,43 @@ void *roxe_helper_xa_find_from(struct xarray *xa, unsigned long *index)
 	return xa_find(xa, index, ULONG_MAX, XA_PRESENT);
 }
 
+/* Search marks 1 and 2 (mark 0 is the allocator's free mark): @mark is 1 or 2. */
+static xa_mark_t roxe_mark(unsigned int mark)
+{
+	return mark == 2 ? XA_MARK_2 : XA_MARK_1;
+}
+
+/* Sets @mark on the entry at @index, if there is one; any context. */
+void roxe_helper_xa_set_mark_irqsafe(struct xarray *xa, unsigned long index, unsigned int mark)
+{
+	unsigned long flags;
+
+	xa_lock_irqsave(xa, flags);
+	__xa_set_mark(xa, index, roxe_mark(mark));
+	xa_unlock_irqrestore(xa, flags);
+}
+
+void roxe_helper_xa_clear_mark_irqsafe(struct xarray *xa, unsigned long index, unsigned int mark)
+{
+	unsigned long flags;
+
+	xa_lock_irqsave(xa, flags);
+	__xa_clear_mark(xa, index, roxe_mark(mark));
+	xa_unlock_irqrestore(xa, flags);
+}
+
+/* Whether the entry at @index has @mark; under RCU or the lock. */
+bool roxe_helper_xa_get_mark(struct xarray *xa, unsigned long index, unsigned int mark)
+{
+	return xa_get_mark(xa, index, roxe_mark(mark));
+}
+
+/* The first entry with @mark at or after *@index, which is updated to its index; NULL if none. */
+void *roxe_helper_xa_find_marked_from(struct xarray *xa, unsigned long *index, unsigned int mark)
+{
+	return xa_find(xa, index, ULONG_MAX, roxe_mark(mark));
+}
+
 void roxe_helper_timer_setup(struct timer_list *timer, void (*fn)(struct timer_list *))
 {
 	timer_setup(timer, fn, 0);

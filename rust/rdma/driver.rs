@@ -12,7 +12,7 @@ use super::{
     cq::{Cq, CqInit, CqNotifier, NotifyFlags},
     deferred::Deferred,
     device::Device,
-    kverbs::{KernelMem, KernelRecvWr, KernelSendWr, Wc},
+    kverbs::{FastRegGrant, KernelMem, KernelRecvWr, KernelSendWr, Wc},
     mr::{FastRegPages, Mr, MrCreated, UserMrRequest},
     object::UData,
     pd::Pd,
@@ -177,7 +177,11 @@ pub trait Driver: Deferred {
     /// Allocates a fast-registration MR (`ib_alloc_mr` with `IB_MR_TYPE_MEM_REG`) able to map
     /// `max_pages` pages; it maps nothing until a REG_MR work request makes it valid. `mem` is
     /// the MR's access to the kernel pages its page lists will name.
-    fn alloc_mr(_pd: &Pd<Self>, _max_pages: u32, _mem: KernelMem) -> Result<MrCreated<Self::Mr>> {
+    fn alloc_mr(
+        _pd: &Pd<Self>,
+        _max_pages: u32,
+        _grant: FastRegGrant,
+    ) -> Result<MrCreated<Self::Mr>> {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 

@@ -10,9 +10,16 @@
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 
 use super::{
-    ah::Ah, bindings, device::DriverTypes, mr::Mr, qp::QpNotifier, revocable::RcuRevocable,
+    ah::Ah,
+    bh::BhLock,
+    bindings,
+    device::DriverTypes,
+    mr::{FastRegPages, Mr},
+    qp::QpNotifier,
+    revocable::RcuRevocable,
 };
-use kernel::{ffi, sync::Arc};
+use crate::compat::sync::SpinLockIrq;
+use kernel::{ffi, prelude::*, sync::Arc};
 
 /// Most SGEs a kernel work request may carry here (the device's `max_send_sge`).
 pub const MAX_SGE: usize = 32;
@@ -123,12 +130,13 @@ pub const NETWORK_IPV6: u8 = bindings::rdma_network_type_RDMA_NETWORK_IPV6 as u8
 /// `IB_WC_WITH_NETWORK_HDR_TYPE`.
 pub const WC_WITH_NETWORK_HDR_TYPE: u32 = bindings::ib_wc_flags_IB_WC_WITH_NETWORK_HDR_TYPE;
 
-/// Access to kernel virtual memory through the MR of a kernel consumer: a DMA MR
-/// (`get_dma_mr`) or a fast-registration MR (`alloc_mr`), the two kinds only kernel code can
-/// create. A kernel consumer's work requests and page lists address, by kernel virtual address
-/// (virtual DMA), buffers it owns and does not touch until the request completes; kernel
-/// consumers are trusted as any kernel code is. A driver receives one `KernelMem` with each such
-/// MR it creates and may use it only for that MR's accesses, within the MR's range and rights.
+/// Access to kernel virtual memory through a DMA MR (`get_dma_mr`), which only kernel code can
+/// create. With virtual DMA a kernel consumer's SGEs (and, with the PD's unsafe global R_Key,
+/// remote requests) name buffers by kernel virtual address, and every address a virtual DMA
+/// mapping gives (`ib_dma_map_single`, `ib_dma_virt_map_sg`) lies in the kernel's direct map of
+/// RAM: that is the MR's range. Each copy checks that its bytes lie there, so no address can
+/// reach a user page, a module's text or an unmapped hole; within it, a DMA MR grants what the
+/// consumer chose to grant (kernel consumers are trusted as any kernel code is).
 ///
 /// The access ends with [`KernelMem::revoke`], which the driver calls when the MR is
 /// deregistered: a copy that began before it has ended when it returns, and every later one is
@@ -137,35 +145,41 @@ pub const WC_WITH_NETWORK_HDR_TYPE: u32 = bindings::ib_wc_flags_IB_WC_WITH_NETWO
 ///
 /// # Invariants
 ///
-/// Only created by this module's `get_dma_mr` op and `mr.rs`'s `alloc_mr` op, for an MR of a
-/// kernel consumer; a driver cannot make one. Copies run only inside `live`'s read side.
+/// Only created by this module's `get_dma_mr` op, for a DMA MR of a kernel consumer; a driver
+/// cannot make one. Copies run only inside `live`'s read side, and only on ranges that
+/// `roxe_helper_virt_range_valid` found in the direct map.
 pub struct KernelMem {
     live: RcuRevocable<()>,
 }
 
-/// The MR of a [`KernelMem`] was deregistered: its access is revoked.
-#[derive(Clone, Copy, Debug)]
-pub struct Revoked;
+/// Why a copy through a kernel consumer's MR was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelMemError {
+    /// The MR was deregistered (its access revoked), or a fast-registration MR is Free.
+    Revoked,
+    /// The bytes lie outside what the MR maps.
+    Range,
+}
 
 impl KernelMem {
-    /// The access that comes with an MR being created for a kernel consumer.
+    /// The access that comes with a DMA MR being created for a kernel consumer.
     pub(in crate::rdma) fn new() -> Self {
-        // INVARIANT: Called only by the ops that create kernel consumers' MRs.
+        // INVARIANT: Called only by the op that creates kernel consumers' DMA MRs.
         KernelMem {
             live: RcuRevocable::new(()),
         }
     }
 
-    /// Copies `dst.len()` bytes of kernel memory at `va` into `dst`, unless the access was
-    /// revoked. Any context; interrupts stay as they are (the copy runs under RCU).
-    pub fn read(&self, va: u64, dst: &mut [u8]) -> Result<(), Revoked> {
+    /// Copies `dst.len()` bytes of kernel memory at `va` into `dst`. Any context; interrupts
+    /// stay as they are (the copy runs under RCU).
+    pub fn read(&self, va: u64, dst: &mut [u8]) -> Result<(), KernelMemError> {
         self.live
             .try_access_with(|()| {
-                // SAFETY: By the type invariant the address comes from a kernel consumer's work
-                // request or page list: `va..va + len` is kernel memory the consumer handed to
-                // the HCA and does not touch until completion, and the MR is not deregistered
-                // (the access is not revoked, and `revoke` waits for this read side); `dst` is
-                // a distinct buffer.
+                check_direct_map(va, dst.len())?;
+                // SAFETY: By the type invariant the MR is a kernel consumer's DMA MR, not yet
+                // deregistered (`revoke` waits for this read side), and `va..va + len` was just
+                // found in the direct map of RAM, the memory such an MR names; `dst` is a
+                // distinct buffer.
                 unsafe {
                     bindings::roxe_helper_copy(
                         dst.as_mut_ptr().cast(),
@@ -173,16 +187,18 @@ impl KernelMem {
                         dst.len(),
                     )
                 };
+                Ok(())
             })
-            .ok_or(Revoked)
+            .unwrap_or(Err(KernelMemError::Revoked))
     }
 
-    /// Copies `src` into kernel memory at `va`, unless the access was revoked. Any context.
-    pub fn write(&self, va: u64, src: &[u8]) -> Result<(), Revoked> {
+    /// Copies `src` into kernel memory at `va`. Any context.
+    pub fn write(&self, va: u64, src: &[u8]) -> Result<(), KernelMemError> {
         self.live
             .try_access_with(|()| {
-                // SAFETY: As in `read`: consumer-owned kernel memory given to the HCA for
-                // writing, through an MR not yet deregistered.
+                check_direct_map(va, src.len())?;
+                // SAFETY: As in `read`: memory of the direct map, named through a DMA MR of a
+                // kernel consumer that is not yet deregistered.
                 unsafe {
                     bindings::roxe_helper_copy(
                         va as usize as *mut ffi::c_void,
@@ -190,13 +206,281 @@ impl KernelMem {
                         src.len(),
                     )
                 };
+                Ok(())
             })
-            .ok_or(Revoked)
+            .unwrap_or(Err(KernelMemError::Revoked))
     }
 
     /// Ends the access: waits until no copy through it runs (a grace period), and refuses every
     /// later one. Process context; sleeps.
     pub fn revoke(&self) {
         self.live.revoke();
+    }
+}
+
+/// Whether `va..va + len` lies in the kernel's direct map of RAM, a page at a time.
+fn check_direct_map(va: u64, len: usize) -> Result<(), KernelMemError> {
+    // SAFETY: The helper only computes on the address; it dereferences nothing.
+    if unsafe { bindings::roxe_helper_virt_range_valid(va, len) } {
+        Ok(())
+    } else {
+        Err(KernelMemError::Range)
+    }
+}
+
+/// Where a valid fast-registration MR's bytes lie (IBA 10.7.2.2): `[iova, iova + length)`,
+/// starting `first_page_offset` bytes into the first page of its list.
+#[derive(Clone, Copy, Debug)]
+pub struct FastRegMap {
+    /// The first byte's IOVA.
+    pub iova: u64,
+    /// Bytes mapped.
+    pub length: u64,
+    /// log2 of the page size.
+    pub page_shift: u32,
+    /// Where the first byte lies in the first page.
+    pub first_page_offset: u64,
+}
+
+/// Why a fast registration was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FastRegError {
+    /// No page list was mapped, or the range reaches past the mapped pages.
+    Range,
+    /// The MR is valid: Fast Register needs it Free (IBA 10.7.2.2).
+    NotFree,
+    /// The MR was deregistered.
+    Revoked,
+}
+
+/// Access to kernel memory through a fast-registration MR (`ib_alloc_mr`): the pages the
+/// consumer's last `ib_map_mr_sg` gave ("staged"), and, while a REG_MR holds (the Valid state,
+/// IBA 10.7.2), the pages and range the MR maps ("live"). Copies go only to the live pages, at
+/// the offsets the live range gives, and run under the live list's lock, which an invalidation
+/// and a deregistration take: when either returns, no copy runs and none can start, so the
+/// consumer may reuse the pages.
+///
+/// Two locks, because their contexts differ: consumers may map in any context, even with
+/// interrupts off, while the data path copies a packet's payload through the live list, which
+/// must not keep hard interrupts off. Lock order: `live`, then `staged`.
+///
+/// # Invariants
+///
+/// Only created through the grant of this module's `alloc_mr` op ([`FastRegGrant`]), for a
+/// fast-registration MR of a kernel consumer. Every address in either list came from the core's `ib_sg_to_pages` for this MR (a kernel
+/// virtual address of a block of `1 << page_shift` bytes the consumer owns, [`FastRegPages`]).
+/// `live.map` is `Some` only while the MR is valid, and then `live.pages` holds every page its
+/// range touches.
+#[pin_data]
+pub struct FastRegMem {
+    #[pin]
+    staged: SpinLockIrq<Staged>,
+    #[pin]
+    live: BhLock<Live>,
+}
+
+struct Staged {
+    pages: KVec<u64>,
+    /// The last mapping's IOVA and page size; `None` until the first.
+    mapped: Option<(u64, u32)>,
+}
+
+struct Live {
+    pages: KVec<u64>,
+    map: Option<FastRegMap>,
+    revoked: bool,
+}
+
+/// What the `alloc_mr` op gives the driver to make its fast-registration MR's
+/// [`FastRegMem`] with, once it has accepted the MR's size.
+///
+/// # Invariants
+///
+/// Only created by this module's `alloc_mr` op.
+pub struct FastRegGrant(());
+
+impl FastRegGrant {
+    /// The grant of one `alloc_mr` call.
+    pub(in crate::rdma) fn new() -> Self {
+        // INVARIANT: Called only by the `alloc_mr` op.
+        FastRegGrant(())
+    }
+
+    /// The MR's access, with room for `max_pages` pages in each list reserved now: mapping and
+    /// registering, which consumers may do in atomic context, never allocate. Process context.
+    pub fn into_mem(self, max_pages: usize) -> Result<Pin<KBox<FastRegMem>>> {
+        FastRegMem::new(max_pages)
+    }
+}
+
+impl FastRegMem {
+    fn new(max_pages: usize) -> Result<Pin<KBox<Self>>> {
+        let (staged, live) = (
+            KVec::with_capacity(max_pages, GFP_KERNEL)?,
+            KVec::with_capacity(max_pages, GFP_KERNEL)?,
+        );
+        // INVARIANT: Both lists empty, the MR Free; called only through the `alloc_mr` op's
+        // grant.
+        KBox::pin_init(
+            pin_init!(FastRegMem {
+                staged <- crate::compat::sync::new_spinlock_irq!(
+                    Staged { pages: staged, mapped: None },
+                    "roxe_fast_mr_staged"
+                ),
+                live <- super::bh::new_bh_lock!(
+                    Live { pages: live, map: None, revoked: false },
+                    "roxe_fast_mr"
+                ),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Takes the page list of `ib_map_mr_sg` for the next REG_MR (`EINVAL` past the room
+    /// reserved). Any context; nothing allocates.
+    pub fn stage(&self, list: &FastRegPages<'_>) -> Result {
+        let mut st = self.staged.lock();
+        if list.pages.len() > st.pages.capacity() {
+            return Err(EINVAL);
+        }
+        st.pages.clear();
+        // INVARIANT: The pages come from `ib_sg_to_pages` for this MR (`FastRegPages` is made
+        // only by the `map_mr_sg` op). Within the reserved capacity: never allocates.
+        st.pages.extend_from_slice(list.pages, GFP_ATOMIC)?;
+        st.mapped = Some((list.iova, list.page_shift));
+        Ok(())
+    }
+
+    /// Makes the MR valid (a REG_MR work request, IBA 10.7.2.2): it maps `length` bytes at
+    /// `iova` over the staged pages, starting where the staged mapping's first byte lies in its
+    /// first page. Softirq or process context, interrupts on.
+    pub fn register(&self, iova: u64, length: u64) -> Result<FastRegMap, FastRegError> {
+        let mut live = self.live.lock();
+        if live.revoked {
+            return Err(FastRegError::Revoked);
+        }
+        if live.map.is_some() {
+            return Err(FastRegError::NotFree);
+        }
+        let staged = self.staged.lock();
+        let (mapped_iova, page_shift) = staged.mapped.ok_or(FastRegError::Range)?;
+        let page_mask = 1u64
+            .checked_shl(page_shift)
+            .and_then(|size| size.checked_sub(1))
+            .ok_or(FastRegError::Range)?;
+        let first_page_offset = mapped_iova & page_mask;
+        iova.checked_add(length).ok_or(FastRegError::Range)?;
+        let npages = first_page_offset
+            .checked_add(length)
+            .map(|end| end.div_ceil(page_mask + 1))
+            .ok_or(FastRegError::Range)?;
+        if npages > staged.pages.len() as u64 {
+            return Err(FastRegError::Range);
+        }
+        live.pages.clear();
+        // The same reserved capacity as the staged list: never allocates.
+        live.pages
+            .extend_from_slice(&staged.pages, GFP_ATOMIC)
+            .map_err(|_| FastRegError::Range)?;
+        let map = FastRegMap {
+            iova,
+            length,
+            page_shift,
+            first_page_offset,
+        };
+        // INVARIANT: `iova + length` does not overflow and the live list holds every page of
+        // the range (`npages` of them, counted from the first page's offset).
+        live.map = Some(map);
+        Ok(map)
+    }
+
+    /// Returns the MR to Free (LOCAL_INV, or a SEND with Invalidate): `false` if it was Free.
+    /// A copy through it has ended when this returns, and none can start. Softirq or process
+    /// context, interrupts on.
+    pub fn invalidate(&self) -> bool {
+        self.live.lock().map.take().is_some()
+    }
+
+    /// What the MR maps now; `None` when it is Free.
+    pub fn mapping(&self) -> Option<FastRegMap> {
+        self.live.lock().map
+    }
+
+    /// Ends the access for good (deregistration): as [`FastRegMem::invalidate`], and no later
+    /// REG_MR makes it valid. Process context.
+    pub fn revoke(&self) {
+        let mut live = self.live.lock();
+        live.map = None;
+        live.revoked = true;
+    }
+
+    /// Copies `dst.len()` bytes at IOVA `va` of the MR into `dst`. Softirq or process context,
+    /// interrupts on (the copy holds a bottom-half lock).
+    pub fn read(&self, va: u64, dst: &mut [u8]) -> Result<(), KernelMemError> {
+        let len = dst.len();
+        self.copy(va, len, |kva, r| {
+            let part = dst.get_mut(r).ok_or(KernelMemError::Range)?;
+            // SAFETY: `kva..kva + part.len()` lies inside one page of the live list (`copy`),
+            // kernel memory the consumer gave this MR and does not reuse while the MR is valid,
+            // which it stays while the live lock is held; `part` is a distinct buffer.
+            unsafe {
+                bindings::roxe_helper_copy(
+                    part.as_mut_ptr().cast(),
+                    kva as usize as *const ffi::c_void,
+                    part.len(),
+                )
+            };
+            Ok(())
+        })
+    }
+
+    /// Copies `src` into the MR at IOVA `va`. Softirq or process context, interrupts on.
+    pub fn write(&self, va: u64, src: &[u8]) -> Result<(), KernelMemError> {
+        self.copy(va, src.len(), |kva, r| {
+            let part = src.get(r).ok_or(KernelMemError::Range)?;
+            // SAFETY: As in `read`: inside one live page of a valid MR, under the live lock.
+            unsafe {
+                bindings::roxe_helper_copy(
+                    kva as usize as *mut ffi::c_void,
+                    part.as_ptr().cast(),
+                    part.len(),
+                )
+            };
+            Ok(())
+        })
+    }
+
+    /// Calls `f(kernel address, range of the buffer)` for each piece of `[va, va + len)` that
+    /// stays inside one page, under the live lock, after checking the range against the MR's.
+    /// At most `len / page size + 1` pieces: a packet's payload.
+    fn copy(
+        &self,
+        va: u64,
+        len: usize,
+        mut f: impl FnMut(u64, core::ops::Range<usize>) -> Result<(), KernelMemError>,
+    ) -> Result<(), KernelMemError> {
+        let live = self.live.lock();
+        let map = live.map.ok_or(KernelMemError::Revoked)?;
+        let end = va.checked_add(len as u64).ok_or(KernelMemError::Range)?;
+        // No overflow: `register` checked `iova + length`.
+        if va < map.iova || end > map.iova + map.length {
+            return Err(KernelMemError::Range);
+        }
+        let page_size = 1u64 << map.page_shift;
+        let mut offset = va - map.iova + map.first_page_offset;
+        let mut done = 0usize;
+        while done < len {
+            let in_page = offset & (page_size - 1);
+            let n = (page_size - in_page).min((len - done) as u64) as usize;
+            let page = *live
+                .pages
+                .get((offset >> map.page_shift) as usize)
+                .ok_or(KernelMemError::Range)?;
+            let kva = page.checked_add(in_page).ok_or(KernelMemError::Range)?;
+            f(kva, done..done + n)?;
+            done += n;
+            offset += n as u64;
+        }
+        Ok(())
     }
 }

@@ -176,14 +176,33 @@ impl<T: DriverTypes> Mr<T> {
 /// A software HCA uses virtual DMA, so the "DMA addresses" are kernel virtual addresses of
 /// `1 << page_shift`-aligned blocks the consumer owns.
 pub struct FastRegPages<'a> {
-    /// Address of each page.
-    pub pages: &'a [u64],
-    /// The first byte's address (the MR's IOVA): inside `pages[0]`.
-    pub iova: u64,
+    pub(in crate::rdma) pages: &'a [u64],
+    pub(in crate::rdma) iova: u64,
+    pub(in crate::rdma) length: u64,
+    pub(in crate::rdma) page_shift: u32,
+}
+
+impl FastRegPages<'_> {
+    /// Address of each page. Made only by the `map_mr_sg` op, so that a driver can hand
+    /// [`FastRegMem`](super::kverbs::FastRegMem) no page the consumer did not map.
+    pub fn pages(&self) -> &[u64] {
+        self.pages
+    }
+
+    /// The first byte's address (the MR's IOVA): inside `pages()[0]`.
+    pub fn iova(&self) -> u64 {
+        self.iova
+    }
+
     /// Bytes mapped.
-    pub length: u64,
+    pub fn length(&self) -> u64 {
+        self.length
+    }
+
     /// log2 of the page size the consumer chose.
-    pub page_shift: u32,
+    pub fn page_shift(&self) -> u32 {
+        self.page_shift
+    }
 }
 
 /// What a driver's registration returns.

@@ -46,17 +46,18 @@
 //! [`include/linux/mmu_notifier.h`](srctree/include/linux/mmu_notifier.h)
 
 use super::{
-    bh, bindings,
+    bh::{new_bh_lock, BhLock},
+    bindings,
     device::{Device, DriverTypes},
     mmap::PAGE_SIZE,
 };
 use core::ptr::NonNull;
 use kernel::{
-    ffi, new_mutex, new_spinlock,
+    ffi, new_mutex,
     prelude::*,
     sync::{
         atomic::{Atomic, Relaxed},
-        Arc, Mutex, SpinLock,
+        Arc, Mutex,
     },
 };
 
@@ -248,7 +249,7 @@ struct Inner {
     umem: Mutex<Option<UmemPtr>>,
     /// The page table; the umem's `private` points here once the table is ready.
     #[pin]
-    table: SpinLock<TableState>,
+    table: BhLock<TableState>,
     /// First address of the umem (page-aligned) and its number of pages.
     start: u64,
     npages: usize,
@@ -310,7 +311,7 @@ struct Implicit {
     #[pin]
     root: Mutex<Option<UmemPtr>>,
     #[pin]
-    children: SpinLock<Children>,
+    children: BhLock<Children>,
 }
 
 enum Kind {
@@ -388,7 +389,7 @@ unsafe extern "C" fn invalidate(
     let (start, end) = (rstart.max(ustart), rend.min(uend));
     // SAFETY: `private` is written under the umem mutex, which we hold.
     let private = unsafe { bindings::roxe_helper_umem_odp_private(odp) };
-    let table = private.cast::<SpinLock<TableState>>();
+    let table = private.cast::<BhLock<TableState>>();
     if !table.is_null() && start < end {
         let first = (start - ustart) >> PAGE_SHIFT;
         let last = (end - 1 - ustart) >> PAGE_SHIFT;
@@ -409,11 +410,10 @@ unsafe extern "C" fn invalidate(
 
 /// Makes entries `first..end` of the table [`MISSING`], [`CLEAR_BATCH`] at a time. Process
 /// context, interrupts enabled.
-fn clear(table: &SpinLock<TableState>, first: usize, end: usize) {
+fn clear(table: &BhLock<TableState>, first: usize, end: usize) {
     let mut i = first;
     while i < end {
         let stop = end.min(i.saturating_add(CLEAR_BATCH));
-        let _bh = bh::disable();
         let mut t = table.lock();
         for e in t.pages.iter_mut().take(stop).skip(i) {
             *e = MISSING;
@@ -439,7 +439,7 @@ impl Region {
         let inner = KBox::pin_init(
             pin_init!(Inner {
                 umem <- new_mutex!(None, "roxe_odp_umem"),
-                table <- new_spinlock!(TableState { pages, released: false }, "roxe_odp_table"),
+                table <- new_bh_lock!(TableState { pages, released: false }, "roxe_odp_table"),
                 start,
                 npages,
             }),
@@ -501,7 +501,6 @@ impl Region {
             let e = Error::from_errno(r);
             if fault && e != EBUSY && e != EAGAIN {
                 // At most the pages of one fault: the caller bounds `count`.
-                let _bh = bh::disable();
                 let mut t = self.inner.table.lock();
                 for p in t.pages.iter_mut().skip(first).take(count) {
                     if *p == MISSING {
@@ -512,7 +511,6 @@ impl Region {
             return Err(e);
         }
         {
-            let _bh = bh::disable();
             let mut t = self.inner.table.lock();
             if let Some(slots) = t.pages.get_mut(first..first + count) {
                 // SAFETY: The umem mutex is held (the pfn list is stable and valid for the range:
@@ -539,7 +537,6 @@ impl Region {
         let mut guard = self.inner.umem.lock();
         if let Some(UmemPtr(umem)) = guard.take() {
             {
-                let _bh = bh::disable();
                 self.inner.table.lock().released = true;
             }
             // Accesses see `released` from here on; the entries go a batch at a time.
@@ -562,7 +559,6 @@ impl Drop for Region {
 impl Implicit {
     /// Remembers that `chunk` cannot get a child (see [`Children::failed`]).
     fn mark_failed(&self, chunk: u64) {
-        let _bh = bh::disable();
         let mut c = self.children.lock();
         if !c.has_failed(chunk) {
             let at = c.failed_next % FAILED_CHUNKS;
@@ -583,7 +579,6 @@ impl Implicit {
         // Only this function (under the root mutex) adds to the list, so room found here stays.
         loop {
             let (len, room) = {
-                let _bh = bh::disable();
                 let c = self.children.lock();
                 match c.list.binary_search_by_key(&chunk, |ch| ch.chunk) {
                     Ok(i) => return Ok(c.list[i].region.clone()),
@@ -601,7 +596,6 @@ impl Implicit {
             let mut bigger =
                 KVec::with_capacity((room * 2).clamp(16, MAX_CHILDREN), GFP_KERNEL_ACCOUNT)?;
             let _old = {
-                let _bh = bh::disable();
                 let mut c = self.children.lock();
                 // Within the capacity reserved above: no allocation.
                 bigger.extend_from_slice(&c.list, GFP_ATOMIC)?;
@@ -637,7 +631,6 @@ impl Implicit {
             umem_result(umem)
         })?;
         let region = Arc::new(region, GFP_KERNEL)?;
-        let _bh = bh::disable();
         let mut c = self.children.lock();
         let at = c
             .list
@@ -720,7 +713,7 @@ impl OdpMem {
         let imp = KBox::pin_init(
             pin_init!(Implicit {
                 root <- new_mutex!(None, "roxe_odp_root"),
-                children <- new_spinlock!(
+                children <- new_bh_lock!(
                     Children {
                         list: KVec::new(),
                         released: false,
@@ -796,10 +789,7 @@ impl OdpMem {
     /// under the table's spinlock (an implicit memory's list lock, and each child's table lock
     /// while one of its pages is used), so it must be short (a packet's copy) and take no lock.
     pub fn access<R>(&self, f: impl FnOnce(&OdpPages<'_>) -> R) -> R {
-        // The guards are locals of the arms, so they drop before `_bh`: a guard left a
-        // temporary of the tail expression would drop after it, turning bottom halves on (and
-        // running pending softirqs) with the spinlock still held.
-        let _bh = bh::disable();
+        // Each arm's guard masks bottom halves for as long as it holds its lock (`BhLock`).
         match &self.kind {
             Kind::Explicit(r) => {
                 let table = r.inner.table.lock();
@@ -840,7 +830,6 @@ impl Implicit {
             return;
         };
         let list = {
-            let _bh = bh::disable();
             let mut c = self.children.lock();
             c.released = true;
             core::mem::replace(&mut c.list, KVec::new())
@@ -896,8 +885,8 @@ impl OdpPages<'_> {
                 let chunk = (index / CHILD_PAGES) as u64;
                 match c.list.binary_search_by_key(&chunk, |ch| ch.chunk) {
                     Ok(i) => {
-                        // Bottom halves are off (`OdpMem::access`); this lock nests inside the
-                        // list's, and neither is taken the other way round.
+                        // Under the list's lock (`OdpMem::access`): this lock nests inside it,
+                        // and neither is taken the other way round.
                         let t = c.list[i].region.inner.table.lock();
                         t.page(index % CHILD_PAGES, offset, len).map(f)
                     }

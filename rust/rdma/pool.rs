@@ -68,6 +68,17 @@ impl Alloc {
     }
 }
 
+/// A search mark of a pool's entries ([`Pool::for_each_marked`]): what a driver marks is its
+/// own (for example, the objects with work due).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum PoolMark {
+    /// The first mark (the XArray's `XA_MARK_1`).
+    One = 1,
+    /// The second mark (`XA_MARK_2`).
+    Two = 2,
+}
+
 /// A pool of `Arc<T>` indexed by `u32`.
 ///
 /// # Invariants
@@ -189,13 +200,35 @@ impl<T: Send + Sync + 'static> Pool<T> {
 
     /// Calls `f` with every object in the pool, in index order, each with a reference taken
     /// under RCU. Objects inserted or removed meanwhile may or may not be visited. Any context.
-    pub fn for_each(&self, mut f: impl FnMut(u32, &PoolRef<T>)) {
+    pub fn for_each(&self, f: impl FnMut(u32, &PoolRef<T>)) {
+        self.walk(None, f);
+    }
+
+    /// Calls `f` with every object that carries `mark`, in index order, each with a reference
+    /// taken under RCU: the search skips unmarked parts of the index space, so it costs what is
+    /// marked, not what the pool holds. Objects marked or unmarked meanwhile may or may not be
+    /// visited. Any context.
+    pub fn for_each_marked(&self, mark: PoolMark, f: impl FnMut(u32, &PoolRef<T>)) {
+        self.walk(Some(mark), f);
+    }
+
+    /// [`Pool::for_each`] (`mark` `None`) and [`Pool::for_each_marked`].
+    fn walk(&self, mark: Option<PoolMark>, mut f: impl FnMut(u32, &PoolRef<T>)) {
         let mut index: ffi::c_ulong = 0;
         loop {
             let item = {
                 let _guard = rcu::read_lock();
                 // SAFETY: `xa` is initialised; `xa_find` may run under RCU alone.
-                let ptr = unsafe { bindings::roxe_helper_xa_find_from(self.xa(), &mut index) };
+                let ptr = unsafe {
+                    match mark {
+                        None => bindings::roxe_helper_xa_find_from(self.xa(), &mut index),
+                        Some(m) => bindings::roxe_helper_xa_find_marked_from(
+                            self.xa(),
+                            &mut index,
+                            m as u32,
+                        ),
+                    }
+                };
                 if ptr.is_null() {
                     return;
                 }
@@ -209,6 +242,34 @@ impl<T: Send + Sync + 'static> Pool<T> {
                 None => return,
             };
         }
+    }
+
+    /// Sets `mark` on the object at `index`, if there is one (a removed object loses its
+    /// marks). Any context.
+    pub fn set_mark(&self, index: u32, mark: PoolMark) {
+        // SAFETY: `xa` is initialised; the helper takes the XArray's lock, interrupts off.
+        unsafe {
+            bindings::roxe_helper_xa_set_mark_irqsafe(self.xa(), index as ffi::c_ulong, mark as u32)
+        };
+    }
+
+    /// Clears `mark` on the object at `index`. Any context.
+    pub fn clear_mark(&self, index: u32, mark: PoolMark) {
+        // SAFETY: As in `set_mark`.
+        unsafe {
+            bindings::roxe_helper_xa_clear_mark_irqsafe(
+                self.xa(),
+                index as ffi::c_ulong,
+                mark as u32,
+            )
+        };
+    }
+
+    /// Whether the object at `index` carries `mark`. Any context.
+    pub fn is_marked(&self, index: u32, mark: PoolMark) -> bool {
+        let _guard = rcu::read_lock();
+        // SAFETY: `xa` is initialised; `xa_get_mark` may run under RCU alone.
+        unsafe { bindings::roxe_helper_xa_get_mark(self.xa(), index as ffi::c_ulong, mark as u32) }
     }
 
     /// Removes `index` and returns the pool's reference, after an RCU grace period so that no

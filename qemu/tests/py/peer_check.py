@@ -26,10 +26,16 @@ sockets created inside NETNS to TARGET_IP:4791, so they arrive on DEV's netdev f
   controls); IPv6 has no such check, so the device must: nothing completes, real traffic works
   afterwards, `rcvd_peer_mismatch` goes up by one and `rcvd_icrc_err` does not (the packet was
   well formed).
+- mcast-8192-groups (the per-packet cost limit, Documentation/security.md): packets to QPN
+  0xFFFFFF sent from NETNS with a unicast destination (the device's own address) and with a
+  multicast one that IP accepts but no QP is attached to, timed per packet with no group and
+  with one UD QP attached to 8192 groups (the device's max_mcast_grp): each must cost what it
+  cost with none, within MCAST_COST_RATIO (medians of rounds), so the table is not scanned.
+  Each round's packets must all arrive (`rcvd_pkts`) before its time is taken.
 
 One PASS/FAIL line per case.
 """
-import os, sys, time
+import ctypes, os, socket, statistics, struct, sys, time
 import pyverbs.enums as e
 from pyverbs.cq import CQ
 from pyverbs.mr import MR
@@ -344,6 +350,141 @@ class Test:
         return self.verdict(problems, self.deltas(before), 1)
 
 
+UD_SEND_ONLY = 0x64
+MCAST_GROUPS = 8192          # the device's max_mcast_grp
+MCAST_PACKETS = 2000         # packets a round
+MCAST_ROUNDS = 3
+MCAST_COST_RATIO = 1.5       # a multicast-QPN packet with every group attached, against none
+MCAST_IP_GROUP = '239.1.2.3'
+
+
+class _QpCap(ctypes.Structure):
+    _fields_ = [('max_send_wr', ctypes.c_uint32), ('max_recv_wr', ctypes.c_uint32),
+                ('max_send_sge', ctypes.c_uint32), ('max_recv_sge', ctypes.c_uint32),
+                ('max_inline_data', ctypes.c_uint32)]
+
+
+class _QpInitAttr(ctypes.Structure):
+    _fields_ = [('qp_context', ctypes.c_void_p), ('send_cq', ctypes.c_void_p),
+                ('recv_cq', ctypes.c_void_p), ('srq', ctypes.c_void_p), ('cap', _QpCap),
+                ('qp_type', ctypes.c_int), ('sq_sig_all', ctypes.c_int)]
+
+
+class McastQp:
+    """A UD QP of device `dev`, made through libibverbs itself (pyverbs has no attach_mcast),
+    to attach to groups; everything it holds goes with `close`."""
+
+    def __init__(self, dev):
+        v = self.v = ctypes.CDLL('libibverbs.so.1', use_errno=True)
+        for name, res in (('ibv_get_device_list', ctypes.c_void_p), ('ibv_get_device_name', ctypes.c_char_p),
+                          ('ibv_open_device', ctypes.c_void_p), ('ibv_alloc_pd', ctypes.c_void_p),
+                          ('ibv_create_cq', ctypes.c_void_p), ('ibv_create_qp', ctypes.c_void_p)):
+            getattr(v, name).restype = res
+        v.ibv_get_device_name.argtypes = [ctypes.c_void_p]
+        v.ibv_open_device.argtypes = [ctypes.c_void_p]
+        v.ibv_alloc_pd.argtypes = [ctypes.c_void_p]
+        v.ibv_create_cq.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+        v.ibv_create_qp.argtypes = [ctypes.c_void_p, ctypes.POINTER(_QpInitAttr)]
+        v.ibv_attach_mcast.argtypes = v.ibv_detach_mcast.argtypes = [ctypes.c_void_p, ctypes.c_char_p,
+                                                                     ctypes.c_uint16]
+        for name in ('ibv_destroy_qp', 'ibv_destroy_cq', 'ibv_dealloc_pd', 'ibv_close_device'):
+            getattr(v, name).argtypes = [ctypes.c_void_p]
+        n = ctypes.c_int(0)
+        lst = ctypes.cast(v.ibv_get_device_list(ctypes.byref(n)), ctypes.POINTER(ctypes.c_void_p))
+        found = [lst[i] for i in range(n.value) if v.ibv_get_device_name(lst[i]).decode() == dev]
+        assert found, f'no device {dev}'
+        self.ctx = v.ibv_open_device(found[0])
+        v.ibv_free_device_list(lst)
+        self.pd = v.ibv_alloc_pd(self.ctx)
+        self.cq = v.ibv_create_cq(self.ctx, 4, None, None, 0)
+        attr = _QpInitAttr(send_cq=self.cq, recv_cq=self.cq, cap=_QpCap(1, 1, 1, 1, 0), qp_type=4)  # IBV_QPT_UD
+        self.qp = v.ibv_create_qp(self.pd, ctypes.byref(attr))
+        assert self.ctx and self.pd and self.cq and self.qp, 'UD QP setup failed'
+
+    def attach(self, gid):
+        rc = self.v.ibv_attach_mcast(self.qp, gid, 0)
+        if rc:
+            raise OSError(rc, f'ibv_attach_mcast: {os.strerror(rc)}')
+
+    def close(self):
+        v = self.v
+        v.ibv_destroy_qp(self.qp)
+        v.ibv_destroy_cq(self.cq)
+        v.ibv_dealloc_pd(self.pd)
+        v.ibv_close_device(self.ctx)
+
+
+def mcast_cost(t, dev, netns, target, forger):
+    """See the module's docstring: per-packet time of packets to QPN 0xFFFFFF with no group
+    and with 8192 groups attached."""
+    ud = McastQp(dev)
+    # The low 32 bits are the same for every group: one Ethernet filter entry (33:33:00:00:00:01).
+    gids = [b'\xff\x0e\x00\x00' + struct.pack('!H', i) + b'\x00' * 6 + b'\x00\x00\x00\x01'
+            for i in range(MCAST_GROUPS)]
+    joined = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    msender = None
+    try:
+        # IP takes the multicast datagrams only for a group the host joined on that interface.
+        joined.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP,
+                          socket.inet_aton(MCAST_IP_GROUP) + socket.inet_aton(target))
+        msender = Sender(netns, forger, MCAST_IP_GROUP, 0xe000 + (os.getpid() & 0xfff), transparent=False)
+        msender.sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(forger))
+        msender.sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 0)
+
+        def ud_send(qpn):
+            return bth(UD_SEND_ONLY, qpn, 0, ack_req=False) + struct.pack('!II', 0x11111111, 1) + PAYLOAD
+
+        def round_us(sender, transport):
+            """Per-packet microseconds of one round, from the first send until the device
+            counted every packet; None if they did not all arrive."""
+            pkt = sender.packet(transport)
+            before = t.ctr.get('rcvd_pkts')
+            start = time.monotonic()
+            for _ in range(MCAST_PACKETS):
+                sender.sock.sendto(pkt, (sender.dst, 4791))
+            deadline = start + 60
+            while time.monotonic() < deadline:
+                if t.ctr.get('rcvd_pkts') - before >= MCAST_PACKETS:
+                    return (time.monotonic() - start) * 1e6 / MCAST_PACKETS
+                time.sleep(0.005)
+            return None
+
+        kinds = (('unicast-dgid', t.forger, ud_send(0xffffff)), ('unattached-group', msender, ud_send(0xffffff)))
+
+        def measure():
+            """Median per-packet time of each kind over the rounds."""
+            times = {k: [] for k, _, _ in kinds}
+            for _ in range(MCAST_ROUNDS):
+                for k, sender, transport in kinds:
+                    us = round_us(sender, transport)
+                    if us is None:
+                        raise AssertionError(f'{k}: not all {MCAST_PACKETS} packets arrived (rcvd_pkts)')
+                    times[k].append(us)
+            return {k: statistics.median(v) for k, v in times.items()}
+
+        try:
+            alone = measure()
+            t0 = time.monotonic()
+            for g in gids:
+                ud.attach(g)
+            attach_s = time.monotonic() - t0
+            full = measure()
+        except AssertionError as ex:
+            return False, str(ex)
+        ratio = {k: full[k] / alone[k] for k in full}
+        detail = (f'per packet (median of {MCAST_ROUNDS} rounds of {MCAST_PACKETS}), no group / '
+                  f'{MCAST_GROUPS} groups (attached in {attach_s:.1f} s): ' +
+                  ', '.join(f'{k} {alone[k]:.1f} / {full[k]:.1f} us ({ratio[k]:.2f}x)' for k in full) +
+                  f'; limit {MCAST_COST_RATIO}x')
+        return max(ratio.values()) <= MCAST_COST_RATIO, detail
+    finally:
+        if msender is not None:
+            msender.sock.close()
+        joined.close()
+        # Destroying the QP detaches it from every group.
+        ud.close()
+
+
 def main():
     dev, gid_index, netns, target, forger = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
     rep = Report('peer')
@@ -364,6 +505,7 @@ def main():
     rep.run('forged-ack', lambda: t.ack_case(F, True))
     if t.own6:
         rep.run('own-source-v6-send', lambda: t.send_case(t.own6, True, env=t.env6))
+    rep.run('mcast-8192-groups', lambda: mcast_cost(t, dev, netns, target, forger))
     rep.finish()
 
 

@@ -20,7 +20,7 @@ rxe_lookup_mw enforce them): a window of either type is bound only by a QP of it
 MR of that PD, and is reached only through a responder QP of its PD; an MR with a window bound
 to it cannot be deregistered. Key bytes of new MRs and MWs must not follow a fixed step.
 """
-import errno, os, struct, sys
+import ctypes, errno, os, struct, sys
 import pyverbs.enums as e
 from pyverbs.mr import MR, MW, MWBind, MWBindInfo
 from pyverbs.pd import PD
@@ -149,6 +149,94 @@ class Probe:
                                 wr=atomic_wr(va, rkey, compare_add, swap)))
             doorbell(self.env, qa)
         return post
+
+
+REREG_MR = 11  # IB_USER_VERBS_CMD_REREG_MR (legacy write() command)
+REREG_PD, REREG_ACCESS = 2, 4  # IB_MR_REREG_PD, IB_MR_REREG_ACCESS
+
+
+def uverbs_fds():
+    """This process's open file descriptors on /dev/infiniband/uverbs*."""
+    fds = set()
+    for fd in os.listdir('/proc/self/fd'):
+        try:
+            if os.readlink(f'/proc/self/fd/{fd}').startswith('/dev/infiniband/uverbs'):
+                fds.add(int(fd))
+        except OSError:
+            pass
+    return fds
+
+
+def raw_rereg(fd, handle, flags, access, pd_handle=0):
+    """The uverbs REREG_MR command written by hand (rdma-core's rxe provider has no rereg_mr):
+    (errno or 0, lkey, rkey)."""
+    resp = ctypes.create_string_buffer(8)
+    cmd = struct.pack('=IHH QIIQQQII', REREG_MR, 56 // 4, 8 // 4, ctypes.addressof(resp),
+                      handle, flags, 0, 0, 0, pd_handle, access)
+    try:
+        os.write(fd, cmd)
+    except OSError as ex:
+        return ex.errno, 0, 0
+    lkey, rkey = struct.unpack('=II', resp.raw)
+    return 0, lkey, rkey
+
+
+def rereg_bound(dev, gid_index):
+    """An MR with a type 1 window bound: rereg of access and of PD refused with EBUSY while it
+    is bound, and the window still reads the MR; after a zero-length bind unbinds it, rereg
+    works. Runs in a context of its own, so that the MR's uverbs handle can be found by asking
+    each handle for a rereg that changes nothing (the other objects are no MRs but the scratch
+    MR, whose rights do not matter)."""
+    before = uverbs_fds()
+    env2 = Env(dev, gid_index)
+    fds = uverbs_fds() - before
+    if len(fds) != 1:
+        return False, f'cannot tell the new context\'s file descriptor: {sorted(fds)}'
+    fd = fds.pop()
+    acc = LW | RW | RR | e.IBV_ACCESS_MW_BIND
+    objs = []
+    try:
+        x = MR(env2.pd, SIZE, acc)
+        objs.append(x)
+        handle, answers = None, []
+        for h in range(16):
+            err, lkey, _ = raw_rereg(fd, h, REREG_ACCESS, acc)
+            answers.append(errno.errorcode.get(err, str(err)) if err else f'{lkey:#x}')
+            if err == 0 and lkey == x.lkey:
+                handle = h
+                break
+        if handle is None:
+            return False, (f'no handle answers a rereg that changes nothing with the MR\'s key '
+                           f'{x.lkey:#x}: {answers}')
+        cq, _ = make_cq(env2, 16)
+        qa, _, _ = make_qp(env2, env2.pd, cq)
+        qb, _, _ = make_qp(env2, env2.pd, cq)
+        mw = MW(env2.pd, e.IBV_MW_TYPE_1)
+        objs = [mw, qa, qb, cq] + objs
+        connect(env2, qa, qb)
+        qa.bind_mw(mw, MWBind(MWBindInfo(x, x.buf, SIZE, RR), e.IBV_SEND_SIGNALED, wr_id=9))
+        wcs = poll(cq, 1) + drain(cq, 0.05)
+        if not wcs or wcs[0].status != OK:
+            return False, f'bind: {wcname(wcs[0].status) if wcs else "no completion"}'
+        e_acc, _, _ = raw_rereg(fd, handle, REREG_ACCESS, LW | e.IBV_ACCESS_MW_BIND)
+        e_pd, _, _ = raw_rereg(fd, handle, REREG_PD, 0, pd_handle=0)
+        if e_acc != errno.EBUSY or e_pd != errno.EBUSY:
+            return False, (f'with a window bound: rereg of access {errno.errorcode.get(e_acc, e_acc)}, '
+                           f'of PD {errno.errorcode.get(e_pd, e_pd)}, expected EBUSY for both')
+        qa.bind_mw(mw, MWBind(MWBindInfo(x, 0, 0, 0), e.IBV_SEND_SIGNALED, wr_id=10))
+        wcs = poll(cq, 1) + drain(cq, 0.05)
+        if not wcs or wcs[0].status != OK:
+            return False, f'zero-length bind: {wcname(wcs[0].status) if wcs else "no completion"}'
+        e_after, _, _ = raw_rereg(fd, handle, REREG_ACCESS, acc)
+        if e_after != 0:
+            return False, f'window unbound, rereg still fails: {errno.errorcode.get(e_after, e_after)}'
+        return True, 'rereg of access and of PD refused (EBUSY) with a window bound; works once unbound'
+    finally:
+        for o in objs:
+            o.close()
+        env2.scratch.close()
+        env2.pd.close()
+        env2.ctx.close()
 
 
 def main(dev, gid_index, driver):
@@ -386,6 +474,14 @@ def main(dev, gid_index, driver):
 
     r.run('dereg-mr-with-bound-mw', lambda: dereg_bound(e.IBV_MW_TYPE_1))
     r.run('dereg-mr-with-bound-mw2', lambda: dereg_bound(e.IBV_MW_TYPE_2))
+
+    # A window was bound under the MR's PD and rights: a rereg of either while it is bound
+    # would leave the window reaching memory of another PD, or with rights the MR no longer
+    # grants. rereg is refused like dereg (EBUSY) until the window is unbound.
+    if driver == 'rxe':
+        r.skip('rereg-mr-with-bound-mw', 'rdma_rxe rereg_mr does not look at bound windows')
+    else:
+        r.run('rereg-mr-with-bound-mw', lambda: rereg_bound(dev, gid_index))
 
     # IBA 10.6.2 leaves the key byte of a new key to the HCA; a byte that follows a fixed step
     # lets a process predict the keys of MRs and windows registered next by others. With

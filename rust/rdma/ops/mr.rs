@@ -5,7 +5,7 @@
 use super::Adapter;
 use crate::rdma::driver::Driver;
 use crate::rdma::mr::*;
-use crate::rdma::{bindings, device::Device, kverbs::KernelMem, object::UData, pd::Pd};
+use crate::rdma::{bindings, device::Device, kverbs::FastRegGrant, object::UData, pd::Pd};
 use core::cell::UnsafeCell;
 use kernel::{ffi, prelude::*, types::Opaque};
 
@@ -169,7 +169,7 @@ impl<T: Driver> Adapter<T> {
         }
         // SAFETY: A live PD of ours.
         let pd = unsafe { Pd::<T>::from_raw(ibpd) };
-        let created = match T::alloc_mr(pd, max_num_sg, KernelMem::new()) {
+        let created = match T::alloc_mr(pd, max_num_sg, FastRegGrant::new()) {
             Ok(c) => c,
             Err(e) => return err_ptr(e),
         };

@@ -11,6 +11,7 @@
 use crate::compat::sync::SpinLockIrq;
 use crate::rdma::{
     attr::PortState,
+    bh::BhLock,
     device::DriverTypes,
     netdev::NetDevice,
     odp::OdpBudget,
@@ -35,7 +36,7 @@ use crate::{
     source::Source,
     srq::RoxeSrq,
 };
-use kernel::sync::{Mutex, SpinLock};
+use kernel::sync::Mutex;
 use kernel::{
     prelude::*,
     sync::{
@@ -95,11 +96,11 @@ pub(crate) struct RoxeDevice {
     #[pin]
     pub(crate) local_reply_buf: SpinLockIrq<KVec<u8>>,
     /// Serialises the responder's atomic operations device-wide (IBA 9.4.5: atomics are atomic
-    /// with respect to other atomics on the same HCA). A bottom-half lock: the responder, which
-    /// alone takes it, runs with bottom halves off, and an ODP or fast-registration MR's copy
-    /// under it takes that MR's own bottom-half lock.
+    /// with respect to other atomics on the same HCA). A bottom-half lock, taken by the
+    /// responder alone; an ODP or fast-registration MR's copy under it takes that MR's own
+    /// bottom-half lock.
     #[pin]
-    pub(crate) atomic_lock: SpinLock<()>,
+    pub(crate) atomic_lock: BhLock<()>,
     /// How many QPs hold an ACK, and whether the short timer runs for them (`ack::hold_ack`).
     #[pin]
     pub(crate) held_acks: SpinLockIrq<HeldAcks>,

@@ -19,7 +19,7 @@ use crate::{
         wqe::{recv_layout, send_flags, send_layout, SGE_SIZE},
     },
 };
-use kernel::{prelude::*, sync::atomic::Release};
+use kernel::prelude::*;
 
 /// Writes a kernel consumer's send WR into the SQ ring as the rxe-ABI WQE user space would
 /// write, so that one requester serves both. Context: any (kernel consumers may post from
@@ -98,7 +98,7 @@ pub(crate) fn post_send(qp: &Qp<Roxe>, wr: &KernelSendWr<'_, Roxe>) -> Result {
     this.sq.lock().produce(&slot)?;
     // The caller may hold a lock with interrupts disabled, where nothing may be sent: the
     // requester runs from the device's kick work, in softirq context.
-    this.kick_pending.store(true, Release);
+    crate::qp::ask_kick(qp.device(), this);
     qp.device().kick();
     Ok(())
 }
@@ -152,7 +152,7 @@ pub(crate) fn post_recv(qp: &Qp<Roxe>, wr: &KernelRecvWr<'_>) -> Result {
     if let PostVerdict::FlushWithError = recv_verdict(this.state.lock().state) {
         // The flush completion goes out from the kick work, not from inside the consumer's
         // call, which may hold the lock its completion handler takes.
-        this.kick_pending.store(true, Release);
+        crate::qp::ask_kick(qp.device(), this);
         qp.device().kick();
     }
     Ok(())

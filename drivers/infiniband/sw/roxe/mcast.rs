@@ -7,26 +7,60 @@
 //! the connection manager's part (`rdma_join_multicast`); the HCA's part is the Ethernet filter
 //! of the netdev and the fan-out of received packets to the attached QPs.
 //!
+//! The groups are found by a keyed hash of their GID ([`BUCKETS`] buckets, SipHash under a
+//! random key), so a received packet costs one bucket's scan however many groups local users
+//! attached: with the device's `max_mcast_grp` groups, a few on average, and nobody can choose
+//! GIDs that share a bucket without the key.
+//!
 //! Contexts: attach and detach run in process context (verbs), serialised by a mutex because
-//! they also program the netdev's filter; the receive path reads the table in softirq under its
-//! IRQ-safe spinlock ([`McastTable::members`]), and `recv.rs` delivers after dropping it. Lock
-//! order: `McastTable::ops` -> `McastTable::groups`; no other lock is taken under either.
+//! they also program the netdev's filter; the receive path reads the table in softirq or with
+//! bottom halves off ([`McastTable::members`]), and `recv.rs` delivers after dropping it. The
+//! table's lock is a bottom-half lock: no hard interrupt context reads it. Lock order:
+//! `McastTable::ops` -> `McastTable::groups`; no other lock is taken under either.
 
 #![deny(unsafe_code)]
 
-use crate::compat::sync::SpinLockIrq;
-use crate::rdma::{device::Device, qp::Qp};
+use crate::rdma::{
+    bh::{new_bh_lock, BhLock},
+    device::Device,
+    qp::Qp,
+    random::HashKey,
+};
 use crate::{
     hca::Roxe,
     param::{MAX_MCAST_GRP, MAX_MCAST_QP_ATTACH},
-    proto::{mcast::mac_for_group, qp_state::QpType},
+    proto::{
+        mcast::{is_multicast_gid, mac_for_group},
+        qp_state::QpType,
+    },
 };
 use kernel::{prelude::*, sync::Mutex};
+
+/// Buckets of the group table (a power of two): with `MAX_MCAST_GRP` groups, 8 a bucket on
+/// average.
+const BUCKETS: usize = 1024;
 
 /// One group: its GID and the QPNs attached to it.
 struct Group {
     mgid: [u8; 16],
     qpns: KVec<u32>,
+}
+
+/// The groups, in buckets by the hash of their GID; the buckets are allocated with the first
+/// group (the table of a device without multicast stays empty).
+struct Groups {
+    buckets: KVec<KVec<Group>>,
+    count: usize,
+}
+
+impl Groups {
+    fn bucket(&self, at: usize) -> Option<&KVec<Group>> {
+        self.buckets.get(at)
+    }
+
+    fn find(&self, at: usize, mgid: &[u8; 16]) -> Option<&Group> {
+        self.bucket(at)?.iter().find(|g| &g.mgid == mgid)
+    }
 }
 
 /// The device's multicast groups.
@@ -37,7 +71,9 @@ pub(crate) struct McastTable {
     ops: Mutex<()>,
     /// The groups; at most `MAX_MCAST_GRP`, each with at most `MAX_MCAST_QP_ATTACH` QPs.
     #[pin]
-    groups: SpinLockIrq<KVec<Group>>,
+    groups: BhLock<Groups>,
+    /// The key of the buckets' hash.
+    key: HashKey,
 }
 
 /// Room for the members of one group.
@@ -47,21 +83,48 @@ impl McastTable {
     pub(crate) fn new() -> impl PinInit<Self> {
         pin_init!(McastTable {
             ops <- kernel::new_mutex!((), "roxe_mcast_ops"),
-            groups <- crate::compat::sync::new_spinlock_irq!(KVec::new(), "roxe_mcast"),
-        })
+            groups <- new_bh_lock!(Groups { buckets: KVec::new(), count: 0 }, "roxe_mcast"),
+            key: HashKey::new(),
+        }? core::convert::Infallible)
+    }
+
+    /// The bucket of group `mgid`.
+    fn bucket_of(&self, mgid: &[u8; 16]) -> usize {
+        (self.key.hash16(mgid) as usize) & (BUCKETS - 1)
     }
 
     /// The QPNs attached to group `mgid`, copied into `out` so that the receive path serves
-    /// them without the table's lock; `None` when there is no such group. Context: any.
+    /// them without the table's lock; `None` when there is no such group. A GID that names no
+    /// group at all (a unicast one) is refused before the table is looked at. Context: softirq,
+    /// or process context with bottom halves off or not.
     pub(crate) fn members(&self, mgid: &[u8; 16], out: &mut Members) -> Option<usize> {
+        if !is_multicast_gid(mgid) {
+            return None;
+        }
+        let at = self.bucket_of(mgid);
         let groups = self.groups.lock();
-        let g = groups.iter().find(|g| &g.mgid == mgid)?;
+        let g = groups.find(at, mgid)?;
         let mut n = 0usize;
         for (slot, &q) in out.iter_mut().zip(g.qpns.iter()) {
             *slot = q;
             n += 1;
         }
         Some(n)
+    }
+
+    /// Allocates the buckets if the table has none yet. Process context, under `ops`, which
+    /// alone adds them.
+    fn ensure_buckets(&self) -> Result {
+        if !self.groups.lock().buckets.is_empty() {
+            return Ok(());
+        }
+        let mut buckets = KVec::with_capacity(BUCKETS, GFP_KERNEL)?;
+        for _ in 0..BUCKETS {
+            // An empty vector allocates nothing: the push stays within the capacity.
+            buckets.push(KVec::new(), GFP_KERNEL)?;
+        }
+        self.groups.lock().buckets = buckets;
+        Ok(())
     }
 }
 
@@ -76,13 +139,17 @@ pub(crate) fn attach(qp: &Qp<Roxe>, mgid: &[u8; 16]) -> Result {
     let mac = mac_for_group(mgid).ok_or(EINVAL)?;
     let data = qp.device().data();
     let _ops = data.mcast.ops.lock();
+    data.mcast.ensure_buckets()?;
     // A new group's QP list is allocated before taking the spinlock; growing the tables under
     // it uses atomic allocations.
     let mut qpns = KVec::with_capacity(4, GFP_KERNEL)?;
     qpns.push(this.qpn, GFP_KERNEL)?;
+    let at = data.mcast.bucket_of(mgid);
     let new_group = {
-        let mut groups = data.mcast.groups.lock();
-        match groups.iter_mut().find(|g| g.mgid == *mgid) {
+        let mut guard = data.mcast.groups.lock();
+        let Groups { buckets, count } = &mut *guard;
+        let bucket = buckets.get_mut(at).ok_or(EINVAL)?;
+        match bucket.iter_mut().find(|g| g.mgid == *mgid) {
             Some(g) => {
                 if g.qpns.contains(&this.qpn) {
                     return Ok(());
@@ -94,10 +161,11 @@ pub(crate) fn attach(qp: &Qp<Roxe>, mgid: &[u8; 16]) -> Result {
                 false
             }
             None => {
-                if groups.len() >= MAX_MCAST_GRP as usize {
+                if *count >= MAX_MCAST_GRP as usize {
                     return Err(ENOMEM);
                 }
-                groups.push(Group { mgid: *mgid, qpns }, GFP_ATOMIC)?;
+                bucket.push(Group { mgid: *mgid, qpns }, GFP_ATOMIC)?;
+                *count += 1;
                 true
             }
         }
@@ -130,22 +198,26 @@ pub(crate) fn detach(qp: &Qp<Roxe>, mgid: &[u8; 16]) -> Result {
     }
 }
 
-/// Detaches QP `qpn` from every group (the QP is being destroyed). Process context.
+/// Detaches QP `qpn` from every group (the QP is being destroyed): a bucket at a time, each
+/// group found in it with the lock taken anew, so that the lock is held for one bucket's scan.
+/// Process context.
 pub(crate) fn detach_all(dev: &Device<Roxe>, qpn: u32) {
     let data = dev.data();
     let _ops = data.mcast.ops.lock();
-    loop {
-        let found = data
-            .mcast
-            .groups
-            .lock()
-            .iter()
-            .find(|g| g.qpns.contains(&qpn))
-            .map(|g| g.mgid);
-        let Some(mgid) = found else { return };
-        if let Removed::LastOne = remove_qpn(dev, &mgid, qpn) {
-            if let Some(mac) = mac_for_group(&mgid) {
-                let _ = data.netdev.mc_del(&mac);
+    for at in 0..BUCKETS {
+        loop {
+            let found = data
+                .mcast
+                .groups
+                .lock()
+                .bucket(at)
+                .and_then(|b| b.iter().find(|g| g.qpns.contains(&qpn)))
+                .map(|g| g.mgid);
+            let Some(mgid) = found else { break };
+            if let Removed::LastOne = remove_qpn(dev, &mgid, qpn) {
+                if let Some(mac) = mac_for_group(&mgid) {
+                    let _ = data.netdev.mc_del(&mac);
+                }
             }
         }
     }
@@ -159,14 +231,19 @@ enum Removed {
 
 fn remove_qpn(dev: &Device<Roxe>, mgid: &[u8; 16], qpn: u32) -> Removed {
     let data = dev.data();
+    let at = data.mcast.bucket_of(mgid);
     // The emptied group is dropped after the lock (its vector frees memory).
     let dropped;
     {
-        let mut groups = data.mcast.groups.lock();
-        let Some(gi) = groups.iter().position(|g| g.mgid == *mgid) else {
+        let mut guard = data.mcast.groups.lock();
+        let Groups { buckets, count } = &mut *guard;
+        let Some(bucket) = buckets.get_mut(at) else {
             return Removed::NotAttached;
         };
-        let Some(g) = groups.get_mut(gi) else {
+        let Some(gi) = bucket.iter().position(|g| g.mgid == *mgid) else {
+            return Removed::NotAttached;
+        };
+        let Some(g) = bucket.get_mut(gi) else {
             return Removed::NotAttached;
         };
         let Some(qi) = g.qpns.iter().position(|&q| q == qpn) else {
@@ -176,7 +253,11 @@ fn remove_qpn(dev: &Device<Roxe>, mgid: &[u8; 16], qpn: u32) -> Removed {
         if !g.qpns.is_empty() {
             return Removed::Attached;
         }
-        dropped = groups.remove(gi);
+        // Order within a bucket does not matter: the last group takes the emptied one's place.
+        let last = bucket.len() - 1;
+        bucket.swap(gi, last);
+        dropped = bucket.pop();
+        *count -= 1;
     }
     drop(dropped);
     Removed::LastOne

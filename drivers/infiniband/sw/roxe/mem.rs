@@ -11,12 +11,13 @@
 
 use crate::rdma::{
     device::Device,
+    kverbs::{FastRegMap, KernelMemError},
     odp::{OdpMem, OdpMiss, OdpPages},
     pool::PoolRef,
 };
 use crate::{
     hca::Roxe,
-    mr::{lookup_mr, FastMr, MemError, MrMem, RoxeMr},
+    mr::{lookup_mr, MemError, MrMem, RoxeMr},
     proto::mtt::MttGeometry,
     proto::{
         mtt::{Access, MemKey},
@@ -25,6 +26,21 @@ use crate::{
     },
 };
 use kernel::prelude::*;
+
+/// Maps a refused copy through a kernel consumer's MR to the data path's error.
+fn kernel_mem_err(e: KernelMemError) -> MemError {
+    match e {
+        // Deregistered, or a fast-registration MR invalidated under the access: the key is gone.
+        KernelMemError::Revoked => MemError::BadKey,
+        KernelMemError::Range => MemError::Range,
+    }
+}
+
+/// The MTT geometry of a valid fast-registration MR's mapping.
+fn fast_geometry(map: &FastRegMap) -> Result<MttGeometry, MemError> {
+    MttGeometry::new(map.iova, map.length, map.page_shift, map.first_page_offset)
+        .map_err(|_| MemError::Range)
+}
 
 /// Maps a miss of ODP memory to the data path's error.
 fn odp_err(m: OdpMiss) -> MemError {
@@ -65,12 +81,12 @@ pub(crate) fn remote_target(
         ),
         MrMem::Dma(_) => (true, KeyBounds::All),
         // A fast-registration MR maps memory only while registered (IBA 10.7.2: Valid state).
-        MrMem::Fast(state) => state.with_live(|live| match &live.range {
-            Some(g) => (
+        MrMem::Fast(fast) => match fast.mapping() {
+            Some(map) => (
                 true,
                 KeyBounds::Range {
-                    start: g.iova(),
-                    length: g.length(),
+                    start: map.iova,
+                    length: map.length,
                 },
             ),
             None => (
@@ -80,7 +96,7 @@ pub(crate) fn remote_target(
                     length: 0,
                 },
             ),
-        }),
+        },
     };
     let target = KeyTarget {
         key: mr.key().raw(),
@@ -114,7 +130,7 @@ impl RoxeMr {
     /// Whether the MR maps memory now: always, except a fast-registration MR in the Free state.
     pub(crate) fn is_valid(&self) -> bool {
         match &self.mem {
-            MrMem::Fast(state) => state.with_live(|live| live.range.is_some()),
+            MrMem::Fast(fast) => fast.mapping().is_some(),
             _ => true,
         }
     }
@@ -126,40 +142,13 @@ impl RoxeMr {
                 geometry.check_range(va, len).map_err(|_| MemError::Range)
             }
             MrMem::Dma(_) => va.checked_add(len).map(|_| ()).ok_or(MemError::Range),
-            MrMem::Fast(state) => state.with_live(|live| match &live.range {
-                Some(geometry) => geometry.check_range(va, len).map_err(|_| MemError::Range),
+            MrMem::Fast(fast) => match fast.mapping() {
+                Some(map) => fast_geometry(&map)?
+                    .check_range(va, len)
+                    .map_err(|_| MemError::Range),
                 None => Err(MemError::BadKey),
-            }),
+            },
         }
-    }
-
-    /// Copies between a fast-registration MR's pages at IOVA `va` and a buffer of `len` bytes:
-    /// `copy(kernel address, range of the buffer)` per piece that stays inside one page.
-    fn fast_copy(
-        state: &FastMr,
-        va: u64,
-        len: usize,
-        mut copy: impl FnMut(u64, core::ops::Range<usize>) -> Result<(), MemError>,
-    ) -> Result<(), MemError> {
-        // Under the live list's lock, which keeps a concurrent invalidation from returning (and
-        // the consumer from reusing the pages) mid-copy; a bottom-half lock, so the copy (one
-        // packet) keeps interrupts on, and no other lock is taken under it.
-        state.with_live(|live| {
-            let geometry = live.range.as_ref().ok_or(MemError::BadKey)?;
-            let chunks = geometry
-                .chunks(va, len as u64)
-                .map_err(|_| MemError::Range)?;
-            let mut done = 0usize;
-            for c in chunks {
-                let page = *live.pages.get(c.page_index).ok_or(MemError::Range)?;
-                let kva = page
-                    .checked_add(c.offset_in_page as u64)
-                    .ok_or(MemError::Range)?;
-                copy(kva, done..done + c.len)?;
-                done += c.len;
-            }
-            Ok(())
-        })
     }
 
     /// The pages `[first, first + count)` of an ODP MR that back `[va, va + len)` from the first
@@ -251,18 +240,8 @@ impl RoxeMr {
                 });
             }
             MrMem::User { geometry, pages } => (geometry, pages),
-            MrMem::Dma(mem) => {
-                self.check_range(va, dst.len() as u64)?;
-                return mem.read(va, dst).map_err(|_| MemError::BadKey);
-            }
-            MrMem::Fast(state) => {
-                return Self::fast_copy(state, va, dst.len(), |kva, r| {
-                    state
-                        .mem
-                        .read(kva, dst.get_mut(r).ok_or(MemError::Range)?)
-                        .map_err(|_| MemError::BadKey)
-                });
-            }
+            MrMem::Dma(mem) => return mem.read(va, dst).map_err(kernel_mem_err),
+            MrMem::Fast(fast) => return fast.read(va, dst).map_err(kernel_mem_err),
         };
         let chunks = geometry
             .chunks(va, dst.len() as u64)
@@ -287,18 +266,8 @@ impl RoxeMr {
                 });
             }
             MrMem::User { geometry, pages } => (geometry, pages),
-            MrMem::Dma(mem) => {
-                self.check_range(va, src.len() as u64)?;
-                return mem.write(va, src).map_err(|_| MemError::BadKey);
-            }
-            MrMem::Fast(state) => {
-                return Self::fast_copy(state, va, src.len(), |kva, r| {
-                    state
-                        .mem
-                        .write(kva, src.get(r).ok_or(MemError::Range)?)
-                        .map_err(|_| MemError::BadKey)
-                });
-            }
+            MrMem::Dma(mem) => return mem.write(va, src).map_err(kernel_mem_err),
+            MrMem::Fast(fast) => return fast.write(va, src).map_err(kernel_mem_err),
         };
         let chunks = geometry
             .chunks(va, src.len() as u64)

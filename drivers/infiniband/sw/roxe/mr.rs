@@ -12,11 +12,9 @@
 #![deny(unsafe_code)]
 
 use crate::compat::errno;
-use crate::compat::sync::SpinLockIrq;
 use crate::rdma::{
-    bh,
     device::Device,
-    kverbs::KernelMem,
+    kverbs::{FastRegError, FastRegGrant, FastRegMem, KernelMem},
     mr::{rereg, FastRegPages, Mr, MrCreated, PinnedPages, UserMrRequest},
     object::UData,
     odp::{OdpAccount, OdpMem},
@@ -32,10 +30,7 @@ use crate::{
 };
 use kernel::{
     prelude::*,
-    sync::{
-        atomic::{Atomic, Relaxed},
-        SpinLock,
-    },
+    sync::atomic::{Acquire, Atomic, Relaxed, Release},
 };
 
 /// Page shift of pinned user memory (the kernel's page size).
@@ -68,56 +63,14 @@ pub(crate) enum MrMem {
     },
     /// All of kernel memory, addressed by kernel virtual address (a kernel consumer's DMA MR).
     Dma(KernelMem),
-    /// A fast-registration MR: pages of kernel memory, mapped while a REG_MR holds.
-    Fast(Pin<KBox<FastMr>>),
+    /// A fast-registration MR: pages of kernel memory, mapped while a REG_MR holds; its page
+    /// lists, range and copies live in [`FastRegMem`].
+    Fast(Pin<KBox<FastRegMem>>),
     /// An on-demand paging MR (`IB_ACCESS_ON_DEMAND`): user memory that is not pinned, its
     /// pages faulted in by the process work (`odp::next_stage_job`) when the data path finds
     /// them missing (see `odp.rs`). An implicit one spans the whole address space: its geometry
     /// is `[0, U64_MAX)` and its page indices are page numbers of the address space.
     Odp { geometry: MttGeometry, odp: OdpMem },
-}
-
-/// A fast-registration MR's two page lists: the one `ib_map_mr_sg` sets up for the next REG_MR,
-/// and the one the data path uses while the MR is valid. Two locks, because their contexts
-/// differ: consumers may map in any context, even with interrupts off, while the data path
-/// copies a packet's payload through the live list, which must not keep hard interrupts off.
-#[pin_data]
-pub(crate) struct FastMr {
-    /// What the next REG_MR maps. IRQ-safe; held to copy a page list, never a payload.
-    #[pin]
-    staged: SpinLockIrq<FastPages>,
-    /// What the MR maps now. A bottom-half lock (see [`FastMr::with_live`]); lock order: `live`,
-    /// then `staged`.
-    #[pin]
-    live: SpinLock<FastPages>,
-    /// Access to the kernel pages the lists name.
-    pub(crate) mem: KernelMem,
-}
-
-/// A fast-registration MR's page list and the range it backs.
-pub(crate) struct FastPages {
-    /// Kernel virtual addresses of the pages `map_mr_sg` gave (virtual DMA), room reserved at
-    /// allocation for the MR's `max_num_sg`.
-    pub(crate) pages: KVec<u64>,
-    /// Staged: the range the list backs, as `map_mr_sg` set it up. Live: while valid (after a
-    /// REG_MR, until invalidated), the range the MR maps; `None` is the Free state, in which
-    /// every access through its keys fails (IBA 10.6.3.6).
-    pub(crate) range: Option<MttGeometry>,
-}
-
-impl FastMr {
-    /// Runs `f` on the live page list with bottom halves off: the lock keeps an invalidation
-    /// from ending while a copy through the list still runs. Process or softirq context,
-    /// interrupts enabled (the data path: softirq, or `req::run`, which turns bottom halves
-    /// off).
-    pub(crate) fn with_live<R>(&self, f: impl FnOnce(&mut FastPages) -> R) -> R {
-        let _bh = bh::disable();
-        // A local, so that it drops before `_bh`: as a temporary of the tail expression the
-        // guard would outlive it, and bottom halves would come back on (running pending
-        // softirqs, which may take this lock) with the lock still held.
-        let mut live = self.live.lock();
-        f(&mut live)
-    }
 }
 
 /// A registered memory region.
@@ -131,14 +84,18 @@ pub(crate) struct RoxeMr {
     /// `IB_ACCESS_*` rights; atomic for the same reason.
     access: Atomic<u32>,
     /// Memory windows bound to the MR (rdma_rxe's `num_mw`), and [`DEREGISTERED`] once
-    /// deregistration has begun: a window may no longer attach then, and deregistration is
-    /// refused while any is attached (a bound window keeps the MR reachable, IBA 10.6.7.2.4).
+    /// deregistration has begun or [`REREG`] while a rereg of PD or access runs: a window may
+    /// not attach then, and deregistration and rereg are refused while any is attached (a bound
+    /// window keeps the MR reachable with the PD and rights it was bound under, IBA 10.6.7.2.4).
     windows: Atomic<u32>,
     pub(crate) mem: MrMem,
 }
 
 /// [`RoxeMr::windows`]: deregistration has begun.
 const DEREGISTERED: u32 = 1 << 31;
+
+/// [`RoxeMr::windows`]: a rereg of PD or access is under way.
+const REREG: u32 = 1 << 30;
 
 impl RoxeMr {
     /// The PD the MR belongs to now.
@@ -156,14 +113,17 @@ impl RoxeMr {
         MemKey::from_raw(self.key.load(Relaxed))
     }
 
-    /// Counts a window binding to the MR. `false`: the MR is being deregistered.
+    /// Counts a window binding to the MR. `false`: the MR is being deregistered or reregistered.
+    /// The binder checks the MR's PD and rights after this succeeds: a rereg that ended before
+    /// it is seen (acquire, against `end_rereg`'s release), and one that starts after it finds
+    /// the window and is refused.
     pub(crate) fn attach_window(&self) -> bool {
         let mut cur = self.windows.load(Relaxed);
         loop {
-            if cur & DEREGISTERED != 0 || cur + 1 >= DEREGISTERED {
+            if cur & (DEREGISTERED | REREG) != 0 || cur + 1 >= REREG {
                 return false;
             }
-            match self.windows.cmpxchg(cur, cur + 1, Relaxed) {
+            match self.windows.cmpxchg(cur, cur + 1, Acquire) {
                 Ok(_) => return true,
                 Err(now) => cur = now,
             }
@@ -181,6 +141,24 @@ impl RoxeMr {
             Ok(_) => Ok(()),
             Err(_) => Err(EBUSY),
         }
+    }
+
+    /// Starts a rereg of PD or access unless a window is bound (`EBUSY`, as for
+    /// deregistration) or deregistration has begun; no window attaches until [`end_rereg`].
+    ///
+    /// [`end_rereg`]: RoxeMr::end_rereg
+    fn begin_rereg(&self) -> Result {
+        match self.windows.cmpxchg(0, REREG, Relaxed) {
+            Ok(_) => Ok(()),
+            Err(_) => Err(EBUSY),
+        }
+    }
+
+    /// Ends a rereg begun by [`RoxeMr::begin_rereg`]: windows may attach again, and see the new
+    /// PD and rights (release). Nothing else changes the count meanwhile: attaching and
+    /// deregistering are refused, and no window is attached to detach.
+    fn end_rereg(&self) {
+        self.windows.store(0, Release);
     }
 }
 
@@ -323,66 +301,47 @@ pub(crate) fn get_dma(pd: &Pd<Roxe>, access: u32, mem: KernelMem) -> Result<MrCr
 pub(crate) fn alloc_fast(
     pd: &Pd<Roxe>,
     max_pages: u32,
-    mem: KernelMem,
+    grant: FastRegGrant,
 ) -> Result<MrCreated<MrHandle>> {
     if max_pages == 0 || max_pages > crate::param::MAX_FMR_PAGE_LIST_LEN {
         return Err(EINVAL);
     }
-    let n = max_pages as usize;
-    let (staged, live) = (
-        KVec::with_capacity(n, GFP_KERNEL)?,
-        KVec::with_capacity(n, GFP_KERNEL)?,
-    );
-    let state = KBox::pin_init(
-        pin_init!(FastMr {
-            staged <- crate::compat::sync::new_spinlock_irq!(FastPages { pages: staged, range: None }, "roxe_fast_mr_staged"),
-            live <- kernel::new_spinlock!(FastPages { pages: live, range: None }, "roxe_fast_mr"),
-            mem,
-        }),
-        GFP_KERNEL,
-    )?;
-    insert(pd, Access::from_bits(0), || Ok(MrMem::Fast(state)))
+    let mem = grant.into_mem(max_pages as usize)?;
+    insert(pd, Access::from_bits(0), || Ok(MrMem::Fast(mem)))
 }
 
 /// Takes the page list of `ib_map_mr_sg` for the next REG_MR. Context: any (consumers may map
 /// in atomic context); nothing allocates.
 pub(crate) fn map_sg(mr: &Mr<Roxe>, list: &FastRegPages<'_>) -> Result {
     let m = mr.device().data().mrs.get(mr.data().index).ok_or(EINVAL)?;
-    let MrMem::Fast(state) = &m.mem else {
+    let MrMem::Fast(fast) = &m.mem else {
         return Err(EINVAL);
     };
-    let page_mask = 1u64.checked_shl(list.page_shift).ok_or(EINVAL)? - 1;
-    let first = *list.pages.first().ok_or(EINVAL)?;
+    let page_mask = 1u64.checked_shl(list.page_shift()).ok_or(EINVAL)? - 1;
+    let first = *list.pages().first().ok_or(EINVAL)?;
     // The first byte sits in the first page at the IOVA's in-page offset (`ib_sg_to_pages`
     // takes the IOVA from the first entry's address).
     let geometry = MttGeometry::new(
-        list.iova,
-        list.length,
-        list.page_shift,
-        list.iova & page_mask,
+        list.iova(),
+        list.length(),
+        list.page_shift(),
+        list.iova() & page_mask,
     )
     .map_err(|_| EINVAL)?;
-    if geometry.npages() != list.pages.len() || first & page_mask != 0 {
+    if geometry.npages() != list.pages().len() || first & page_mask != 0 {
         return Err(EINVAL);
     }
-    let mut st = state.staged.lock();
-    if list.pages.len() > st.pages.capacity() {
-        return Err(EINVAL);
-    }
-    st.pages.clear();
-    // Within the reserved capacity: never allocates.
-    st.pages.extend_from_slice(list.pages, GFP_ATOMIC)?;
-    st.range = Some(geometry);
-    Ok(())
+    fast.stage(list)
 }
 
 /// Executes a REG_MR work request of a kernel QP of PD `pd_id` (IBA 10.7.2.2 Fast Register):
 /// the MR must be a Free fast-registration MR of that PD, and `wr.key` keeps its index. On
-/// success the MR maps the pages `map_mr_sg` set up at `wr.iova`, for `wr.length` bytes, with
-/// `wr.key` and `wr.access`.
+/// success the MR maps the pages `map_mr_sg` set up at `wr.iova`, for `wr.length` bytes (the
+/// work request gives the MR its virtual address and length; the mapping gives the pages and
+/// where the first byte lies in the first of them), with `wr.key` and `wr.access`.
 pub(crate) fn reg_fast(dev: &Device<Roxe>, pd_id: u64, wr: &RegMrWr) -> Result<(), MemError> {
     let m = dev.data().mrs.get(wr.mr_index).ok_or(MemError::BadKey)?;
-    let MrMem::Fast(state) = &m.mem else {
+    let MrMem::Fast(fast) = &m.mem else {
         return Err(MemError::BadKey);
     };
     if m.pd_id() != pd_id {
@@ -391,40 +350,17 @@ pub(crate) fn reg_fast(dev: &Device<Roxe>, pd_id: u64, wr: &RegMrWr) -> Result<(
     if MemKey::from_raw(wr.key).index() != wr.mr_index {
         return Err(MemError::BadKey);
     }
-    state.with_live(|live| {
-        {
-            let staged = state.staged.lock();
-            let Some(mapped) = staged.range else {
-                return Err(MemError::Range);
-            };
-            if live.range.is_some() {
-                // Fast Register needs the MR Free (IBA 10.7.2.2): the consumer invalidates first.
-                return Err(MemError::Access);
-            }
-            // The work request gives the MR its virtual address and length (IBA 10.7.2.2); the
-            // mapping gives the pages and where the first byte lies in the first of them. The
-            // length may not reach past the mapped pages.
-            let geometry = MttGeometry::new(
-                wr.iova,
-                wr.length,
-                mapped.page_shift(),
-                mapped.first_page_offset(),
-            )
-            .map_err(|_| MemError::Range)?;
-            if geometry.npages() > staged.pages.len() {
-                return Err(MemError::Range);
-            }
-            live.pages.clear();
-            // The same reserved capacity as the staged list: never allocates.
-            live.pages
-                .extend_from_slice(&staged.pages, GFP_ATOMIC)
-                .map_err(|_| MemError::Range)?;
-            live.range = Some(geometry);
-        }
-        m.key.store(wr.key, Relaxed);
-        m.access.store(Access::from_bits(wr.access).bits(), Relaxed);
-        Ok(())
-    })
+    // The MR is valid from here, under its old key and rights until the stores below: a lookup
+    // by the new key fails until then, as it did before the work request.
+    fast.register(wr.iova, wr.length).map_err(|e| match e {
+        FastRegError::Range => MemError::Range,
+        // Fast Register needs the MR Free (IBA 10.7.2.2): the consumer invalidates first.
+        FastRegError::NotFree => MemError::Access,
+        FastRegError::Revoked => MemError::BadKey,
+    })?;
+    m.key.store(wr.key, Relaxed);
+    m.access.store(Access::from_bits(wr.access).bits(), Relaxed);
+    Ok(())
 }
 
 /// Invalidates fast-registration MR `key` (LOCAL_INV, or a SEND with Invalidate received by a
@@ -432,13 +368,17 @@ pub(crate) fn reg_fast(dev: &Device<Roxe>, pd_id: u64, wr: &RegMrWr) -> Result<(
 pub(crate) fn invalidate_fast(dev: &Device<Roxe>, pd_id: u64, key: u32) -> Result<(), MemError> {
     let mk = MemKey::from_raw(key);
     let m = dev.data().mrs.get(mk.index()).ok_or(MemError::BadKey)?;
-    let MrMem::Fast(state) = &m.mem else {
+    let MrMem::Fast(fast) = &m.mem else {
         return Err(MemError::BadKey);
     };
     if m.key().raw() != key || m.pd_id() != pd_id {
         return Err(MemError::BadKey);
     }
-    state.with_live(|live| live.range.take().map(|_| ()).ok_or(MemError::BadKey))
+    if fast.invalidate() {
+        Ok(())
+    } else {
+        Err(MemError::BadKey)
+    }
 }
 
 /// Changes an MR's PD and/or access rights in place, as rxe does; a new address range
@@ -458,7 +398,12 @@ pub(crate) fn rereg(
         return Err(errno::eopnotsupp());
     }
     let m = mr.device().data().mrs.get(mr.data().index).ok_or(EINVAL)?;
-    apply(&m, flags, req, new_pd)
+    // A window bound to the MR was checked against its PD and rights: a rereg would leave it
+    // reaching memory of another PD or with rights the MR no longer grants.
+    m.begin_rereg()?;
+    let applied = apply(&m, flags, req, new_pd);
+    m.end_rereg();
+    applied
 }
 
 fn apply(m: &RoxeMr, flags: u32, req: &UserMrRequest, new_pd: Option<&Pd<Roxe>>) -> Result {
@@ -528,11 +473,12 @@ pub(crate) fn dereg(dev: &Device<Roxe>, mr: MrHandle) {
         dev.data().mrs.remove_deferred(mr.index);
         // But a responder that found the key before the removal may still be copying into the
         // MR's pages, which the consumer frees once this returns. A fast-registration MR's
-        // copies run under its live list's lock and need the MR valid: taking the lock waits
-        // for a running one, and the Free state it leaves refuses the rest (IBA 10.6.3.6),
-        // without a grace period. A DMA MR's copies run under RCU: revoking waits for them.
+        // copies run under its live list's lock and need the MR valid: revoking takes the lock,
+        // which waits for a running one, and the Free state it leaves refuses the rest (IBA
+        // 10.6.3.6), without a grace period. A DMA MR's copies run under RCU: revoking waits
+        // for them.
         match &m.mem {
-            MrMem::Fast(state) => state.with_live(|live| live.range = None),
+            MrMem::Fast(fast) => fast.revoke(),
             MrMem::Dma(mem) => mem.revoke(),
             _ => {}
         }

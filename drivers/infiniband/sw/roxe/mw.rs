@@ -118,14 +118,21 @@ pub(crate) fn bind(
         if mr.check_range(addr, length).is_err() {
             return Err(err);
         }
-        // Remote write or atomic rights on a window need local write on its MR (IBA 10.6.7.2.4).
-        if access.intersects(Access::REMOTE_WRITE.union(Access::REMOTE_ATOMIC))
-            && !mr.access().contains(Access::LOCAL_WRITE)
-        {
+        // An MR being deregistered or reregistered takes no new window. Its PD and rights are
+        // checked again once the window counts: a rereg that ran since the lookup has ended,
+        // and no later one runs while the window is attached.
+        if !mr.attach_window() {
             return Err(err);
         }
-        // An MR being deregistered takes no new window.
-        if !mr.attach_window() {
+        let mr_access = mr.access();
+        // Remote write or atomic rights on a window need local write on its MR (IBA 10.6.7.2.4).
+        let needs_local_write =
+            access.intersects(Access::REMOTE_WRITE.union(Access::REMOTE_ATOMIC));
+        if mr.pd_id() != pd_id
+            || !mr_access.contains(Access::MW_BIND)
+            || (needs_local_write && !mr_access.contains(Access::LOCAL_WRITE))
+        {
+            mr.detach_window();
             return Err(err);
         }
         Some(Binding {

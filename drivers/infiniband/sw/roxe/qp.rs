@@ -10,13 +10,14 @@
 #![deny(unsafe_code)]
 
 use crate::compat::errno;
-use crate::compat::sync::SpinLockIrq;
+use crate::compat::sync::{irqs_off, SpinLockIrq};
 use crate::rdma::{
     ah::AddressVector,
+    bh::BhLock,
     device::Device,
     mmap::MmapInfo,
     object::UData,
-    pool::{Alloc, PoolRef},
+    pool::{Alloc, PoolMark, PoolRef},
     qp::{Qp, QpAttr, QpAttrMask, QpCap, QpCreated, QpEvent, QpInit, QpNotifier},
     skb::TxSkBuff,
 };
@@ -42,7 +43,6 @@ use crate::{
     resp_state::RespState,
     srq::RoxeSrq,
 };
-use kernel::sync::SpinLock;
 use kernel::{
     prelude::*,
     sync::{
@@ -316,13 +316,13 @@ pub(crate) struct RoxeQp {
     /// under it (both run in softirq or with bottom halves off, `req::run`; modify QP takes it
     /// under `state`, whose lock turns interrupts off).
     #[pin]
-    pub(crate) sq_state: SpinLock<SqState>,
+    pub(crate) sq_state: BhLock<SqState>,
     /// Responder state. A bottom-half lock, not an IRQ-safe one: the responder copies payload
     /// and builds packets under it, which must not keep hard interrupts off (the receive path
     /// and the device tick run in softirq, the loopback drainer and the ODP redelivery with
     /// bottom halves off, modify QP under `state`, whose lock turns interrupts off).
     #[pin]
-    pub(crate) resp_state: SpinLock<RespState>,
+    pub(crate) resp_state: BhLock<RespState>,
     /// The requester runs (see `req::run`): 0 idle, 1 running, more: run again.
     pub(crate) req_running: Atomic<u32>,
     /// A kernel consumer posted sends: the device's kick work runs the requester.
@@ -496,7 +496,7 @@ pub(crate) fn create(
         rq <- crate::compat::sync::new_spinlock_irq!(rq, "roxe_qp_rq"),
         notifier,
         sq_depth,
-        sq_state <- kernel::new_spinlock!(
+        sq_state <- crate::rdma::bh::new_bh_lock!(
             SqState {
                 entries,
                 spare_slots,
@@ -513,7 +513,7 @@ pub(crate) fn create(
             },
             "roxe_qp_sq_state"
         ),
-        resp_state <- kernel::new_spinlock!(resp_state, "roxe_qp_resp_state"),
+        resp_state <- crate::rdma::bh::new_bh_lock!(resp_state, "roxe_qp_resp_state"),
         req_running: Atomic::new(0),
         kick_pending: AtomicFlag::new(false),
         flush_pending: AtomicFlag::new(false),
@@ -589,7 +589,9 @@ pub(crate) fn modify(
         _ => KVec::new(),
     };
 
-    let mut st = this.state.lock();
+    let mut st_guard = this.state.lock();
+    // Interrupts are off under `state`: the bottom-half locks below are taken with that proof.
+    let (st, irq) = irqs_off(&mut st_guard);
     let request = ModifyRequest {
         mask: amask,
         qp_state: attr.qp_state,
@@ -628,12 +630,12 @@ pub(crate) fn modify(
         a.rq_psn = psn_from_attr(attr.rq_psn).get();
         // Lock order: state, then the responder's state.
         this.resp_state
-            .lock()
+            .lock_with(&irq)
             .set_rq_psn(psn_from_attr(attr.rq_psn));
     }
     if amask.contains(AttrMask::SQ_PSN) {
         a.sq_psn = psn_from_attr(attr.sq_psn).get();
-        let mut sq = this.sq_state.lock();
+        let mut sq = this.sq_state.lock_with(&irq);
         sq.next_psn = psn_from_attr(attr.sq_psn);
         sq.psn_limit = sq.next_psn;
         sq.comp.expected_psn = sq.next_psn;
@@ -648,7 +650,7 @@ pub(crate) fn modify(
         a.max_dest_rd_atomic = attr.max_dest_rd_atomic;
         // The responder resources are sized by it (IBA 9.4.4, 11.2.5.2).
         this.resp_state
-            .lock()
+            .lock_with(&irq)
             .set_max_dest_rd_atomic(attr.max_dest_rd_atomic);
     }
     if amask.contains(AttrMask::DEST_QPN) {
@@ -662,7 +664,7 @@ pub(crate) fn modify(
     }
     if amask.contains(AttrMask::AV) {
         st.av = attr.av;
-        let mut sq = this.sq_state.lock();
+        let mut sq = this.sq_state.lock_with(&irq);
         if sq.local_buf.len() < local_buf.len() {
             core::mem::swap(&mut sq.local_buf, &mut local_buf);
         }
@@ -674,7 +676,7 @@ pub(crate) fn modify(
     ) {
         let (retry_cnt, rnr_retry, timeout) =
             (st.attr.retry_cnt, st.attr.rnr_retry, st.attr.timeout);
-        let mut sq = this.sq_state.lock();
+        let mut sq = this.sq_state.lock_with(&irq);
         sq.comp.counters = RetryCounters::new(retry_cnt, rnr_retry);
         // At least proto::comp::MIN_ACK_TIMEOUT_MS: a soft HCA is slower than consumers assume.
         sq.ack_timeout_ms = ack_timeout_ms(timeout);
@@ -691,10 +693,10 @@ pub(crate) fn modify(
         // IBA 10.3.1: RESET empties the work queues and forgets the path.
         st.av = None;
         let max_dest_rd_atomic = st.attr.max_dest_rd_atomic;
-        this.resp_state.lock().reset(max_dest_rd_atomic);
+        this.resp_state.lock_with(&irq).reset(max_dest_rd_atomic);
         {
             // The send side starts over too: nothing in flight, PSN 0 until modify sets sq_psn.
-            let mut sq = this.sq_state.lock();
+            let mut sq = this.sq_state.lock_with(&irq);
             let (retry_cnt, rnr_retry) = (st.attr.retry_cnt, st.attr.rnr_retry);
             sq.retire_all();
             sq.cur = 0;
@@ -705,7 +707,7 @@ pub(crate) fn modify(
             sq.rnr_until_ms = 0;
             sq.comp = CompState::new(Psn::new(0), Pmtu::of(IbMtu::Mtu256), retry_cnt, rnr_retry);
         }
-        drop(st);
+        drop(st_guard);
         // The next connection learns again whether its answers come quickly.
         this.hold_acks.store(false, Relaxed);
         this.unheld_ack_ns.store(0, Relaxed);
@@ -718,6 +720,39 @@ pub(crate) fn modify(
         return Ok(Transition::ToReset);
     }
     Ok(Transition::Other)
+}
+
+/// The QPs that may have a timer armed (retransmission, RNR wait, a READ reply to pace): the
+/// tick visits only them, so its cost follows the QPs with something due, not the QPs there are.
+pub(crate) const TIMED: PoolMark = PoolMark::One;
+
+/// The QPs that asked the kick work to run their queues ([`ask_kick`]).
+pub(crate) const KICKED: PoolMark = PoolMark::Two;
+
+/// Whether any of the QP's timers is armed.
+pub(crate) fn timers_armed(qp: &RoxeQp) -> bool {
+    let sq_armed = {
+        let sq = qp.sq_state.lock();
+        sq.ack_deadline_ms != 0 || sq.rnr_until_ms != 0
+    };
+    sq_armed || qp.resp_state.lock().read.has_pending()
+}
+
+/// Puts an RC QP on the tick's list after a stage that may have armed one of its timers ran
+/// (the requester, the responder, the completer); the tick takes it off once none is armed.
+/// Any context.
+pub(crate) fn timers_touched(dev: &Device<Roxe>, qp: &RoxeQp) {
+    let qps = &dev.data().qps;
+    if qp.qp_type == QpType::Rc && !qps.is_marked(qp.qpn, TIMED) {
+        qps.set_mark(qp.qpn, TIMED);
+    }
+}
+
+/// Asks the kick work to run the QP's queues; the caller kicks the device. Any context.
+pub(crate) fn ask_kick(dev: &Device<Roxe>, qp: &RoxeQp) {
+    qp.kick_pending.store(true, Release);
+    // After the flag: the kick work takes the mark off before it looks at the flag.
+    dev.data().qps.set_mark(qp.qpn, KICKED);
 }
 
 pub(crate) fn query(qp: &Qp<Roxe>) -> (QpAttr, bool) {

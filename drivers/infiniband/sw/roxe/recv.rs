@@ -53,6 +53,8 @@ pub(crate) fn dispatch(dev: &Device<Roxe>, pkt: &Packet<&[u8]>, src: &Source) {
         data.counters.inc(Counter::AckDeferred);
         comp::receive(dev, &qp, pkt);
     }
+    // A READ reply to pace, an RNR wait or a new ACK deadline: the device tick visits the QP.
+    crate::qp::timers_touched(dev, &qp);
 }
 
 /// Delivers a multicast packet to every UD QP attached to the group it was sent to (the

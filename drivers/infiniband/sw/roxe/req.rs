@@ -267,7 +267,7 @@ fn fetch(dev: &Device<Roxe>, qp: &RoxeQp, sq: &mut SqState) -> Option<Result<(),
             Ok(s) => s,
             Err(_) => {
                 // The WQE stays in the ring; the kick work tries again.
-                qp.kick_pending.store(true, Release);
+                crate::qp::ask_kick(dev, qp);
                 dev.kick();
                 return None;
             }
@@ -312,7 +312,7 @@ fn fetch(dev: &Device<Roxe>, qp: &RoxeQp, sq: &mut SqState) -> Option<Result<(),
     // the ring, and the kick work tries again.
     if sq.entries.reserve(1, GFP_ATOMIC).is_err() {
         let _ = sq.spare_slots.push_within_capacity(slot);
-        qp.kick_pending.store(true, Release);
+        crate::qp::ask_kick(dev, qp);
         dev.kick();
         return None;
     }
@@ -609,9 +609,15 @@ fn step(
     }
 }
 
-/// Runs the requester of `qp` until it has nothing to send or the window closes. Process or
+/// Runs the requester of `qp` until it has nothing to send or the window closes; a timer it
+/// armed (the ACK deadline of what it sent) puts the QP on the device tick's list. Process or
 /// softirq context, interrupts enabled; takes no lock across transmission.
 pub(crate) fn run(dev: &Device<Roxe>, qp: &RoxeQp) {
+    run_requester(dev, qp);
+    crate::qp::timers_touched(dev, qp);
+}
+
+fn run_requester(dev: &Device<Roxe>, qp: &RoxeQp) {
     // Bottom halves off for the whole run: every other context that wants this QP to send
     // leaves it to the running requester, so a runner preempted in process context (the send
     // doorbell) would hold back the QP's retransmissions until its task ran again, under load
@@ -639,7 +645,7 @@ pub(crate) fn run(dev: &Device<Roxe>, qp: &RoxeQp) {
                 crate::qp::continue_flush(dev, qp);
             } else {
                 // Sending goes on in the kick work (softirq, after other work on this CPU).
-                qp.kick_pending.store(true, Release);
+                crate::qp::ask_kick(dev, qp);
                 dev.kick();
             }
             return;

@@ -21,13 +21,21 @@ use crate::{
 };
 use kernel::sync::atomic::Acquire;
 
-/// The device tick (every `Deferred::TICK_MS`): each QP's completer timers (retransmission, RNR
-/// wait) and its paced READ reply.
+/// The device tick (every `Deferred::TICK_MS`): the completer timers (retransmission, RNR wait)
+/// and the paced READ reply of each QP on the tick's list; a QP whose timers are all off leaves
+/// the list.
 pub(crate) fn tick(dev: &Device<Roxe>) {
     let now = now_ms();
-    dev.data().qps.for_each(|_, qp| {
+    let qps = &dev.data().qps;
+    qps.for_each_marked(qp::TIMED, |qpn, qp| {
         crate::comp::tick(dev, qp, now);
         crate::read_reply::tick(dev, qp, now);
+        // Off the list first, then looked at: a stage that arms a timer after the look puts
+        // the QP back (`timers_touched` runs after the stage's lock is released).
+        qps.clear_mark(qpn, qp::TIMED);
+        if qp::timers_armed(qp) {
+            qps.set_mark(qpn, qp::TIMED);
+        }
     });
 }
 
@@ -35,7 +43,9 @@ pub(crate) fn tick(dev: &Device<Roxe>) {
 /// that asked for their queues to run.
 pub(crate) fn kicked(dev: &Device<Roxe>) {
     crate::net::drain_loopback(dev, crate::net::LOOPBACK_BUDGET);
-    dev.data().qps.for_each(|_, qp| {
+    let qps = &dev.data().qps;
+    qps.for_each_marked(qp::KICKED, |qpn, qp| {
+        qps.clear_mark(qpn, qp::KICKED);
         if qp.kick_pending.xchg(false, Acquire) {
             run_queues(dev, qp);
         }

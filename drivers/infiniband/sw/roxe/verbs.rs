@@ -19,7 +19,7 @@ use crate::rdma::{
     deferred::Deferred,
     device::{Device, PortEvent},
     driver::{Driver, DriverId, StatDesc},
-    kverbs::{KernelMem, KernelRecvWr, KernelSendWr, Wc},
+    kverbs::{FastRegGrant, KernelMem, KernelRecvWr, KernelSendWr, Wc},
     link::{Link, LinkOps},
     mr::{FastRegPages, Mr, MrCreated, UserMrRequest},
     netdev::{NetDevice, NetdevEvent, NetdevNotifier},
@@ -432,8 +432,8 @@ impl Driver for Roxe {
         crate::pma::process_mad(&dev.data().counters, port, input, output)
     }
 
-    fn alloc_mr(pd: &Pd<Self>, max_pages: u32, mem: KernelMem) -> Result<MrCreated<MrHandle>> {
-        mr::alloc_fast(pd, max_pages, mem)
+    fn alloc_mr(pd: &Pd<Self>, max_pages: u32, grant: FastRegGrant) -> Result<MrCreated<MrHandle>> {
+        mr::alloc_fast(pd, max_pages, grant)
     }
 
     fn map_mr_sg(m: &Mr<Self>, pages: &FastRegPages<'_>) -> Result {
@@ -505,7 +505,7 @@ impl Link for Roxe {
                     KVec::new(),
                     "roxe_local_reply_buf"
                 ),
-                atomic_lock <- kernel::new_spinlock!((), "roxe_atomic"),
+                atomic_lock <- crate::rdma::bh::new_bh_lock!((), "roxe_atomic"),
                 held_acks <- crate::compat::sync::new_spinlock_irq!(crate::device::HeldAcks::new(), "roxe_held_acks"),
                 counters: Counters::new(),
                 odp_budget,

@@ -132,6 +132,12 @@ impl ReadStream {
         }
     }
 
+    /// Whether a reply (or the rest of one) waits to be sent: the device tick must keep
+    /// visiting the QP.
+    pub const fn has_pending(&self) -> bool {
+        self.pending.is_some()
+    }
+
     /// Whether a burst is due at `now_ms` (the device tick asks).
     pub const fn due(&self, now_ms: u64) -> bool {
         self.pending.is_some() && !self.busy && now_ms >= self.next_ms
