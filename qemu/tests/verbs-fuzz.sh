@@ -1,7 +1,8 @@
 #!/bin/bash
 # A hostile user on roxe (tools/verbs-fuzz/verbs_fuzz.c, built on the host by
 # tools/verbs-fuzz/build.sh) for SECONDS (argument 1, default 60; argument 2: the seed, random by
-# default): random verbs with random and invalid attributes, garbage in the mmap'd rings, and
+# default, or "random"; argument 3: the user, root or nobody): random verbs with random and
+# invalid attributes, garbage in the mmap'd rings, and
 # random and mutated RoCEv2 packets (many with a valid ICRC) sent to the device, while an
 # ibv_rc_pingpong pair runs on the same device the whole time and must keep succeeding. Then a
 # fresh pingpong must pass, `rdma link` must still show the device, roxe must unload, kmemleak
@@ -14,7 +15,11 @@
 # roxe's answers leave at once and are dropped there.
 . /roxe/qemu/guest/lib.sh
 DURATION=${1:-60}
-SEED=${2:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
+SEED=${2:-random}
+[ "$SEED" = random ] && SEED=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
+# Argument 3: "nobody" fuzzes as uid 65534 (the packet child stays root to write raw frames);
+# the verbs device is opened to all, as udev leaves it.
+AS=${3:-root}
 BIN=/roxe/build/verbs-fuzz/verbs_fuzz
 [ -x $BIN ] || { fail "no $BIN (tools/verbs-fuzz/build.sh builds it)"; finish_tests; }
 
@@ -27,7 +32,7 @@ ip neigh replace 192.168.78.2 lladdr "$(cat /sys/class/net/vfz1/address)" dev vf
 NETDEV=vfz0
 step roxe-load load_driver roxe || finish_tests
 gid=$(gid_index_v4) || { fail "no RoCE v2 IPv4 GID"; finish_tests; }
-say "device $RDMA_DEV on $NETDEV, GID index $gid, seed $SEED"
+say "device $RDMA_DEV on $NETDEV, GID index $gid, seed $SEED, as $AS"
 
 # pingpong PORT: one validating ibv_rc_pingpong pair on the fuzzed device.
 pingpong() {
@@ -58,8 +63,13 @@ rm -f /tmp/vfuzz.stop /tmp/vfuzz.pp
 pp_loop &
 pp=$!
 
+user=()
+if [ "$AS" = nobody ]; then
+	chmod 0666 /dev/infiniband/uverbs*
+	user=(--user 65534)
+fi
 check verbs-fuzz $((DURATION + 60)) $BIN -d "$RDMA_DEV" -g "$gid" -t "$DURATION" -s "$SEED" \
-	--packets --inject-if vfz1 --pkt-src 192.168.78.2
+	--packets --inject-if vfz1 --pkt-src 192.168.78.2 "${user[@]}"
 grep -E '^(verbs_fuzz|packets|FINDING)' /out/verbs-fuzz.log | sed 's/^/    /'
 touch /tmp/vfuzz.stop
 timeout 150 tail --pid=$pp -f /dev/null

@@ -14,6 +14,14 @@ pub fn synchronize_rcu_expedited() {
     unsafe { bindings::synchronize_rcu_expedited() };
 }
 
+/// Waits for a normal RCU grace period (several scheduler ticks; no interrupts sent). Process
+/// context; sleeps.
+pub fn synchronize_rcu() {
+    // SAFETY: As for `synchronize_rcu_expedited`: no preconditions beyond a context that may
+    // sleep.
+    unsafe { bindings::synchronize_rcu() };
+}
+
 /// Waits until every RCU callback queued so far has run. Process context; sleeps.
 pub fn rcu_barrier() {
     // SAFETY: As for `synchronize_rcu_expedited`: no preconditions beyond a context that may

@@ -275,12 +275,16 @@ impl<T: Send + Sync + 'static> Pool<T> {
     /// Removes `index` and returns the pool's reference, after an RCU grace period so that no
     /// lookup still borrows it. Process context (it sleeps).
     ///
-    /// The grace period is an expedited one. Removals are destroy verbs (deregistering an MR,
-    /// destroying a QP or an SRQ), and a consumer makes several per connection: rping's four
-    /// MRs and a QP on each side, RTRS's per-path QPs and MRs, a process's whole teardown when it
-    /// exits. A normal grace period lasts several scheduler ticks, and waiting one per object
-    /// made a connection's teardown far slower than rdma_rxe's, which waits for nothing but the
-    /// object's own references. An expedited one costs an interrupt per online CPU.
+    /// The grace period is an expedited one within a budget ([`revocable::grace_period`]).
+    /// Removals are destroy verbs (deregistering an MR, destroying a QP or an SRQ), and a
+    /// consumer makes several per connection: rping's four MRs and a QP on each side, RTRS's
+    /// per-path QPs and MRs, a process's whole teardown when it exits. A normal grace period
+    /// lasts several scheduler ticks, and waiting one per object made a connection's teardown
+    /// far slower than rdma_rxe's, which waits for nothing but the object's own references. An
+    /// expedited one costs an interrupt per busy CPU, which is why a process that loops over
+    /// create/destroy pairs gets normal ones past the budget.
+    ///
+    /// [`revocable::grace_period`]: super::revocable::grace_period
     pub fn remove(&self, index: u32) -> Option<PoolRef<T>> {
         // SAFETY: `xa` is initialised.
         let ptr =
@@ -288,7 +292,7 @@ impl<T: Send + Sync + 'static> Pool<T> {
         if ptr.is_null() {
             return None;
         }
-        crate::compat::rcu::synchronize_rcu_expedited();
+        super::revocable::grace_period();
         // SAFETY: The entry came from `into_foreign` and is no longer in the pool or borrowed.
         Some(unsafe { PoolRef::<T>::from_foreign(ptr.cast()) })
     }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Plain values that readers use under RCU until their owner revokes them, ending with an
-//! expedited grace period.
+//! Plain values that readers use under RCU until their owner revokes them, ending with a grace
+//! period, expedited within a budget ([`grace_period`]).
 //!
 //! The CQ, QP and SRQ notifiers hold their raw C object, which the core frees once the destroy op
 //! returns. The kernel's `Revocable` waits a normal grace period when revoked, several scheduler
@@ -12,8 +12,39 @@
 //!
 //! C header: [`include/linux/rcupdate.h`](srctree/include/linux/rcupdate.h)
 
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use kernel::sync::rcu;
+
+/// Most expedited grace periods [`grace_period`] starts per second, for the whole module.
+pub const EXPEDITED_PER_SECOND: u64 = 100;
+
+/// When the next expedited grace period may start (`device::now_ns`).
+static NEXT_EXPEDITED_NS: AtomicU64 = AtomicU64::new(0);
+
+/// Waits for an RCU grace period: an expedited one (an interrupt per busy CPU, ending within
+/// microseconds), at most [`EXPEDITED_PER_SECOND`] a second, else a normal one (several
+/// scheduler ticks, no interrupt). A consumer's teardown (a few destroy verbs per connection)
+/// gets the quick kind; a process that loops over cheap create/destroy pairs gets the slow one
+/// past the budget, so that it cannot make the kernel interrupt every CPU at its own rate.
+/// Process context; sleeps.
+pub fn grace_period() {
+    let now = super::device::now_ns();
+    let next = NEXT_EXPEDITED_NS.load(Ordering::Relaxed);
+    let due = now >= next
+        && NEXT_EXPEDITED_NS
+            .compare_exchange(
+                next,
+                now + 1_000_000_000 / EXPEDITED_PER_SECOND,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            )
+            .is_ok();
+    if due {
+        crate::compat::rcu::synchronize_rcu_expedited();
+    } else {
+        crate::compat::rcu::synchronize_rcu();
+    }
+}
 
 /// A value readable under RCU until [`RcuRevocable::revoke`] returns.
 ///
@@ -47,13 +78,13 @@ impl<T: Copy> RcuRevocable<T> {
         }
     }
 
-    /// Revokes the value and waits until no reader uses it: an expedited RCU grace period after
-    /// the flag is cleared (an interrupt per online CPU rather than several scheduler ticks).
-    /// Returns whether this call revoked it. Process context; sleeps.
+    /// Revokes the value and waits until no reader uses it: a grace period after the flag is
+    /// cleared ([`grace_period`]: expedited within its budget). Returns whether this call
+    /// revoked it. Process context; sleeps.
     pub fn revoke(&self) -> bool {
         let was_available = self.available.swap(false, Ordering::AcqRel);
         if was_available {
-            crate::compat::rcu::synchronize_rcu_expedited();
+            grace_period();
         }
         was_available
     }

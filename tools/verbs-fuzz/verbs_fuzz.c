@@ -28,6 +28,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <linux/if_ether.h>
 #include <linux/if_packet.h>
@@ -233,6 +234,16 @@ static uint32_t max_gid_index = 16;
 
 static uint8_t *res;
 static int arena_prot[NARENA], odp_prot[NODP]; /* PROT_* of each chunk */
+
+/*
+ * Address space for ODP registrations of every size, 4 KiB to 2 TiB: PROT_NONE and never
+ * mapped, so it costs nothing and no access through such an MR can succeed, while the RDMA
+ * core's page tables for it are what the device's ODP budget bounds (an unprivileged process
+ * may not make the kernel allocate them without limit). Read rights only: it lies outside the
+ * reservation.
+ */
+#define WIDE_SIZE (2ULL << 40)
+static uint8_t *wide;
 
 /* Inline data is copied by the provider from these bytes: never registered, never unmapped. */
 static uint8_t scratch[65536];
@@ -673,6 +684,9 @@ static void act_reg_mr(void)
 		if (pct(10)) { /* or the arena, whose chunks get remapped under it */
 			addr = base + ARENA_OFF + rn(ARENA_SIZE);
 			len = 1 + rn(base + ARENA_OFF + ARENA_SIZE - addr);
+		} else if (wide && pct(25)) { /* or any size up to 2 TiB of unmapped space */
+			len = 1ULL << (12 + rn(30));
+			addr = (uintptr_t)wide + (rn(WIDE_SIZE - len + 1) & ~4095ULL);
 		}
 	} else if (r < 72) { /* implicit ODP: the whole address space, so read rights only */
 		access = (access | IBV_ACCESS_ON_DEMAND) & ~WRITE_RIGHTS;
@@ -2364,7 +2378,7 @@ static const struct action actions[] = {
 static void usage(void)
 {
 	fprintf(stderr, "usage: verbs_fuzz -d DEV -g GIDIDX -t SECONDS [-s SEED] [--packets [--inject-if IF] "
-			"[--pkt-src A.B.C.D] [--pps N]]\n"
+			"[--pkt-src A.B.C.D] [--pps N]] [--user UID]\n"
 			"       verbs_fuzz --packets-to A.B.C.D@NETDEV --inject-if IF -t SECONDS [-s SEED] [--pps N]\n"
 			"       verbs_fuzz --selftest\n");
 	exit(2);
@@ -2433,16 +2447,50 @@ static void print_stats(void)
 	printf("\n");
 }
 
+/*
+ * Becomes user `uid` (its group too, no supplementary groups) once the packet child, which
+ * keeps root to write raw frames, has forked: the fuzzing runs with an ordinary user's limits
+ * (RLIMIT_MEMLOCK, no CAP_IPC_LOCK). The device is opened again afterwards: uverbs refuses
+ * write() commands on a file opened with other credentials.
+ */
+static int drop_to_user(const char *dev, uid_t uid)
+{
+	struct ibv_device **list;
+
+	if (ibv_close_device(ctx)) {
+		fprintf(stderr, "verbs_fuzz: cannot close %s\n", dev);
+		return 1;
+	}
+	ctx = NULL;
+	if (setgroups(0, NULL) || setresgid(uid, uid, uid) || setresuid(uid, uid, uid)) {
+		perror("verbs_fuzz: becoming the user");
+		return 1;
+	}
+	list = ibv_get_device_list(NULL);
+	for (int i = 0; list && list[i]; i++)
+		if (!strcmp(ibv_get_device_name(list[i]), dev))
+			ctx = ibv_open_device(list[i]);
+	if (list)
+		ibv_free_device_list(list);
+	if (!ctx) {
+		fprintf(stderr, "verbs_fuzz: cannot open %s as uid %u\n", dev, (unsigned int)uid);
+		return 1;
+	}
+	printf("verbs_fuzz: running as uid %u\n", (unsigned int)getuid());
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
 		{ "packets", no_argument, NULL, 'P' }, { "inject-if", required_argument, NULL, 'I' },
 		{ "pkt-src", required_argument, NULL, 'S' }, { "pps", required_argument, NULL, 'R' },
 		{ "selftest", no_argument, NULL, 'T' }, { "packets-to", required_argument, NULL, 'D' },
-		{ NULL, 0, NULL, 0 },
+		{ "user", required_argument, NULL, 'U' }, { NULL, 0, NULL, 0 },
 	};
 	const char *dev = NULL, *inject_if = NULL, *pkt_src = NULL, *packets_to = NULL;
 	int packets = 0, opt, left, status;
+	long user = -1;
 	unsigned int pps = 1500;
 	uint64_t seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
 	struct ibv_device **list;
@@ -2464,6 +2512,7 @@ int main(int argc, char **argv)
 		case 'R': pps = (unsigned int)atoi(optarg); break;
 		case 'T': return icrc_selftest();
 		case 'D': packets_to = optarg; packets = 1; break;
+		case 'U': user = strtol(optarg, NULL, 0); break;
 		default: usage();
 		}
 	}
@@ -2495,6 +2544,9 @@ int main(int argc, char **argv)
 	for (unsigned int i = 0; i < NODP; i++)
 		odp_prot[i] = PROT_READ | PROT_WRITE;
 	rfill(&R, scratch, sizeof(scratch));
+	wide = mmap(NULL, WIDE_SIZE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (wide == MAP_FAILED)
+		wide = NULL; /* then the ODP registrations stay inside the reservation */
 
 	hints = mmap(NULL, sizeof(*hints), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (hints == MAP_FAILED) {
@@ -2564,6 +2616,9 @@ int main(int argc, char **argv)
 			close(pc.fd);
 		}
 	}
+
+	if (user >= 0 && drop_to_user(dev, (uid_t)user))
+		return 2;
 
 	/* Nonblocking event queues: never wait for an event. */
 	chan = ibv_create_comp_channel(ctx);

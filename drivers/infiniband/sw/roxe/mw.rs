@@ -243,10 +243,16 @@ pub(crate) fn alloc_mw(
     Ok((MwHandle { index }, key.raw()))
 }
 
+/// Deallocates a window: its key stops resolving at once, and its binding goes now, so that its
+/// MR may be deregistered once this returns, even if a packet handler still holds the window.
+/// The pool's reference goes after a grace period, without waiting for it: a window holds
+/// nothing whose release sleeps once unbound, and a process looping over alloc/dealloc pairs
+/// (the cheapest of them) makes the kernel wait for, or interrupt, nothing.
 pub(crate) fn dealloc_mw(dev: &Device<Roxe>, mw: MwHandle) {
-    if let Some(w) = dev.data().mws.remove(mw.index) {
-        // Its MR may be deregistered once this returns, even if a packet handler still holds
-        // the window.
+    let pool = &dev.data().mws;
+    let window = pool.get(mw.index);
+    pool.remove_deferred(mw.index);
+    if let Some(w) = window {
         unbind(&w);
     }
 }
