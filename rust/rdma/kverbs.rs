@@ -19,6 +19,7 @@ use super::{
     revocable::RcuRevocable,
 };
 use crate::compat::sync::SpinLockIrq;
+use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::{ffi, prelude::*, sync::Arc};
 
 /// Most SGEs a kernel work request may carry here (the device's `max_send_sge`).
@@ -135,8 +136,12 @@ pub const WC_WITH_NETWORK_HDR_TYPE: u32 = bindings::ib_wc_flags_IB_WC_WITH_NETWO
 /// remote requests) name buffers by kernel virtual address, and every address a virtual DMA
 /// mapping gives (`ib_dma_map_single`, `ib_dma_virt_map_sg`) lies in the kernel's direct map of
 /// RAM: that is the MR's range. Each copy checks that its bytes lie there, so no address can
-/// reach a user page, a module's text or an unmapped hole; within it, a DMA MR grants what the
-/// consumer chose to grant (kernel consumers are trusted as any kernel code is).
+/// reach a user space address, a vmalloc or module mapping or an unmapped hole. The check is a
+/// bound, not a proof of ownership: the direct map aliases all of RAM (user pages included),
+/// and pages taken out of it (secretmem, debug_pagealloc) pass it and then fault. Within it, a
+/// DMA MR grants what the consumer chose to grant (kernel consumers are trusted as any kernel
+/// code is, and a DMA MR with remote rights exists only on a PD the consumer made with
+/// `IB_PD_UNSAFE_GLOBAL_RKEY`).
 ///
 /// The access ends with [`KernelMem::revoke`], which the driver calls when the MR is
 /// deregistered: a copy that began before it has ended when it returns, and every later one is
@@ -273,6 +278,8 @@ pub enum FastRegError {
 /// range touches.
 #[pin_data]
 pub struct FastRegMem {
+    /// The identity of the grant it was made with, which its MR's page lists carry.
+    id: u64,
     #[pin]
     staged: SpinLockIrq<Staged>,
     #[pin]
@@ -296,25 +303,39 @@ struct Live {
 ///
 /// # Invariants
 ///
-/// Only created by this module's `alloc_mr` op.
-pub struct FastRegGrant(());
+/// Only created by this module's `alloc_mr` op, with an identity no other grant has; the op
+/// gives the MR the same identity, and the page lists its `map_mr_sg` makes carry it.
+pub struct FastRegGrant {
+    id: u64,
+}
+
+/// The last identity a [`FastRegGrant`] took.
+static LAST_GRANT_ID: AtomicU64 = AtomicU64::new(0);
 
 impl FastRegGrant {
     /// The grant of one `alloc_mr` call.
     pub(in crate::rdma) fn new() -> Self {
-        // INVARIANT: Called only by the `alloc_mr` op.
-        FastRegGrant(())
+        // INVARIANT: Called only by the `alloc_mr` op; identities count up from 1 and a u64
+        // does not wrap.
+        FastRegGrant {
+            id: LAST_GRANT_ID.fetch_add(1, Ordering::Relaxed) + 1,
+        }
+    }
+
+    /// The identity the op gives the MR (`Mr::fast_reg_id`).
+    pub(in crate::rdma) fn id(&self) -> u64 {
+        self.id
     }
 
     /// The MR's access, with room for `max_pages` pages in each list reserved now: mapping and
     /// registering, which consumers may do in atomic context, never allocate. Process context.
     pub fn into_mem(self, max_pages: usize) -> Result<Pin<KBox<FastRegMem>>> {
-        FastRegMem::new(max_pages)
+        FastRegMem::new(self.id, max_pages)
     }
 }
 
 impl FastRegMem {
-    fn new(max_pages: usize) -> Result<Pin<KBox<Self>>> {
+    fn new(id: u64, max_pages: usize) -> Result<Pin<KBox<Self>>> {
         let (staged, live) = (
             KVec::with_capacity(max_pages, GFP_KERNEL)?,
             KVec::with_capacity(max_pages, GFP_KERNEL)?,
@@ -323,6 +344,7 @@ impl FastRegMem {
         // grant.
         KBox::pin_init(
             pin_init!(FastRegMem {
+                id,
                 staged <- crate::compat::sync::new_spinlock_irq!(
                     Staged { pages: staged, mapped: None },
                     "roxe_fast_mr_staged"
@@ -337,15 +359,19 @@ impl FastRegMem {
     }
 
     /// Takes the page list of `ib_map_mr_sg` for the next REG_MR (`EINVAL` past the room
-    /// reserved). Any context; nothing allocates.
+    /// reserved, or for the list of another MR). Any context; nothing allocates.
     pub fn stage(&self, list: &FastRegPages<'_>) -> Result {
+        if list.owner != self.id {
+            return Err(EINVAL);
+        }
         let mut st = self.staged.lock();
         if list.pages.len() > st.pages.capacity() {
             return Err(EINVAL);
         }
         st.pages.clear();
         // INVARIANT: The pages come from `ib_sg_to_pages` for this MR (`FastRegPages` is made
-        // only by the `map_mr_sg` op). Within the reserved capacity: never allocates.
+        // only by the `map_mr_sg` op, with its MR's identity, checked above). Within the
+        // reserved capacity: never allocates.
         st.pages.extend_from_slice(list.pages, GFP_ATOMIC)?;
         st.mapped = Some((list.iova, list.page_shift));
         Ok(())
@@ -353,8 +379,16 @@ impl FastRegMem {
 
     /// Makes the MR valid (a REG_MR work request, IBA 10.7.2.2): it maps `length` bytes at
     /// `iova` over the staged pages, starting where the staged mapping's first byte lies in its
-    /// first page. Softirq or process context, interrupts on.
-    pub fn register(&self, iova: u64, length: u64) -> Result<FastRegMap, FastRegError> {
+    /// first page. `publish` runs once the mapping is set, before the live lock is released: the
+    /// caller gives the MR its new key and rights there, so that whoever sees the mapping (under
+    /// the lock) sees them too, never the new mapping under the old key. Softirq or process
+    /// context, interrupts on.
+    pub fn register(
+        &self,
+        iova: u64,
+        length: u64,
+        publish: impl FnOnce(),
+    ) -> Result<FastRegMap, FastRegError> {
         let mut live = self.live.lock();
         if live.revoked {
             return Err(FastRegError::Revoked);
@@ -391,6 +425,7 @@ impl FastRegMem {
         // INVARIANT: `iova + length` does not overflow and the live list holds every page of
         // the range (`npages` of them, counted from the first page's offset).
         live.map = Some(map);
+        publish();
         Ok(map)
     }
 

@@ -148,6 +148,9 @@ pub struct Mr<T: DriverTypes> {
     /// the driver. The consumer owns such an MR and never maps it from two threads at once
     /// (the `ib_map_mr_sg` contract), so the cell has one user at a time.
     pub(in crate::rdma) page_scratch: UnsafeCell<KVec<u64>>,
+    /// Fast-registration MRs: the identity of the MR's `FastRegMem` (its grant's), which the
+    /// page lists `map_mr_sg` makes for this MR carry; 0 for other MRs.
+    pub(in crate::rdma) fast_reg_id: u64,
 }
 
 impl<T: DriverTypes> Mr<T> {
@@ -176,6 +179,8 @@ impl<T: DriverTypes> Mr<T> {
 /// A software HCA uses virtual DMA, so the "DMA addresses" are kernel virtual addresses of
 /// `1 << page_shift`-aligned blocks the consumer owns.
 pub struct FastRegPages<'a> {
+    /// The MR's `FastRegMem` identity (`Mr::fast_reg_id`): the list is staged only there.
+    pub(in crate::rdma) owner: u64,
     pub(in crate::rdma) pages: &'a [u64],
     pub(in crate::rdma) iova: u64,
     pub(in crate::rdma) length: u64,

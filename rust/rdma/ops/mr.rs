@@ -16,20 +16,21 @@ impl<T: Driver> Adapter<T> {
         iova: u64,
         length: u64,
     ) -> *mut bindings::ib_mr {
-        Self::finish_mr_with(pd, created, iova, length, KVec::new())
+        Self::finish_mr_with(pd, created, (iova, length), KVec::new(), 0)
     }
 
     fn finish_mr_with(
         pd: *mut bindings::ib_pd,
         created: MrCreated<T::Mr>,
-        iova: u64,
-        length: u64,
+        (iova, length): (u64, u64),
         page_scratch: KVec<u64>,
+        fast_reg_id: u64,
     ) -> *mut bindings::ib_mr {
         let mr = Mr::<T> {
             ib: Opaque::zeroed(),
             data: created.data,
             page_scratch: UnsafeCell::new(page_scratch),
+            fast_reg_id,
         };
         let mr = match KBox::new(mr, GFP_KERNEL) {
             Ok(mr) => KBox::into_raw(mr),
@@ -148,6 +149,7 @@ impl<T: Driver> Adapter<T> {
             ib: _,
             data,
             page_scratch: _,
+            fast_reg_id: _,
         } = KBox::into_inner(mr);
         T::dereg_mr(dev, data);
         0
@@ -169,14 +171,16 @@ impl<T: Driver> Adapter<T> {
         }
         // SAFETY: A live PD of ours.
         let pd = unsafe { Pd::<T>::from_raw(ibpd) };
-        let created = match T::alloc_mr(pd, max_num_sg, FastRegGrant::new()) {
+        let grant = FastRegGrant::new();
+        let fast_reg_id = grant.id();
+        let created = match T::alloc_mr(pd, max_num_sg, grant) {
             Ok(c) => c,
             Err(e) => return err_ptr(e),
         };
         // The driver accepted `max_num_sg`; reserve the scratch page list now so that mapping,
         // which consumers may do in atomic context, never allocates.
         match KVec::with_capacity(max_num_sg as usize, GFP_KERNEL) {
-            Ok(scratch) => Self::finish_mr_with(ibpd, created, 0, 0, scratch),
+            Ok(scratch) => Self::finish_mr_with(ibpd, created, (0, 0), scratch, fast_reg_id),
             Err(e) => {
                 T::dereg_mr(pd.device(), created.data);
                 err_ptr(e.into())
@@ -219,6 +223,7 @@ impl<T: Driver> Adapter<T> {
         // SAFETY: As above: no other user of the scratch list now.
         let pages = unsafe { &*mr.page_scratch.get() };
         let list = FastRegPages {
+            owner: mr.fast_reg_id,
             pages,
             iova,
             length,

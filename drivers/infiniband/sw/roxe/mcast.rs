@@ -204,6 +204,9 @@ pub(crate) fn detach(qp: &Qp<Roxe>, mgid: &[u8; 16]) -> Result {
 pub(crate) fn detach_all(dev: &Device<Roxe>, qpn: u32) {
     let data = dev.data();
     let _ops = data.mcast.ops.lock();
+    if data.mcast.groups.lock().count == 0 {
+        return;
+    }
     for at in 0..BUCKETS {
         loop {
             let found = data

@@ -350,17 +350,19 @@ pub(crate) fn reg_fast(dev: &Device<Roxe>, pd_id: u64, wr: &RegMrWr) -> Result<(
     if MemKey::from_raw(wr.key).index() != wr.mr_index {
         return Err(MemError::BadKey);
     }
-    // The MR is valid from here, under its old key and rights until the stores below: a lookup
-    // by the new key fails until then, as it did before the work request.
-    fast.register(wr.iova, wr.length).map_err(|e| match e {
+    // The new key and rights are stored under the live lock, with the mapping: a lookup that
+    // sees the MR valid sees them, and the old key never reaches the new registration.
+    fast.register(wr.iova, wr.length, || {
+        m.key.store(wr.key, Relaxed);
+        m.access.store(Access::from_bits(wr.access).bits(), Relaxed);
+    })
+    .map(|_| ())
+    .map_err(|e| match e {
         FastRegError::Range => MemError::Range,
         // Fast Register needs the MR Free (IBA 10.7.2.2): the consumer invalidates first.
         FastRegError::NotFree => MemError::Access,
         FastRegError::Revoked => MemError::BadKey,
-    })?;
-    m.key.store(wr.key, Relaxed);
-    m.access.store(Access::from_bits(wr.access).bits(), Relaxed);
-    Ok(())
+    })
 }
 
 /// Invalidates fast-registration MR `key` (LOCAL_INV, or a SEND with Invalidate received by a
@@ -437,7 +439,9 @@ pub(crate) fn lookup_mr(
         return Err(MemError::BadKey);
     }
     let mr = dev.data().mrs.get(key.index()).ok_or(MemError::BadKey)?;
-    if mr.key().raw() != key.raw() || !mr.is_valid() {
+    // Validity first: a fast-registration MR's key changes under its live lock with its
+    // mapping (`reg_fast`), so the key read after the lock is that registration's.
+    if !mr.is_valid() || mr.key().raw() != key.raw() {
         return Err(MemError::BadKey);
     }
     if mr.pd_id() != pd_id {

@@ -55,6 +55,8 @@ pub(crate) struct MwState {
     /// The current R_Key (its key byte changes with every bind).
     pub(crate) key: MemKey,
     pub(crate) binding: Option<Binding>,
+    /// Deallocated: no bind may attach a binding any more (`dealloc_mw`).
+    pub(crate) dead: bool,
 }
 
 /// A memory window.
@@ -145,7 +147,7 @@ pub(crate) fn bind(
     };
     let old_binding = {
         let mut st = mw.state.lock();
-        if st.key.raw() != old.raw() {
+        if st.dead || st.key.raw() != old.raw() {
             return Err(err);
         }
         // A type 2 window must be free (IBA 10.6.7.2.4), and binding one to a zero-length range
@@ -177,13 +179,6 @@ pub(crate) fn invalidate(dev: &Device<Roxe>, pd_id: u64, rkey: u32) -> Result<()
     };
     drop(old);
     Ok(())
-}
-
-/// Unbinds window `mw` as it is deallocated (process context), so that its MR may be
-/// deregistered as soon as this returns, whoever still holds a reference to the window.
-pub(crate) fn unbind(mw: &RoxeMw) {
-    let old = mw.state.lock().binding.take();
-    drop(old);
 }
 
 /// What window key `key` names for an access by QP `qpn` of PD `pd_id`, for
@@ -238,7 +233,7 @@ pub(crate) fn alloc_mw(
     slot.fill(try_pin_init!(RoxeMw {
         pd_id: pd.data().id,
         type2,
-        state <- crate::compat::sync::new_spinlock_irq!(MwState { key, binding: None }, "roxe_mw"),
+        state <- crate::compat::sync::new_spinlock_irq!(MwState { key, binding: None, dead: false }, "roxe_mw"),
     }? Error))?;
     Ok((MwHandle { index }, key.raw()))
 }
@@ -253,6 +248,13 @@ pub(crate) fn dealloc_mw(dev: &Device<Roxe>, mw: MwHandle) {
     let window = pool.get(mw.index);
     pool.remove_deferred(mw.index);
     if let Some(w) = window {
-        unbind(&w);
+        // Dead under its lock: a bind that found the window before the removal and runs now
+        // fails, rather than leaving a binding that would keep the MR from deregistering.
+        let old = {
+            let mut st = w.state.lock();
+            st.dead = true;
+            st.binding.take()
+        };
+        drop(old);
     }
 }
