@@ -91,10 +91,11 @@ pyverbs: deps
 reliability: deps
 	$(Q)/test-all.sh --list qemu/tests/reliability.list
 
-# Mixed traffic for 30 minutes, then the hostile-user fuzzer for 10, then the duplicate-READ and
-# ODP-miss floods for 30 s each, on the debug kernel (qemu/tests/soak.list). make test runs the
-# soak for 60 s and the floods for 10 s on Debian's kernel (`loopback-stock`, `isolation-stock`),
-# the fuzzer for 30 s on the debug kernel (`core-debug`).
+# Mixed traffic for 30 minutes, then the hostile-user fuzzer for 10 (as uid 65534), then the
+# duplicate-READ and ODP-miss floods for 30 s each, on the debug kernel, and the device tick with
+# 65536 idle QPs on Debian's kernel (qemu/tests/soak.list). make test runs the soak for 60 s and
+# the floods for 10 s on Debian's kernel (`loopback-stock`, `isolation-stock`), the fuzzer for
+# 30 s on the debug kernel (`core-debug`), the tick with 4096 QPs on both.
 soak: deps
 	$(Q)/test-all.sh --list qemu/tests/soak.list
 
