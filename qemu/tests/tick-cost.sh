@@ -9,7 +9,7 @@ DRV=${1:-roxe} N=${2:-4096}
 T=/sys/kernel/tracing
 mountpoint -q $T || mount -t tracefs nodev $T || { fail "no tracefs"; finish_tests; }
 # Each QP maps its two rings into the process: 65536 QPs need more than the default 65530 maps.
-sysctl -qw vm.max_map_count=262144
+echo 262144 >/proc/sys/vm/max_map_count
 step "$DRV-load" load_driver "$DRV" || finish_tests
 gid=$(gid_index_v4) || { fail "no RoCE v2 IPv4 GID"; finish_tests; }
 check tick-cost-cases 1500 python3 -X faulthandler /roxe/qemu/tests/py/tick_cost.py "$RDMA_DEV" "$gid" "$N"
