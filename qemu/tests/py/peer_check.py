@@ -353,8 +353,8 @@ class Test:
 UD_SEND_ONLY = 0x64
 MCAST_GROUPS = 8192          # the device's max_mcast_grp
 MCAST_PACKETS = 2000         # packets a round
-MCAST_ROUNDS = 3
-MCAST_COST_RATIO = 1.5       # a multicast-QPN packet with every group attached, against none
+MCAST_ROUNDS = 5
+MCAST_COST_RATIO = 1.8       # a multicast-QPN packet with every group attached, against none
 MCAST_IP_GROUP = '239.1.2.3'
 
 
