@@ -183,15 +183,8 @@ impl KernelMem {
                 check_direct_map(va, dst.len())?;
                 // SAFETY: By the type invariant the MR is a kernel consumer's DMA MR, not yet
                 // deregistered (`revoke` waits for this read side), and `va..va + len` was just
-                // found in the direct map of RAM, the memory such an MR names; `dst` is a
-                // distinct buffer.
-                unsafe {
-                    bindings::roxe_helper_copy(
-                        dst.as_mut_ptr().cast(),
-                        va as usize as *const ffi::c_void,
-                        dst.len(),
-                    )
-                };
+                // found in the direct map of RAM, the memory such an MR names.
+                unsafe { copy_from_kernel(dst, va) };
                 Ok(())
             })
             .unwrap_or(Err(KernelMemError::Revoked))
@@ -204,13 +197,7 @@ impl KernelMem {
                 check_direct_map(va, src.len())?;
                 // SAFETY: As in `read`: memory of the direct map, named through a DMA MR of a
                 // kernel consumer that is not yet deregistered.
-                unsafe {
-                    bindings::roxe_helper_copy(
-                        va as usize as *mut ffi::c_void,
-                        src.as_ptr().cast(),
-                        src.len(),
-                    )
-                };
+                unsafe { copy_to_kernel(va, src) };
                 Ok(())
             })
             .unwrap_or(Err(KernelMemError::Revoked))
@@ -221,6 +208,40 @@ impl KernelMem {
     pub fn revoke(&self) {
         self.live.revoke();
     }
+}
+
+/// Copies `dst.len()` bytes of kernel memory at `va` into `dst`.
+///
+/// # Safety
+///
+/// `va..va + dst.len()` is kernel memory valid for reads for the duration of the call, which
+/// nothing writes meanwhile and which does not overlap `dst`.
+unsafe fn copy_from_kernel(dst: &mut [u8], va: u64) {
+    // SAFETY: `dst` is valid for writes of its length; the caller vouches for the source.
+    unsafe {
+        bindings::roxe_helper_copy(
+            dst.as_mut_ptr().cast(),
+            va as usize as *const ffi::c_void,
+            dst.len(),
+        )
+    };
+}
+
+/// Copies `src` into kernel memory at `va`.
+///
+/// # Safety
+///
+/// `va..va + src.len()` is kernel memory valid for writes for the duration of the call, which
+/// no Rust reference covers and which does not overlap `src`.
+unsafe fn copy_to_kernel(va: u64, src: &[u8]) {
+    // SAFETY: `src` is valid for reads of its length; the caller vouches for the destination.
+    unsafe {
+        bindings::roxe_helper_copy(
+            va as usize as *mut ffi::c_void,
+            src.as_ptr().cast(),
+            src.len(),
+        )
+    };
 }
 
 /// Whether `va..va + len` lies in the kernel's direct map of RAM, a page at a time.
@@ -388,7 +409,7 @@ impl FastRegMem {
         iova: u64,
         length: u64,
         publish: impl FnOnce(),
-    ) -> Result<FastRegMap, FastRegError> {
+    ) -> Result<(), FastRegError> {
         let mut live = self.live.lock();
         if live.revoked {
             return Err(FastRegError::Revoked);
@@ -426,7 +447,7 @@ impl FastRegMem {
         // the range (`npages` of them, counted from the first page's offset).
         live.map = Some(map);
         publish();
-        Ok(map)
+        Ok(())
     }
 
     /// Returns the MR to Free (LOCAL_INV, or a SEND with Invalidate): `false` if it was Free.
@@ -457,14 +478,8 @@ impl FastRegMem {
             let part = dst.get_mut(r).ok_or(KernelMemError::Range)?;
             // SAFETY: `kva..kva + part.len()` lies inside one page of the live list (`copy`),
             // kernel memory the consumer gave this MR and does not reuse while the MR is valid,
-            // which it stays while the live lock is held; `part` is a distinct buffer.
-            unsafe {
-                bindings::roxe_helper_copy(
-                    part.as_mut_ptr().cast(),
-                    kva as usize as *const ffi::c_void,
-                    part.len(),
-                )
-            };
+            // which it stays while the live lock is held.
+            unsafe { copy_from_kernel(part, kva) };
             Ok(())
         })
     }
@@ -474,13 +489,7 @@ impl FastRegMem {
         self.copy(va, src.len(), |kva, r| {
             let part = src.get(r).ok_or(KernelMemError::Range)?;
             // SAFETY: As in `read`: inside one live page of a valid MR, under the live lock.
-            unsafe {
-                bindings::roxe_helper_copy(
-                    kva as usize as *mut ffi::c_void,
-                    part.as_ptr().cast(),
-                    part.len(),
-                )
-            };
+            unsafe { copy_to_kernel(kva, part) };
             Ok(())
         })
     }

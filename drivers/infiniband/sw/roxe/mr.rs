@@ -356,7 +356,6 @@ pub(crate) fn reg_fast(dev: &Device<Roxe>, pd_id: u64, wr: &RegMrWr) -> Result<(
         m.key.store(wr.key, Relaxed);
         m.access.store(Access::from_bits(wr.access).bits(), Relaxed);
     })
-    .map(|_| ())
     .map_err(|e| match e {
         FastRegError::Range => MemError::Range,
         // Fast Register needs the MR Free (IBA 10.7.2.2): the consumer invalidates first.
