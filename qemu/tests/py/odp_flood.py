@@ -58,7 +58,7 @@ SIZE = 1 << 30
 PAGE = os.sysconf('SC_PAGE_SIZE')
 # A small MTU keeps a burst cheap beside what a page walk costs (256 responses of 256 bytes).
 MTU = 256
-# A fault brings in at most 512 pages (odp.rs MAX_FAULT_PAGES): a sample 4 MiB further on
+# A fault brings in at most 512 pages (mem/odp.rs MAX_FAULT_PAGES): a sample 4 MiB further on
 # names pages no earlier fault reached.
 CHUNK = 4 << 20
 PSN0 = 0x3c0f00

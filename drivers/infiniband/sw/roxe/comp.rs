@@ -17,9 +17,9 @@ use crate::rdma::device::{now_ms, Device};
 use crate::{
     counters::Counter,
     hca::Roxe,
+    mem::mr::MemError,
+    mem::odp,
     mem::SgeList,
-    mr::MemError,
-    odp,
     proto::{
         comp::{on_ack_timeout, on_response, AckFacts, CompAction, Outstanding},
         cqe::WcStatus,

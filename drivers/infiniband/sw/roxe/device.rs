@@ -2,7 +2,7 @@
 
 //! The roxe device's state: what a device holds (its netdev, object pools, loopback queue,
 //! counters, the state of held ACKs, multicast groups and ODP jobs), its PDs and user contexts,
-//! and the port state read from the netdev. The verbs that create and use it are in `verbs.rs`.
+//! and the port state read from the netdev. The verbs that create and use it are in `verbs/`.
 //!
 //! Rust counterpart of the device part of rxe's `rxe.c` and `rxe.h`.
 
@@ -23,9 +23,10 @@ use crate::{
     counters::Counters,
     cq::RoxeCq,
     hca::Roxe,
-    mr::{MrHandle, RoxeMr},
-    mw::MwHandle,
-    mw::RoxeMw,
+    mem::mr::{MrHandle, RoxeMr},
+    mem::mw::MwHandle,
+    mem::mw::RoxeMw,
+    net::source::Source,
     net::{RoceSockets, RxPath},
     proto::{
         mtu::Pmtu,
@@ -33,7 +34,6 @@ use crate::{
         resp::{ReadReply, RespHeader},
     },
     qp::RoxeQp,
-    source::Source,
     srq::RoxeSrq,
 };
 use kernel::sync::Mutex;
@@ -112,9 +112,9 @@ pub(crate) struct RoxeDevice {
     /// Multicast groups and their attached QPs (`mcast.rs`).
     #[pin]
     pub(crate) mcast: crate::mcast::McastTable,
-    /// On-demand paging: faults, kicks and deferred packets for the process work (`odp.rs`).
+    /// On-demand paging: faults, kicks and deferred packets for the process work (`mem/odp.rs`).
     #[pin]
-    pub(crate) odp_jobs: SpinLockIrq<KVec<crate::odp::Job>>,
+    pub(crate) odp_jobs: SpinLockIrq<KVec<crate::mem::odp::Job>>,
     /// The device's hold on the RoCEv2 sockets of its netdev's namespace (`net::port_ref`),
     /// let go when the link is deleted or the netdev unregisters, so that the last device of a
     /// namespace closes the port there at once, as rdma_rxe does; process context only.

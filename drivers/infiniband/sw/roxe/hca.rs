@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! What every file of the driver shares about the HCA, and nothing else: the driver type
-//! `Roxe` (its verbs are in `verbs.rs`, its per-object types in `device.rs`), the one port, and
+//! `Roxe` (its verbs are in `verbs/`, its per-object types in `device.rs`), the one port, and
 //! the kernel errno of a pure-logic rejection. Imports nothing of the driver.
 
 #![deny(unsafe_code)]

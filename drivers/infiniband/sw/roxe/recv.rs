@@ -12,11 +12,11 @@ use crate::{
     counters::Counter,
     hca::Roxe,
     mcast::Members,
+    net::source::Source,
     net::{count_drop, RxDrop},
     param::MAX_MCAST_QP_ATTACH,
     proto::{mcast::MULTICAST_QPN, packet::Packet, qp_state::QpType},
     resp,
-    source::Source,
 };
 
 /// Whether a packet from `src` may reach a connected QP: its IP source is the QP's destination

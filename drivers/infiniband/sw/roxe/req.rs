@@ -24,9 +24,10 @@ use crate::rdma::{
 };
 use crate::{
     hca::Roxe,
+    mem::mr::MemError,
+    mem::odp,
     mem::SgeList,
-    mr::MemError,
-    net, odp,
+    net,
     proto::{
         comp::completes_without_ack,
         cqe::WcStatus,
@@ -438,14 +439,14 @@ fn finish(sq: &mut SqState, cur: usize, status: WcStatus) -> Step {
 /// nothing still in flight uses the key it invalidates.
 fn local(dev: &Device<Roxe>, qp: &RoxeQp, wqe: &SendWqe, op: &LocalOp) -> WcStatus {
     let ok = match op {
-        LocalOp::BindMw(_) => match crate::mw::bind(dev, qp.pd_id, qp.qpn, wqe) {
+        LocalOp::BindMw(_) => match crate::mem::mw::bind(dev, qp.pd_id, qp.qpn, wqe) {
             Ok(()) => return WcStatus::Success,
             Err(status) => return status,
         },
         LocalOp::Invalidate { rkey } => crate::mem::invalidate(dev, qp.pd_id, *rkey).is_ok(),
         // Only kernel QPs fast-register: their WQEs come from `kpost::post_send`, which names the
         // MR by key index; a user ring claiming the opcode gets an error.
-        LocalOp::RegMr(wr) => !qp.is_user && crate::mr::reg_fast(dev, qp.pd_id, wr).is_ok(),
+        LocalOp::RegMr(wr) => !qp.is_user && crate::mem::mr::reg_fast(dev, qp.pd_id, wr).is_ok(),
     };
     if ok {
         WcStatus::Success
@@ -633,7 +634,7 @@ fn run_requester(dev: &Device<Roxe>, qp: &RoxeQp) {
     let mut batch = net::TxBatch::new();
     // An ACK the responder holds for the peer leaves in this run's first batch (one doorbell for
     // both: in a ping-pong, the answer and the ACK of the request it answers).
-    crate::ack::batch_held_ack(dev, qp, &mut batch);
+    crate::net::ack::batch_held_ack(dev, qp, &mut batch);
     let mut budget = RUN_BUDGET;
     let mut flushing = false;
     loop {
@@ -656,7 +657,7 @@ fn run_requester(dev: &Device<Roxe>, qp: &RoxeQp) {
         match step(dev, qp, &dev.data().netdev, &path, &cfg) {
             Step::Send(o, done) => {
                 // The responder may hold its ACKs for this requester's packets (`resp`).
-                crate::ack::requester_sending(qp);
+                crate::net::ack::requester_sending(qp);
                 // A packet that cannot leave (no route, no memory) is a lost packet: the
                 // retransmission timer (RC) recovers it; UC and UD lose it as the wire would.
                 match o.packet {

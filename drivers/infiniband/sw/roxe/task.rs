@@ -15,7 +15,7 @@
 use crate::rdma::device::{now_ms, Device};
 use crate::{
     hca::Roxe,
-    odp::{self, StageJob},
+    mem::odp::{self, StageJob},
     proto::{packet::Packet, qp_state::QpState},
     qp::{self, RoxeQp},
 };
@@ -29,7 +29,7 @@ pub(crate) fn tick(dev: &Device<Roxe>) {
     let qps = &dev.data().qps;
     qps.for_each_marked(qp::TIMED, |qpn, qp| {
         crate::comp::tick(dev, qp, now);
-        crate::read_reply::tick(dev, qp, now);
+        crate::resp::read_reply::tick(dev, qp, now);
         // Off the list first, then looked at: a stage that arms a timer after the look puts
         // the QP back (`timers_touched` runs after the stage's lock is released).
         qps.clear_mark(qpn, qp::TIMED);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Where a received packet came from: what the receive entry (`net.rs`) learns from the IP
+//! Where a received packet came from: what the receive entry (`net/`) learns from the IP
 //! header, and the stages after it need for UD completions, responses and the peer check.
 
 #![deny(unsafe_code)]

@@ -68,7 +68,7 @@ pub(crate) enum MrMem {
     Fast(Pin<KBox<FastRegMem>>),
     /// An on-demand paging MR (`IB_ACCESS_ON_DEMAND`): user memory that is not pinned, its
     /// pages faulted in by the process work (`odp::next_stage_job`) when the data path finds
-    /// them missing (see `odp.rs`). An implicit one spans the whole address space: its geometry
+    /// them missing (see `mem/odp.rs`). An implicit one spans the whole address space: its geometry
     /// is `[0, U64_MAX)` and its page indices are page numbers of the address space.
     Odp { geometry: MttGeometry, odp: OdpMem },
 }

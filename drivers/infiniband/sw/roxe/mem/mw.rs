@@ -21,7 +21,7 @@ use crate::rdma::{
 };
 use crate::{
     hca::Roxe,
-    mr::{lookup_mr, MemError, RoxeMr},
+    mem::mr::{lookup_mr, MemError, RoxeMr},
     proto::{
         cqe::WcStatus,
         mtt::{Access, MemKey},

@@ -9,6 +9,8 @@
 
 #![deny(unsafe_code)]
 
+pub(crate) mod kpost;
+
 use crate::rdma::{
     ah::{AddressVector, Ah, AhContext},
     attr::{
@@ -35,8 +37,8 @@ use crate::{
     ah::{self, AhHandle},
     counters::{self, Counter, Counters},
     cq::{self, RoxeCq},
-    mr::{self, MrHandle},
-    mw::MwHandle,
+    mem::mr::{self, MrHandle},
+    mem::mw::MwHandle,
     param,
     proto::{guid::eui64_from_mac, mtu::IbMtu},
     qp::{self, RoxeQp},
@@ -73,7 +75,7 @@ impl Deferred for Roxe {
     }
 
     fn short_timer(dev: &Device<Self>) {
-        crate::ack::hold_timer_expired(dev);
+        crate::net::ack::hold_timer_expired(dev);
     }
 
     fn kicked(dev: &Device<Self>) {
@@ -283,7 +285,7 @@ impl Driver for Roxe {
             // An ACK held for the old connection still leaves (it carries its own address),
             // with no lock held.
             qp::Transition::ToReset => {
-                crate::ack::send_held_ack(qp.device(), qp.qp_data());
+                crate::net::ack::send_held_ack(qp.device(), qp.qp_data());
             }
             qp::Transition::Other => {}
         }
@@ -299,12 +301,12 @@ impl Driver for Roxe {
         // No responder finds the QP any more to hold an ACK. One it holds leaves now: its
         // request completed here, and the peer's requester waits for it (after its last message
         // to a consumer that then destroys the QP, it would time out for good).
-        crate::ack::send_held_ack(qp.device(), qp.qp_data());
+        crate::net::ack::send_held_ack(qp.device(), qp.qp_data());
         Ok(())
     }
 
     fn post_srq_recv(s: &Srq<Self>, wr: &KernelRecvWr<'_>) -> Result {
-        crate::kpost::post_srq_recv(s, wr)
+        crate::verbs::kpost::post_srq_recv(s, wr)
     }
 
     fn attach_mcast(q: &Qp<Self>, mgid: &[u8; 16]) -> Result {
@@ -390,19 +392,19 @@ impl Driver for Roxe {
     }
 
     fn alloc_mw(pd: &Pd<Self>, type2: bool, udata: Option<&UData<'_>>) -> Result<(MwHandle, u32)> {
-        crate::mw::alloc_mw(pd, type2, udata)
+        crate::mem::mw::alloc_mw(pd, type2, udata)
     }
 
     fn dealloc_mw(dev: &Device<Self>, m: MwHandle) {
-        crate::mw::dealloc_mw(dev, m)
+        crate::mem::mw::dealloc_mw(dev, m)
     }
 
     fn post_send_kernel(q: &Qp<Self>, wr: &KernelSendWr<'_, Self>) -> Result {
-        crate::kpost::post_send(q, wr)
+        crate::verbs::kpost::post_send(q, wr)
     }
 
     fn post_recv(q: &Qp<Self>, wr: &KernelRecvWr<'_>) -> Result {
-        crate::kpost::post_recv(q, wr)
+        crate::verbs::kpost::post_recv(q, wr)
     }
 
     fn poll_cq(c: &Cq<Self>) -> Option<Wc> {
@@ -429,7 +431,7 @@ impl Driver for Roxe {
         input: &[u8; crate::rdma::driver::MAD_SIZE],
         output: &mut [u8; crate::rdma::driver::MAD_SIZE],
     ) -> crate::rdma::driver::MadResult {
-        crate::pma::process_mad(&dev.data().counters, port, input, output)
+        crate::counters::pma::process_mad(&dev.data().counters, port, input, output)
     }
 
     fn alloc_mr(pd: &Pd<Self>, max_pages: u32, grant: FastRegGrant) -> Result<MrCreated<MrHandle>> {

@@ -12,6 +12,7 @@ use crate::{
     device::LocalAck,
     hca::Roxe,
     net,
+    net::source::Source,
     proto::{
         opcode::Opcode,
         packet::{pad_count_for, Aeth, AtomicAckEth, Packet},
@@ -19,7 +20,6 @@ use crate::{
         resp::RespHeader,
     },
     qp::PathInfo,
-    source::Source,
 };
 
 /// Builds a response packet to the requester `path` leads to, its `payload_len` bytes of

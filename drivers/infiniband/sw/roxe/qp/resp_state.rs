@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The responder's state of one QP, which the QP owns (under its `resp_state` lock) and the
-//! responder stage (`resp.rs`) updates: the protocol state, the responder resources cache, the
+//! responder stage (`resp/`) updates: the protocol state, the responder resources cache, the
 //! receive WQE the current message fills and the paced READ reply. Modify QP sets it up here;
 //! every packet-driven change is the responder's.
 

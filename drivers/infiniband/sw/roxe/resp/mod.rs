@@ -14,6 +14,9 @@
 
 #![deny(unsafe_code)]
 
+pub(crate) mod read_reply;
+pub(crate) mod response;
+
 use crate::rdma::{
     ah::Network,
     device::{now_ms, Device},
@@ -26,10 +29,11 @@ use crate::{
     counters::Counter,
     device::{LocalAck, LocalResponse},
     hca::Roxe,
+    mem::mr::MemError,
+    mem::mr::RoxeMr,
+    mem::odp,
     mem::{remote_target, SgeList},
-    mr::MemError,
-    mr::RoxeMr,
-    odp,
+    net::source::Source,
     proto::{
         cqe::{Cqe, RecvCompletion, WcStatus},
         mtt::Access,
@@ -45,12 +49,11 @@ use crate::{
         },
         wqe::{recv_layout, RecvWqe},
     },
+    qp::resp_state::{RecvEntry, RespState},
     qp::{self, PathInfo, RoxeQp},
-    read_reply::{self, send_read_burst, ReplyPath},
     req,
-    resp_state::{RecvEntry, RespState},
-    response::{ack_packet, deliver_local_ack, local_source, response},
-    source::Source,
+    resp::read_reply::{send_read_burst, ReplyPath},
+    resp::response::{ack_packet, deliver_local_ack, local_source, response},
 };
 use kernel::{prelude::*, sync::aref::ARef};
 
@@ -252,7 +255,7 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src:
         }
     }
     if let Some(av) = path.av {
-        crate::ack::send_responses(dev, qp, &av, fx.ack, fx.packets);
+        crate::net::ack::send_responses(dev, qp, &av, fx.ack, fx.packets);
     }
     if let Some(mr) = fx.read_burst {
         send_read_burst(dev, qp, &path, cfg.mtu, mr);

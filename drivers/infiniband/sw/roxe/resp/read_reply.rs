@@ -17,10 +17,11 @@ use crate::rdma::{
 use crate::{
     device::LocalReply,
     hca::Roxe,
+    mem::mr::MemError,
+    mem::mr::RoxeMr,
+    mem::odp,
     mem::remote_target,
-    mr::MemError,
-    mr::RoxeMr,
-    net, odp,
+    net,
     proto::{
         mtu::Pmtu,
         opcode::Opcode,
@@ -29,7 +30,7 @@ use crate::{
         resp::{ack_syndrome, check_rkey, ReadReply, RespHeader, READ_REPLY_BURST},
     },
     qp::{PathInfo, RoxeQp},
-    response::{local_source, response, response_len, write_response},
+    resp::response::{local_source, response, response_len, write_response},
 };
 use kernel::prelude::*;
 
@@ -197,7 +198,7 @@ pub(crate) fn send_read_burst(
         now.saturating_sub(started),
     );
     if let Some(av) = path.av {
-        crate::ack::send_responses(dev, qp, &av, None, packets);
+        crate::net::ack::send_responses(dev, qp, &av, None, packets);
     }
     // Once the burst is on its way, answers to later requests may follow it.
     qp.resp_state.lock().read.sent();

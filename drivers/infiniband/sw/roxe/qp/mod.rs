@@ -9,6 +9,8 @@
 
 #![deny(unsafe_code)]
 
+pub(crate) mod resp_state;
+
 use crate::compat::errno;
 use crate::compat::sync::{irqs_off, SpinLockIrq};
 use crate::rdma::{
@@ -39,8 +41,8 @@ use crate::{
         req::{ReqConfig, WqeProgress},
         wqe::{recv_layout, send_flags, send_layout, SendOpcode, SendWqe, SqLimits, SGE_SIZE},
     },
+    qp::resp_state::RespState,
     queue::{Direction, Queue},
-    resp_state::RespState,
     srq::RoxeSrq,
 };
 use kernel::{

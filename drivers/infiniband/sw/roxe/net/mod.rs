@@ -15,6 +15,9 @@
 
 #![deny(unsafe_code)]
 
+pub(crate) mod ack;
+pub(crate) mod source;
+
 use crate::compat::errno;
 use crate::rdma::{
     ah::{AddressVector, Network},
@@ -28,11 +31,11 @@ use crate::rdma::{
 use crate::{
     counters::Counter,
     hca::Roxe,
+    net::source::Source,
     proto::{
         icrc::{self, Crc32, IpHeader},
         packet::{Packet, PacketError},
     },
-    source::Source,
 };
 use kernel::{
     prelude::*,
@@ -40,7 +43,7 @@ use kernel::{
 };
 
 /// Where the receive entry hands a checked packet: the stages above this file, installed by
-/// the device's creator (`verbs.rs`), so that the network layer depends on nothing above it.
+/// the device's creator (`verbs/`), so that the network layer depends on nothing above it.
 pub(crate) struct RxPath {
     /// Hands a packet to the QP it is addressed to (`recv::dispatch`).
     pub(crate) dispatch: fn(&Device<Roxe>, &Packet<&[u8]>, &Source),

@@ -9,6 +9,8 @@
 
 #![deny(unsafe_code)]
 
+pub(crate) mod pma;
+
 use crate::rdma::driver::StatDesc;
 use kernel::sync::atomic::{Atomic, Relaxed};
 

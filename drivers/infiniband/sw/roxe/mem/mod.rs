@@ -9,6 +9,10 @@
 
 #![deny(unsafe_code)]
 
+pub(crate) mod mr;
+pub(crate) mod mw;
+pub(crate) mod odp;
+
 use crate::rdma::{
     device::Device,
     kverbs::{FastRegMap, KernelMemError},
@@ -17,7 +21,7 @@ use crate::rdma::{
 };
 use crate::{
     hca::Roxe,
-    mr::{lookup_mr, MemError, MrMem, RoxeMr},
+    mem::mr::{lookup_mr, MemError, MrMem, RoxeMr},
     proto::mtt::MttGeometry,
     proto::{
         mtt::{Access, MemKey},
@@ -66,7 +70,7 @@ pub(crate) fn remote_target(
 ) -> Option<(KeyTarget, PoolRef<RoxeMr>)> {
     let key = MemKey::from_raw(rkey);
     if key.is_mw() {
-        return crate::mw::target(dev, key, pd_id, qpn);
+        return crate::mem::mw::target(dev, key, pd_id, qpn);
     }
     let mr = dev.data().mrs.get(key.index())?;
     let (valid, bounds) = match &mr.mem {
@@ -114,9 +118,9 @@ pub(crate) fn remote_target(
 /// be invalidated; anything else is `MemError::BadKey`.
 pub(crate) fn invalidate(dev: &Device<Roxe>, pd_id: u64, rkey: u32) -> Result<(), MemError> {
     if MemKey::from_raw(rkey).is_mw() {
-        crate::mw::invalidate(dev, pd_id, rkey)
+        crate::mem::mw::invalidate(dev, pd_id, rkey)
     } else {
-        crate::mr::invalidate_fast(dev, pd_id, rkey)
+        crate::mem::mr::invalidate_fast(dev, pd_id, rkey)
     }
 }
 

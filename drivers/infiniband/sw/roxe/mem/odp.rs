@@ -25,13 +25,13 @@
 use crate::rdma::device::Device;
 use crate::{
     hca::Roxe,
+    mem::mr::RoxeMr,
     mem::SgeList,
-    mr::RoxeMr,
+    net::source::Source,
     proto::{
         mtt::{Access, MemKey},
         packet::Packet,
     },
-    source::Source,
 };
 use kernel::prelude::*;
 
