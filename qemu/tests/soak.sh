@@ -95,6 +95,13 @@ else fail "soak-${DURATION}s ($fails of $((runs + fails)) runs failed)"; cat /ou
 grep -H . /sys/class/infiniband/$RDMA_DEV/ports/1/hw_counters/* | sed 's|.*/||' | tr '\n' ' '; echo
 for i in $(seq 1 20); do [ "$(pin_balance)" = "$base_pins" ] && break; sleep 0.5; done
 check soak-pins-released 5 test "$(pin_balance)" = "$base_pins"
+if [ "$(pin_balance)" != "$base_pins" ]; then
+	# Who holds them: MRs the RDMA core still owns (a process's uverbs file still open) are
+	# listed with their owner; pins outside RDMA show in a process's VmPin.
+	say "pins: balance $(pin_balance), was $base_pins"
+	rdma res show mr 2>&1 | head -20
+	grep -H VmPin /proc/[0-9]*/status 2>/dev/null | grep -v ' 0 kB' | head
+fi
 check roxe-unload 60 unload_driver roxe
 kmemleak_check
 finish_tests

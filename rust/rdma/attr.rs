@@ -96,8 +96,11 @@ pub struct OdpCaps {
     pub xrc: u32,
 }
 
-// bindgen gives an enum's constants the enum's C type, which differs between enums and kernels.
-#[allow(clippy::unnecessary_cast)]
+#[allow(
+    clippy::unnecessary_cast,
+    reason = "bindgen gives an enum's constants the enum's C type, which differs between enums \
+              and kernels: a cast needless on one kernel is needed on another"
+)]
 impl OdpCaps {
     /// ODP is supported (explicit MRs).
     pub const SUPPORT: u64 = bindings::ib_odp_general_cap_bits_IB_ODP_SUPPORT as u64;
@@ -263,7 +266,7 @@ pub enum PhysState {
 }
 
 /// Port capability: the port supports connection management (`IB_PORT_CM_SUP`).
-#[allow(clippy::unnecessary_cast)] // As for `OdpCaps`.
+#[allow(clippy::unnecessary_cast, reason = "as for `OdpCaps`")]
 pub const PORT_CAP_CM_SUP: u32 = bindings::ib_port_capability_mask_bits_IB_PORT_CM_SUP as u32;
 
 /// Port attributes (`struct ib_port_attr`).

@@ -14,7 +14,7 @@
 //! [`include/net/net_namespace.h`](srctree/include/net/net_namespace.h)
 
 use super::{bindings, netdev::NetDevice, skb::SkBuff};
-use core::{marker::PhantomData, ptr::NonNull};
+use core::ptr::NonNull;
 use kernel::{
     ffi,
     prelude::*,
@@ -225,28 +225,28 @@ impl Drop for TunnelRegistration {
 
 /// A reference to the encapsulation sockets of a port in a netdev's namespace: they are bound
 /// while any reference to them lives and their namespace does.
-pub struct PortRef<T: EncapRecv> {
+pub struct PortRef {
     net: u64,
     port: u16,
-    _t: PhantomData<T>,
 }
 
-impl<T: EncapRecv> PortRef<T> {
+impl PortRef {
     /// Takes a reference to the sockets of `port` (host order) in `netdev`'s namespace, binding
-    /// them (IPv4, and IPv6 when the kernel has it) if this is the first. Process context.
+    /// them (IPv4, and IPv6 when the kernel has it) with `T`'s receive callback if this is the
+    /// first. Process context.
     ///
     /// # Errors
     ///
     /// `ENODEV` when no [`TunnelRegistration`] exists or the namespace is being dismantled;
     /// `EADDRINUSE` when another socket owns the port there; any error of `udp_sock_create`.
-    pub fn get(netdev: &NetDevice, port: u16) -> Result<Self> {
+    pub fn get<T: EncapRecv>(netdev: &NetDevice, port: u16) -> Result<Self> {
         if !table_ready() {
             return Err(ENODEV);
         }
         // SAFETY: `netdev` is alive (borrowed); the helper returns a counted reference or NULL.
         let net = NonNull::new(unsafe { bindings::roxe_helper_dev_net_get(netdev.as_raw()) })
             .ok_or(ENODEV)?;
-        let r = Self::get_in(net.as_ptr(), port);
+        let r = Self::get_in::<T>(net.as_ptr(), port);
         // SAFETY: We own the reference taken above.
         unsafe { bindings::roxe_helper_put_net(net.as_ptr()) };
         r
@@ -254,7 +254,7 @@ impl<T: EncapRecv> PortRef<T> {
 
     /// [`PortRef::get`] in `net`, on which the caller holds a reference; the namespace cannot
     /// exit while it does, so an entry made here is seen by its exit hook.
-    fn get_in(net: *mut bindings::net, port: u16) -> Result<Self> {
+    fn get_in<T: EncapRecv>(net: *mut bindings::net, port: u16) -> Result<Self> {
         // SAFETY: `net` is alive (the caller's reference).
         let cookie = unsafe { bindings::roxe_helper_net_cookie(net) };
         let mut table = TABLE.lock();
@@ -289,15 +289,11 @@ impl<T: EncapRecv> PortRef<T> {
             )?;
         }
         drop(table);
-        Ok(Self {
-            net: cookie,
-            port,
-            _t: PhantomData,
-        })
+        Ok(Self { net: cookie, port })
     }
 }
 
-impl<T: EncapRecv> Drop for PortRef<T> {
+impl Drop for PortRef {
     fn drop(&mut self) {
         // A `PortRef` exists, so `TABLE` is ready.
         let mut table = TABLE.lock();

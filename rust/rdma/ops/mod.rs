@@ -330,7 +330,6 @@ impl<T: Driver> Adapter<T> {
     /// The RDMA core calls this through the ops of a device of `T` (`Adapter::ops`), with
     /// arguments that are live and valid for the call, as for this entry in `ib_device_ops`:
     /// `in_mad` a MAD to read, `out_mad` a distinct buffer of `*out_mad_size` bytes to write.
-    #[allow(clippy::too_many_arguments)]
     unsafe extern "C" fn process_mad(
         ibdev: *mut bindings::ib_device,
         _flags: ffi::c_int,

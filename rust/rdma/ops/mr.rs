@@ -26,16 +26,26 @@ impl<T: Driver> Adapter<T> {
         page_scratch: KVec<u64>,
         fast_reg_id: u64,
     ) -> *mut bindings::ib_mr {
-        let mr = Mr::<T> {
-            ib: Opaque::zeroed(),
-            data: created.data,
-            page_scratch: UnsafeCell::new(page_scratch),
-            fast_reg_id,
+        // The box first: without it the driver's MR (its pinned pages, its key) goes back
+        // through `dereg_mr` rather than being dropped with no one to release it.
+        let slot = match KBox::<Mr<T>>::new_uninit(GFP_KERNEL) {
+            Ok(slot) => slot,
+            Err(e) => {
+                // SAFETY: `pd` is the live PD of the call, on a device of `T`.
+                let dev = unsafe { Device::<T>::from_raw((*pd).device) };
+                T::dereg_mr(dev, created.data);
+                return err_ptr(e.into());
+            }
         };
-        let mr = match KBox::new(mr, GFP_KERNEL) {
-            Ok(mr) => KBox::into_raw(mr),
-            Err(e) => return err_ptr(e.into()),
-        };
+        let mr = KBox::into_raw(KBox::write(
+            slot,
+            Mr::<T> {
+                ib: Opaque::zeroed(),
+                data: created.data,
+                page_scratch: UnsafeCell::new(page_scratch),
+                fast_reg_id,
+            },
+        ));
         // SAFETY: `mr` is a valid fresh allocation.
         let ib = Opaque::cast_into(unsafe { core::ptr::addr_of!((*mr).ib) });
         // SAFETY: Fresh, exclusively ours until returned; `pd` is the live PD of the call.

@@ -135,6 +135,28 @@ fn complete_finished(sq: &mut SqState, out: &mut Completions) -> Held {
     Held::None
 }
 
+/// Where [`receive`] goes after one look at a response.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Flow {
+    /// Look again: the response may complete the next oldest WQE too (ACKs are cumulative).
+    Again,
+    /// The response has done what it can.
+    Done,
+    /// The batch of completions is full: post it, then look at the response again.
+    Full,
+    /// A WQE failed and has completed in error: the QP goes to the error state.
+    Error,
+}
+
+/// A response and the QP it is for.
+struct Response<'a> {
+    dev: &'a Device<Roxe>,
+    qp: &'a RoxeQp,
+    pkt: &'a Packet<&'a [u8]>,
+    cfg: ReqConfig,
+    ack: AckFacts,
+}
+
 /// Handles a response (ACK, NAK, read response, atomic acknowledge) for `qp`.
 pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>) {
     if qp.qp_type != QpType::Rc {
@@ -149,141 +171,150 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>) {
         }
         _ => {}
     }
-    let mut error = false;
-    // One packet may complete several WQEs (ACKs are cumulative): ask again for the next oldest
-    // WQE while the answer says so. The completions are posted after the send lock is released,
-    // a batch at a time: a full batch posts and the packet is looked at again.
-    loop {
+    let r = Response {
+        dev,
+        qp,
+        pkt,
+        cfg,
+        ack,
+    };
+    // The completions are posted after the send lock is released, a batch at a time: a full
+    // batch posts and the packet is looked at again.
+    let error = loop {
         let mut completions = Completions::new();
-        let mut more = false;
-        let mut sq = qp.sq_state.lock();
-        sq.comp.mtu = cfg.mtu;
-        let before = sq.comp.expected_psn;
-        loop {
-            if completions.is_full() {
-                more = true;
-                break;
-            }
-            // The response is for the oldest WQE still waiting for one.
-            match complete_finished(&mut sq, &mut completions) {
-                Held::None => {}
-                Held::Failed => {
-                    error = true;
-                    break;
-                }
-                Held::Full => {
-                    more = true;
-                    break;
-                }
-            }
-            let oldest = oldest(&sq, &cfg);
-            let psn_limit = sq.psn_limit;
-            // What the completer knew before this response: an ODP miss placing its data makes
-            // it a lost response, as if it never came.
-            let before_response = sq.comp;
-            let action = on_response(&mut sq.comp, oldest.as_ref(), &ack, psn_limit);
-            count(dev, &action);
-            match action {
-                CompAction::Ignore | CompAction::Progress => break,
-                CompAction::Complete => {
-                    complete_oldest(&mut sq, WcStatus::Success, &mut completions);
-                    break;
-                }
-                CompAction::CompleteAndRecheck => {
-                    complete_oldest(&mut sq, WcStatus::Success, &mut completions)
-                }
-                CompAction::ReadData {
-                    offset,
-                    len,
-                    completes,
-                } => {
-                    let data = pkt.payload().get(..len as usize).unwrap_or(&[]);
-                    match place(dev, qp, &sq, offset, data) {
-                        Placed::Done => {}
-                        Placed::Lost => {
-                            // The ACK timer asks again from here (the requester faults the
-                            // buffers in before it does).
-                            sq.comp = before_response;
-                            break;
-                        }
-                        Placed::Failed => {
-                            complete_oldest(&mut sq, WcStatus::LocProtErr, &mut completions);
-                            error = true;
-                            break;
-                        }
-                    }
-                    if let Some(e) = sq.entries.first_mut() {
-                        e.read_done = offset.saturating_add(len);
-                    }
-                    if completes {
-                        complete_oldest(&mut sq, WcStatus::Success, &mut completions);
-                    }
-                    break;
-                }
-                CompAction::AtomicResult { orig } => {
-                    match place(dev, qp, &sq, 0, &orig.to_ne_bytes()) {
-                        Placed::Done => {
-                            complete_oldest(&mut sq, WcStatus::Success, &mut completions)
-                        }
-                        // As for READ data; the responder answers the resent atomic from its
-                        // responder resources, without running it again.
-                        Placed::Lost => sq.comp = before_response,
-                        Placed::Failed => {
-                            complete_oldest(&mut sq, WcStatus::LocProtErr, &mut completions);
-                            error = true;
-                        }
-                    }
-                    break;
-                }
-                CompAction::Retry { from_psn } => {
-                    sq.rewind(from_psn, &cfg);
-                    break;
-                }
-                CompAction::RnrWait { delay_us, from_psn } => {
-                    // The tick releases the requester once the delay is over; the ACK timer
-                    // waits meanwhile and restarts with the retransmission.
-                    sq.rnr_until_ms = now_ms() + u64::from(delay_us).div_ceil(1000).max(1);
-                    sq.ack_deadline_ms = 0;
-                    sq.rewind(from_psn, &cfg);
-                    break;
-                }
-                CompAction::Error { status } => {
-                    complete_oldest(&mut sq, status, &mut completions);
-                    error = true;
-                    break;
-                }
-            }
-        }
-        // The WQEs the requester finished behind the ones this packet completed complete now.
-        if !error && !more {
-            match complete_finished(&mut sq, &mut completions) {
-                Held::None => {}
-                Held::Failed => error = true,
-                Held::Full => more = true,
-            }
-        }
-        // The ACK timer runs while something sent is unacknowledged, from the last progress.
-        if sq.comp.expected_psn == sq.psn_limit || sq.ack_timeout_ms == 0 {
-            sq.ack_deadline_ms = 0;
-        } else if sq.rnr_until_ms == 0
-            && (sq.comp.expected_psn != before || sq.ack_deadline_ms == 0)
-        {
-            sq.ack_deadline_ms = now_ms() + sq.ack_timeout_ms;
-        }
-        drop(sq);
+        let flow = batch(&r, &mut completions);
         for done in completions.iter() {
             crate::qp::complete_send(dev, qp, done);
         }
-        if !more || error {
-            break;
+        match flow {
+            Flow::Full => continue,
+            Flow::Error => break true,
+            Flow::Again | Flow::Done => break false,
         }
-    }
+    };
     if error {
         crate::qp::move_to_error(qp);
     }
     // A completion may have returned a credit or opened the window, a NAK asked for a resend,
     // or the QP is now in error and its remaining WQEs must flush.
     req::run(dev, qp);
+}
+
+/// One batch of [`receive`] under the send lock: the response applied to the oldest WQEs until
+/// it has done what it can or `out` is full, the WQEs the requester finished behind them, and
+/// the ACK timer.
+fn batch(r: &Response<'_>, out: &mut Completions) -> Flow {
+    let mut sq = r.qp.sq_state.lock();
+    sq.comp.mtu = r.cfg.mtu;
+    let before = sq.comp.expected_psn;
+    let mut flow = Flow::Again;
+    while flow == Flow::Again {
+        flow = apply(r, &mut sq, out);
+    }
+    // The WQEs the requester finished behind the ones this packet completed complete now.
+    if flow == Flow::Done {
+        flow = match complete_finished(&mut sq, out) {
+            Held::None => Flow::Done,
+            Held::Failed => Flow::Error,
+            Held::Full => Flow::Full,
+        };
+    }
+    // The ACK timer runs while something sent is unacknowledged, from the last progress.
+    if sq.comp.expected_psn == sq.psn_limit || sq.ack_timeout_ms == 0 {
+        sq.ack_deadline_ms = 0;
+    } else if sq.rnr_until_ms == 0 && (sq.comp.expected_psn != before || sq.ack_deadline_ms == 0) {
+        sq.ack_deadline_ms = now_ms() + sq.ack_timeout_ms;
+    }
+    flow
+}
+
+/// Applies the response to the oldest WQE still waiting for one (`proto::comp::on_response`).
+fn apply(r: &Response<'_>, sq: &mut SqState, out: &mut Completions) -> Flow {
+    if out.is_full() {
+        return Flow::Full;
+    }
+    match complete_finished(sq, out) {
+        Held::None => {}
+        Held::Failed => return Flow::Error,
+        Held::Full => return Flow::Full,
+    }
+    let oldest = oldest(sq, &r.cfg);
+    let psn_limit = sq.psn_limit;
+    // What the completer knew before this response: an ODP miss placing its data makes it a
+    // lost response, as if it never came.
+    let before_response = sq.comp;
+    let action = on_response(&mut sq.comp, oldest.as_ref(), &r.ack, psn_limit);
+    count(r.dev, &action);
+    match action {
+        CompAction::Ignore | CompAction::Progress => Flow::Done,
+        CompAction::Complete => {
+            complete_oldest(sq, WcStatus::Success, out);
+            Flow::Done
+        }
+        CompAction::CompleteAndRecheck => {
+            complete_oldest(sq, WcStatus::Success, out);
+            Flow::Again
+        }
+        CompAction::ReadData {
+            offset,
+            len,
+            completes,
+        } => {
+            let data = r.pkt.payload().get(..len as usize).unwrap_or(&[]);
+            match place(r.dev, r.qp, sq, offset, data) {
+                Placed::Done => {}
+                Placed::Lost => {
+                    // The ACK timer asks again from here (the requester faults the buffers in
+                    // before it does).
+                    sq.comp = before_response;
+                    return Flow::Done;
+                }
+                Placed::Failed => {
+                    complete_oldest(sq, WcStatus::LocProtErr, out);
+                    return Flow::Error;
+                }
+            }
+            if let Some(e) = sq.entries.first_mut() {
+                e.read_done = offset.saturating_add(len);
+            }
+            if completes {
+                complete_oldest(sq, WcStatus::Success, out);
+            }
+            Flow::Done
+        }
+        CompAction::AtomicResult { orig } => match place(r.dev, r.qp, sq, 0, &orig.to_ne_bytes()) {
+            Placed::Done => {
+                complete_oldest(sq, WcStatus::Success, out);
+                Flow::Done
+            }
+            // As for READ data; the responder answers the resent atomic from its responder
+            // resources, without running it again.
+            Placed::Lost => {
+                sq.comp = before_response;
+                Flow::Done
+            }
+            Placed::Failed => {
+                complete_oldest(sq, WcStatus::LocProtErr, out);
+                Flow::Error
+            }
+        },
+        CompAction::Retry { from_psn } => {
+            sq.rewind(from_psn, &r.cfg);
+            Flow::Done
+        }
+        CompAction::RnrWait { delay_us, from_psn } => {
+            // The tick releases the requester once the delay is over; the ACK timer waits
+            // meanwhile and restarts with the retransmission.
+            sq.rnr_until_ms = now_ms() + u64::from(delay_us).div_ceil(1000).max(1);
+            sq.ack_deadline_ms = 0;
+            sq.rewind(from_psn, &r.cfg);
+            Flow::Done
+        }
+        CompAction::Error { status } => {
+            complete_oldest(sq, status, out);
+            Flow::Error
+        }
+    }
 }
 
 /// The periodic check of a QP's timers (softirq, from the device tick every 10 ms): an expired

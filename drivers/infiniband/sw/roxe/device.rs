@@ -17,6 +17,7 @@ use crate::rdma::{
     odp::OdpBudget,
     pool::{Pool, PoolRef},
     skb::SkbQueue,
+    udp_tunnel::PortRef,
 };
 use crate::{
     ah::{AhHandle, RoxeAh},
@@ -27,7 +28,6 @@ use crate::{
     mem::mw::MwHandle,
     mem::mw::RoxeMw,
     net::source::Source,
-    net::{RoceSockets, RxPath},
     proto::{
         mtu::Pmtu,
         packet::Aeth,
@@ -80,12 +80,10 @@ pub(crate) struct RoxeDevice {
     /// Packets sent to the device's own GIDs, waiting for the receive pipeline.
     #[pin]
     pub(crate) loopback: SkbQueue,
-    /// Someone is draining `loopback` (see `net::loopback`).
+    /// Someone is draining `loopback` (see `recv::loopback`).
     pub(crate) loopback_draining: AtomicFlag,
-    /// Where received packets go past the network layer (`net::RxPath`).
-    pub(crate) rx: RxPath,
     /// A response to a requester on this device, which the drainer that delivered the request
-    /// builds and delivers next (`resp::deliver_local_responses`). Only the holder of the
+    /// builds and delivers next (`recv::loopback`). Only the holder of the
     /// drainer claim (`loopback_draining`) fills or empties it, and it is empty whenever the
     /// claim is free; the lock is a leaf, taken under a QP's `resp_state`.
     #[pin]
@@ -115,11 +113,11 @@ pub(crate) struct RoxeDevice {
     /// On-demand paging: faults, kicks and deferred packets for the process work (`mem/odp.rs`).
     #[pin]
     pub(crate) odp_jobs: SpinLockIrq<KVec<crate::mem::odp::Job>>,
-    /// The device's hold on the RoCEv2 sockets of its netdev's namespace (`net::port_ref`),
+    /// The device's hold on the RoCEv2 sockets of its netdev's namespace (`recv::rx::port_ref`),
     /// let go when the link is deleted or the netdev unregisters, so that the last device of a
     /// namespace closes the port there at once, as rdma_rxe does; process context only.
     #[pin]
-    pub(crate) sockets: Mutex<Option<RoceSockets>>,
+    pub(crate) sockets: Mutex<Option<PortRef>>,
 }
 
 /// The device's account of held ACKs (`RoxeDevice::held_acks`): the short timer runs while

@@ -61,10 +61,6 @@ pub(crate) struct Queue {
     mmap: Option<MmapEntry>,
 }
 
-#[allow(
-    dead_code,
-    reason = "the requester, responder and completer use the rest"
-)]
 impl Queue {
     /// Creates a ring of at least `num_elem` elements of `elem_size` bytes, at most `max_elem`.
     pub(crate) fn new(

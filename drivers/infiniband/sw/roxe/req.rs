@@ -455,14 +455,20 @@ fn local(dev: &Device<Roxe>, qp: &RoxeQp, wqe: &SendWqe, op: &LocalOp) -> WcStat
     }
 }
 
+/// What planning and building a packet needs besides the send queue.
+struct StepCx<'a> {
+    dev: &'a Device<Roxe>,
+    qp: &'a RoxeQp,
+    netdev: &'a NetDevice,
+    path: &'a PathInfo,
+    cfg: &'a ReqConfig,
+    /// Packets for the device's own GID are built in the QP's local buffer ([`Loopback`]).
+    direct: bool,
+}
+
 /// Plans and builds the next packet under the send lock.
-fn step(
-    dev: &Device<Roxe>,
-    qp: &RoxeQp,
-    netdev: &NetDevice,
-    path: &PathInfo,
-    cfg: &ReqConfig,
-) -> Step {
+fn step(cx: &StepCx<'_>) -> Step {
+    let StepCx { dev, qp, path, .. } = *cx;
     let mut sq = qp.sq_state.lock();
     if matches!(path.state, QpState::Err | QpState::Sqe) {
         return flush(qp, &mut sq);
@@ -482,112 +488,17 @@ fn step(
         }
     }
     let cur = sq.cur;
-    let in_flight = InFlight {
-        oldest_unacked_psn: sq.comp.expected_psn,
-        next_psn: sq.next_psn,
-        rd_atomic_in_flight: sq.rd_atomic_in_flight,
-        earlier_wqes_pending: cur > 0,
+    let progress = match admit(&mut sq, cur, cx.cfg) {
+        Ok(p) => p,
+        Err(Held::Idle) => return Step::Idle,
+        Err(Held::Again) => return Step::Again,
+        Err(Held::Refused(status)) => return finish(&mut sq, cur, status),
     };
-    let next_psn = sq.next_psn;
-    let Some(entry) = sq.entries.get_mut(cur) else {
+    let Some(entry) = sq.entries.get(cur) else {
         return Step::Idle;
     };
-    if let Some(status) = entry.finished {
-        // Finished before, held for the completer: a retry went back past it. It is never run
-        // again (rdma_rxe's `req_retry` skips WQEs marked done too); a failed one still stops
-        // the requester.
-        return match finished(true, status) {
-            Finished::HoldAndGoOn => {
-                sq.cur += 1;
-                Step::Again
-            }
-            _ => Step::Idle,
-        };
-    }
-    let progress = match entry.progress {
-        Some(p) if p.psns_used > 0 => {
-            if !matches!(
-                may_continue(&entry.wqe, &in_flight, cfg),
-                StartVerdict::Go { .. }
-            ) {
-                return Step::Idle;
-            }
-            p
-        }
-        p => match may_start(&entry.wqe, entry.started, &in_flight, cfg) {
-            StartVerdict::Go { takes_credit } => {
-                entry.started = true;
-                entry.credit |= takes_credit;
-                let p = p.unwrap_or(WqeProgress::start(next_psn));
-                entry.progress = Some(p);
-                if takes_credit {
-                    sq.rd_atomic_in_flight += 1;
-                }
-                p
-            }
-            StartVerdict::Refuse(status) => return finish(&mut sq, cur, status),
-            _ => return Step::Idle,
-        },
-    };
-    // Field by field: the WQE is read while the local buffer is lent out.
-    let fields: &mut SqState = &mut sq;
-    let Some(entry) = fields.entries.get(cur) else {
-        return Step::Idle;
-    };
-    match next_packet(&entry.wqe, &progress, cfg) {
-        PacketPlan::Packet(d) => {
-            let av = match (qp.qp_type, entry.ud_av, path.av) {
-                (QpType::Ud | QpType::Gsi, Some(av), _) => av,
-                (QpType::Rc | QpType::Uc, _, Some(av)) => av,
-                _ => return Step::Idle,
-            };
-            let local_buf = if av.leads_to_own_gid() {
-                Some(&mut fields.local_buf)
-            } else {
-                None
-            };
-            let packet = match build(dev, qp, netdev, entry, &d, local_buf) {
-                Ok(packet) => packet,
-                // Nothing sent, nothing changed: the kick after the fault plans this packet
-                // again, a bounded number of times (a page that never becomes present).
-                Err(BuildErr::Paused) if sq.odp_pauses < MAX_ODP_PAUSES => {
-                    sq.odp_pauses += 1;
-                    return Step::Idle;
-                }
-                Err(BuildErr::Paused) => return finish(&mut sq, cur, WcStatus::LocProtErr),
-                Err(BuildErr::Status(status)) => return finish(&mut sq, cur, status),
-            };
-            let op = entry.wqe.opcode;
-            sq.odp_pauses = 0;
-            if let Some(e) = sq.entries.get_mut(cur) {
-                e.progress = Some(d.after);
-            }
-            sq.next_psn = d.after.next_psn();
-            if sq.next_psn.diff(sq.psn_limit) > 0 {
-                sq.psn_limit = sq.next_psn;
-            }
-            if qp.qp_type == QpType::Rc && sq.ack_deadline_ms == 0 && sq.ack_timeout_ms != 0 {
-                // IBA 9.7.6.1: the local ACK timer runs while a request is unacknowledged.
-                sq.ack_deadline_ms = now_ms() + sq.ack_timeout_ms;
-            }
-            let mut done = None;
-            if d.last_of_wqe {
-                sq.cur += 1;
-                // UC and UD messages complete once sent (IBA 10.8.5: no acknowledgement).
-                if completes_without_ack(cfg.qp_type, op) {
-                    done = sq.take_entry(cur, WcStatus::Success);
-                }
-            }
-            let batch = matches!(
-                op,
-                SendOpcode::Send
-                    | SendOpcode::SendWithImm
-                    | SendOpcode::SendWithInv
-                    | SendOpcode::RdmaWrite
-                    | SendOpcode::RdmaWriteWithImm
-            );
-            Step::Send(Outgoing { packet, av, batch }, done)
-        }
+    match next_packet(&entry.wqe, &progress, cx.cfg) {
+        PacketPlan::Packet(d) => packet(cx, &mut sq, cur, &d),
         PacketPlan::Local(op) => {
             // A failed bind or invalidation completes in error and moves the QP to the error
             // state (IBA 10.6.7.2.4, 10.8.3.1), like any other failed WQE, after the WQEs
@@ -610,102 +521,332 @@ fn step(
     }
 }
 
-/// Runs the requester of `qp` until it has nothing to send or the window closes; a timer it
-/// armed (the ACK deadline of what it sent) puts the QP on the device tick's list. Process or
-/// softirq context, interrupts enabled; takes no lock across transmission.
+/// Why the WQE at the requester's position sends nothing now.
+enum Held {
+    /// It waits (the PSN window, the READ and atomic credits, an earlier WQE).
+    Idle,
+    /// The requester moved past it: plan again.
+    Again,
+    /// It fails with this status.
+    Refused(WcStatus),
+}
+
+/// Whether the WQE at `cur` may send now (IBA 9.7.2: the PSN window, the outstanding READ and
+/// atomic credits; 10.8.3.1: a WQE finished before is not run again): its progress, or why
+/// not.
+fn admit(sq: &mut SqState, cur: usize, cfg: &ReqConfig) -> Result<WqeProgress, Held> {
+    let in_flight = InFlight {
+        oldest_unacked_psn: sq.comp.expected_psn,
+        next_psn: sq.next_psn,
+        rd_atomic_in_flight: sq.rd_atomic_in_flight,
+        earlier_wqes_pending: cur > 0,
+    };
+    let next_psn = sq.next_psn;
+    let Some(entry) = sq.entries.get_mut(cur) else {
+        return Err(Held::Idle);
+    };
+    if let Some(status) = entry.finished {
+        // Finished before, held for the completer: a retry went back past it. It is never run
+        // again (rdma_rxe's `req_retry` skips WQEs marked done too); a failed one still stops
+        // the requester.
+        return Err(match finished(true, status) {
+            Finished::HoldAndGoOn => {
+                sq.cur += 1;
+                Held::Again
+            }
+            _ => Held::Idle,
+        });
+    }
+    match entry.progress {
+        Some(p) if p.psns_used > 0 => match may_continue(&entry.wqe, &in_flight, cfg) {
+            StartVerdict::Go { .. } => Ok(p),
+            _ => Err(Held::Idle),
+        },
+        p => match may_start(&entry.wqe, entry.started, &in_flight, cfg) {
+            StartVerdict::Go { takes_credit } => {
+                entry.started = true;
+                entry.credit |= takes_credit;
+                let p = p.unwrap_or(WqeProgress::start(next_psn));
+                entry.progress = Some(p);
+                if takes_credit {
+                    sq.rd_atomic_in_flight += 1;
+                }
+                Ok(p)
+            }
+            StartVerdict::Refuse(status) => Err(Held::Refused(status)),
+            _ => Err(Held::Idle),
+        },
+    }
+}
+
+/// Builds the packet `d` plans for the WQE at `cur` and moves the send queue past it: its
+/// PSN, the ACK timer, and the WQE's completion when the message needs no acknowledgement.
+fn packet(cx: &StepCx<'_>, sq: &mut SqState, cur: usize, d: &PacketDesc) -> Step {
+    let StepCx { dev, qp, cfg, .. } = *cx;
+    let Some(entry) = sq.entries.get(cur) else {
+        return Step::Idle;
+    };
+    let av = match (qp.qp_type, entry.ud_av, cx.path.av) {
+        (QpType::Ud | QpType::Gsi, Some(av), _) => av,
+        (QpType::Rc | QpType::Uc, _, Some(av)) => av,
+        _ => return Step::Idle,
+    };
+    // Field by field: the WQE is read while the local buffer is lent out.
+    let local_buf = if cx.direct && av.leads_to_own_gid() {
+        Some(&mut sq.local_buf)
+    } else {
+        None
+    };
+    let packet = match build(dev, qp, cx.netdev, entry, d, local_buf) {
+        Ok(packet) => packet,
+        // Nothing sent, nothing changed: the kick after the fault plans this packet again, a
+        // bounded number of times (a page that never becomes present).
+        Err(BuildErr::Paused) if sq.odp_pauses < MAX_ODP_PAUSES => {
+            sq.odp_pauses += 1;
+            return Step::Idle;
+        }
+        Err(BuildErr::Paused) => return finish(sq, cur, WcStatus::LocProtErr),
+        Err(BuildErr::Status(status)) => return finish(sq, cur, status),
+    };
+    let op = entry.wqe.opcode;
+    sq.odp_pauses = 0;
+    if let Some(e) = sq.entries.get_mut(cur) {
+        e.progress = Some(d.after);
+    }
+    sq.next_psn = d.after.next_psn();
+    if sq.next_psn.diff(sq.psn_limit) > 0 {
+        sq.psn_limit = sq.next_psn;
+    }
+    if qp.qp_type == QpType::Rc && sq.ack_deadline_ms == 0 && sq.ack_timeout_ms != 0 {
+        // IBA 9.7.6.1: the local ACK timer runs while a request is unacknowledged.
+        sq.ack_deadline_ms = now_ms() + sq.ack_timeout_ms;
+    }
+    let mut done = None;
+    if d.last_of_wqe {
+        sq.cur += 1;
+        // UC and UD messages complete once sent (IBA 10.8.5: no acknowledgement).
+        if completes_without_ack(cfg.qp_type, op) {
+            done = sq.take_entry(cur, WcStatus::Success);
+        }
+    }
+    let batch = matches!(
+        op,
+        SendOpcode::Send
+            | SendOpcode::SendWithImm
+            | SendOpcode::SendWithInv
+            | SendOpcode::RdmaWrite
+            | SendOpcode::RdmaWriteWithImm
+    );
+    Step::Send(Outgoing { packet, av, batch }, done)
+}
+
+/// Where a run's packets for the device's own GID go.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Loopback {
+    /// Built in the QP's local buffer and handed to the run's caller ([`Run::next`]), which
+    /// delivers them to the responder with no socket buffer (`recv::loopback::run_requester`,
+    /// from the driver's entries).
+    Direct,
+    /// Built into socket buffers and queued for the loopback drainer, like packets to the
+    /// wire: for a run started by another stage, which cannot deliver (the completer, the
+    /// responder, the completer's timers).
+    Queued,
+}
+
+/// A packet for the device's own GID, built in the QP's local buffer by a [`Loopback::Direct`]
+/// run. The caller delivers [`LocalPacket::bytes`], then gives it back ([`Run::sent_local`]).
+pub(crate) struct LocalPacket {
+    buf: KVec<u8>,
+    len: usize,
+    /// Where it goes.
+    pub(crate) av: AddressVector,
+    /// Its UDP source port.
+    pub(crate) sport: u16,
+    /// The completion it ends with (UC and UD complete once sent).
+    done: Option<SendDone>,
+}
+
+impl LocalPacket {
+    /// The packet: BTH to ICRC.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        self.buf.get(..self.len).unwrap_or(&[])
+    }
+}
+
+/// Runs the requester of `qp` until it has nothing to send or the window closes, its packets
+/// for the device's own GID queued for the loopback drainer ([`Loopback::Queued`]); a timer it
+/// armed (the ACK deadline of what it sent) puts the QP on the device tick's list. For the
+/// stages (the completer, the responder); the driver's entries use
+/// `recv::loopback::run_requester`. Process or softirq context, interrupts enabled; takes no
+/// lock across transmission.
 pub(crate) fn run(dev: &Device<Roxe>, qp: &RoxeQp) {
-    run_requester(dev, qp);
+    if let Some(mut run) = Run::start(dev, qp, Loopback::Queued) {
+        // A queued run builds no local packet; one would still be sent, by the slow way.
+        while let Some(p) = run.next() {
+            if let Ok(mut skb) = TxSkBuff::alloc(&dev.data().netdev, p.len) {
+                copy(skb.data_mut(), p.bytes());
+                let _ = net::xmit(dev, &p.av, p.sport, skb);
+            }
+            run.sent_local(p);
+        }
+    }
     crate::qp::timers_touched(dev, qp);
 }
 
-fn run_requester(dev: &Device<Roxe>, qp: &RoxeQp) {
-    // Bottom halves off for the whole run: every other context that wants this QP to send
-    // leaves it to the running requester, so a runner preempted in process context (the send
-    // doorbell) would hold back the QP's retransmissions until its task ran again, under load
-    // for longer than the ACK timer.
-    let _bh = bh::disable();
-    // 0: idle, 1: running, 2: running and asked to run again.
-    if qp.req_running.fetch_add(1u32, Full) != 0 {
-        return;
-    }
-    // Consecutive packets to one destination leave together (`net::TxBatch`): the stack and
-    // the device's doorbell are paid once per batch. Flushed before a completion (a work
-    // request is sent before it completes) and whenever the run has nothing more to build.
-    let mut batch = net::TxBatch::new();
-    // An ACK the responder holds for the peer leaves in this run's first batch (one doorbell for
-    // both: in a ping-pong, the answer and the ACK of the request it answers).
-    crate::net::ack::batch_held_ack(dev, qp, &mut batch);
-    let mut budget = RUN_BUDGET;
-    let mut flushing = false;
-    loop {
-        if budget == 0 {
-            batch.flush(dev);
-            qp.req_running.store(0u32, Release);
-            if flushing {
-                // A flush goes on in process context (`qp::continue_flush`).
-                crate::qp::continue_flush(dev, qp);
-            } else {
-                // Sending goes on in the kick work (softirq, after other work on this CPU).
-                crate::qp::ask_kick(dev, qp);
-                dev.kick();
-            }
-            return;
-        }
-        budget -= 1;
-        let (path, cfg) = crate::qp::req_config(dev, qp);
-        flushing = matches!(path.state, QpState::Err | QpState::Sqe);
-        match step(dev, qp, &dev.data().netdev, &path, &cfg) {
-            Step::Send(o, done) => {
-                // The responder may hold its ACKs for this requester's packets (`resp`).
-                crate::net::ack::requester_sending(qp);
-                // A packet that cannot leave (no route, no memory) is a lost packet: the
-                // retransmission timer (RC) recovers it; UC and UD lose it as the wire would.
-                match o.packet {
-                    Built::Skb(skb) if o.batch => {
-                        batch.add(dev, &o.av, net::udp_sport(qp.qpn), skb)
-                    }
-                    Built::Skb(skb) => {
-                        batch.flush(dev);
-                        let _ = net::xmit(dev, &o.av, net::udp_sport(qp.qpn), skb);
-                    }
-                    Built::Local(buf, len) => {
-                        net::deliver_local(
-                            dev,
-                            &o.av,
-                            net::udp_sport(qp.qpn),
-                            buf.get(..len).unwrap_or(&[]),
-                        );
-                        // Back for the next packet (this run is the QP's only one).
-                        qp.sq_state.lock().local_buf = buf;
-                    }
-                }
-                if let Some(done) = done {
-                    batch.flush(dev);
-                    crate::qp::complete_send(dev, qp, done);
-                }
-                continue;
-            }
-            Step::Complete(list, error) => {
-                // Each completion counts against the budget (a flush step posts a batch).
-                budget = budget.saturating_sub(list.len().saturating_sub(1) as u32);
-                batch.flush(dev);
-                for done in list.iter() {
-                    crate::qp::complete_send(dev, qp, done);
-                }
-                if error {
-                    crate::qp::move_to_error(qp);
-                }
-                continue;
-            }
-            Step::Again => continue,
-            Step::Idle => batch.flush(dev),
-        }
-        // Leave, unless someone asked for another round meanwhile.
-        if qp.req_running.xchg(0u32, Full) <= 1 {
-            break;
-        }
+/// One run of a QP's requester: the QP's only one (`req_running`; a caller that finds a run
+/// going leaves it a "run again" note), with bottom halves off throughout. Every other context
+/// that wants this QP to send leaves it to the running requester, so a runner preempted in
+/// process context (the send doorbell) would hold back the QP's retransmissions until its task
+/// ran again, under load for longer than the ACK timer.
+pub(crate) struct Run<'a> {
+    dev: &'a Device<Roxe>,
+    qp: &'a RoxeQp,
+    /// Consecutive packets to one destination leave together (`net::TxBatch`): the stack and
+    /// the device's doorbell are paid once per batch. Flushed before a completion (a work
+    /// request is sent before it completes) and whenever the run has nothing more to build.
+    batch: net::TxBatch,
+    budget: u32,
+    flushing: bool,
+    loopback: Loopback,
+    _bh: bh::BhGuard,
+}
+
+impl<'a> Run<'a> {
+    /// Starts a run of `qp`'s requester, unless one is going (which then runs again).
+    pub(crate) fn start(dev: &'a Device<Roxe>, qp: &'a RoxeQp, loopback: Loopback) -> Option<Self> {
+        let bh = bh::disable();
+        // 0: idle, 1: running, 2: running and asked to run again.
         if qp.req_running.fetch_add(1u32, Full) != 0 {
-            break;
+            return None;
+        }
+        let mut batch = net::TxBatch::new();
+        // An ACK the responder holds for the peer leaves in this run's first batch (one
+        // doorbell for both: in a ping-pong, the answer and the ACK of the request it answers).
+        crate::net::ack::batch_held_ack(dev, qp, &mut batch);
+        Some(Run {
+            dev,
+            qp,
+            batch,
+            budget: RUN_BUDGET,
+            flushing: false,
+            loopback,
+            _bh: bh,
+        })
+    }
+
+    /// Sends and completes until the run is over (`None`: the claim is given up) or a
+    /// [`Loopback::Direct`] run built a packet for the device's own GID, which the caller
+    /// delivers and gives back ([`Run::sent_local`]) before it calls again.
+    pub(crate) fn next(&mut self) -> Option<LocalPacket> {
+        let (dev, qp) = (self.dev, self.qp);
+        loop {
+            if self.budget == 0 {
+                self.out_of_budget();
+                return None;
+            }
+            self.budget -= 1;
+            let (path, cfg) = crate::qp::req_config(dev, qp);
+            self.flushing = matches!(path.state, QpState::Err | QpState::Sqe);
+            let direct = self.loopback == Loopback::Direct;
+            let cx = StepCx {
+                dev,
+                qp,
+                netdev: &dev.data().netdev,
+                path: &path,
+                cfg: &cfg,
+                direct,
+            };
+            let idle = match step(&cx) {
+                Step::Send(o, done) => {
+                    if let Some(p) = self.send(o, done) {
+                        return Some(p);
+                    }
+                    false
+                }
+                Step::Complete(list, error) => {
+                    // Each completion counts against the budget (a flush step posts a batch).
+                    self.budget = self
+                        .budget
+                        .saturating_sub(list.len().saturating_sub(1) as u32);
+                    self.batch.flush(dev);
+                    for done in list.iter() {
+                        crate::qp::complete_send(dev, qp, done);
+                    }
+                    if error {
+                        crate::qp::move_to_error(qp);
+                    }
+                    false
+                }
+                Step::Again => false,
+                Step::Idle => {
+                    self.batch.flush(dev);
+                    true
+                }
+            };
+            // Leave, unless someone asked for another round meanwhile.
+            if idle
+                && (qp.req_running.xchg(0u32, Full) <= 1
+                    || qp.req_running.fetch_add(1u32, Full) != 0)
+            {
+                return None;
+            }
+        }
+    }
+
+    /// Sends `o` (a local packet goes to the caller) and posts `done` after it.
+    fn send(&mut self, o: Outgoing, done: Option<SendDone>) -> Option<LocalPacket> {
+        let (dev, qp) = (self.dev, self.qp);
+        // The responder may hold its ACKs for this requester's packets (`resp`).
+        crate::net::ack::requester_sending(qp);
+        let sport = net::udp_sport(qp.qpn);
+        // A packet that cannot leave (no route, no memory) is a lost packet: the
+        // retransmission timer (RC) recovers it; UC and UD lose it as the wire would.
+        match o.packet {
+            Built::Skb(skb) if o.batch => self.batch.add(dev, &o.av, sport, skb),
+            Built::Skb(skb) => {
+                self.batch.flush(dev);
+                let _ = net::xmit(dev, &o.av, sport, skb);
+            }
+            Built::Local(buf, len) => {
+                return Some(LocalPacket {
+                    buf,
+                    len,
+                    av: o.av,
+                    sport,
+                    done,
+                })
+            }
+        }
+        if let Some(done) = done {
+            self.batch.flush(dev);
+            crate::qp::complete_send(dev, qp, done);
+        }
+        None
+    }
+
+    /// Takes back the local buffer of `p`, which the caller delivered, and posts its
+    /// completion.
+    pub(crate) fn sent_local(&mut self, p: LocalPacket) {
+        // Back for the next packet (this run is the QP's only one).
+        self.qp.sq_state.lock().local_buf = p.buf;
+        if let Some(done) = p.done {
+            self.batch.flush(self.dev);
+            crate::qp::complete_send(self.dev, self.qp, done);
+        }
+    }
+
+    /// The budget is spent: the rest goes on elsewhere.
+    fn out_of_budget(&mut self) {
+        let (dev, qp) = (self.dev, self.qp);
+        self.batch.flush(dev);
+        qp.req_running.store(0u32, Release);
+        if self.flushing {
+            // A flush goes on in process context (`qp::continue_flush`).
+            crate::qp::continue_flush(dev, qp);
+        } else {
+            // Sending goes on in the kick work (softirq, after other work on this CPU).
+            crate::qp::ask_kick(dev, qp);
+            dev.kick();
         }
     }
 }

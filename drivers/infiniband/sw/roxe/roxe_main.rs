@@ -14,11 +14,11 @@
 // The RDMA abstractions are a library, written as if they were `rust/kernel/rdma/`: their `pub`
 // API is wider than what this one driver uses today.
 #[path = "../../../../rust/rdma/mod.rs"]
-#[allow(
+#[expect(
     unsafe_code,
     reason = "rust/ is where roxe's unsafe code lives, each block justified"
 )]
-#[allow(
+#[expect(
     unreachable_pub,
     dead_code,
     reason = "library API, used in part by this driver"
@@ -27,14 +27,14 @@ mod rdma;
 
 // Where Rust-enabled kernels differ, chosen by probed features (`Kbuild`, `rust/probe/`).
 #[path = "../../../../rust/compat/mod.rs"]
-#[allow(
+#[expect(
     unsafe_code,
     reason = "rust/ is where roxe's unsafe code lives, each block justified"
 )]
+#[expect(unreachable_pub, reason = "library API, used in part by this driver")]
 #[allow(
-    unreachable_pub,
     dead_code,
-    reason = "library API, used in part by this driver"
+    reason = "which fallbacks are used, and so which items are dead, depends on the kernel"
 )]
 mod compat;
 
@@ -57,7 +57,7 @@ mod srq;
 mod task;
 mod verbs;
 // Pure protocol logic shared with the host test crate, which uses all of it.
-#[allow(
+#[expect(
     unreachable_pub,
     dead_code,
     reason = "shared with tools/proto, which uses all of it"

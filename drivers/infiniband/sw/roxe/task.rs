@@ -18,6 +18,7 @@ use crate::{
     mem::odp::{self, StageJob},
     proto::{packet::Packet, qp_state::QpState},
     qp::{self, RoxeQp},
+    recv::loopback,
 };
 use kernel::sync::atomic::Acquire;
 
@@ -37,12 +38,20 @@ pub(crate) fn tick(dev: &Device<Roxe>) {
             qps.set_mark(qpn, qp::TIMED);
         }
     });
+    // The retransmissions and READ bursts sent to the device's own GID.
+    loopback::drain(dev);
+}
+
+/// The device's short timer: the held ACKs that waited long enough leave.
+pub(crate) fn short_timer(dev: &Device<Roxe>) {
+    crate::net::ack::hold_timer_expired(dev);
+    loopback::drain(dev);
 }
 
 /// The kick work: loopback packets a drainer left over when its budget ran out, then the QPs
 /// that asked for their queues to run.
 pub(crate) fn kicked(dev: &Device<Roxe>) {
-    crate::net::drain_loopback(dev, crate::net::LOOPBACK_BUDGET);
+    loopback::drain(dev);
     let qps = &dev.data().qps;
     qps.for_each_marked(qp::KICKED, |qpn, qp| {
         qps.clear_mark(qpn, qp::KICKED);
@@ -66,7 +75,7 @@ pub(crate) fn process_work(dev: &Device<Roxe>) {
         match job {
             StageJob::Kick { qpn } => {
                 if let Some(qp) = dev.data().qps.get(qpn) {
-                    crate::req::run(dev, &qp);
+                    loopback::run_requester(dev, &qp);
                 }
             }
             StageJob::Redeliver { qpn, bytes, src } => {
@@ -78,6 +87,8 @@ pub(crate) fn process_work(dev: &Device<Roxe>) {
                     let _bh = crate::rdma::bh::disable();
                     crate::resp::receive(dev, &qp, &pkt, &src);
                 }
+                // Its answer, when the requester is on this device.
+                loopback::drain(dev);
             }
         }
     }
@@ -96,7 +107,7 @@ pub(crate) fn process_work(dev: &Device<Roxe>) {
 /// the error state, flushes its receive queue: a receive posted to a QP in error flushes (IBA
 /// 10.3.1), and `ib_drain_rq` waits for exactly that completion.
 pub(crate) fn run_queues(dev: &Device<Roxe>, qp: &RoxeQp) {
-    crate::req::run(dev, qp);
+    loopback::run_requester(dev, qp);
     if qp.state.lock().state == QpState::Err {
         qp::flush_recv(dev, qp);
     }

@@ -1,62 +1,41 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The network side: roxe's UDP sockets on the RoCEv2 port, the receive pipeline up to the
-//! packet's QP, and transmission (over IPv4, or looped back to the device's own GID).
+//! Transmission: packets built by the stages leave over IPv4 or IPv6 through the netdev, in
+//! batches to one destination ([`TxBatch`]), or, to one of the device's own GIDs, join the
+//! loopback queue that the receive side drains (`recv::loopback`). Below every stage: it calls
+//! none of them. Counterpart of the transmit half of rxe's `rxe_net.c`.
 //!
-//! Rust counterpart of rxe's `rxe_net.c`, `rxe_ns.c` and `rxe_recv.c`. Each device holds the
-//! RoCEv2 port's sockets of its netdev's network namespace ([`port_ref`]): bound with the first
-//! device there, released with the last, or when the namespace goes.
+//! Beside it: the held ACKs ([`ack`]), which leave in the requester's batches, and where a
+//! received packet came from ([`source`]).
 //!
-//! Contexts: [`Rx::recv`] runs in softirq. Loopback packets are delivered by whoever sends them
-//! (process context or softirq): they go through a per-device queue that one caller at a time
-//! drains, so a reply sent while handling a packet never recurses into the handler. The
-//! requester's packets skip the queue when no delivery is under way ([`deliver_local`]): they
-//! are handed to the responder straight from the buffer they were built in.
+//! Contexts: process or softirq, interrupts enabled.
 
 #![deny(unsafe_code)]
 
 pub(crate) mod ack;
 pub(crate) mod source;
 
-use crate::compat::errno;
 use crate::rdma::{
     ah::{AddressVector, Network},
-    bh,
-    copy::{copy, zero},
+    copy::zero,
     device::Device,
-    netdev::NetDevice,
     skb::{crc32_le, SkBuff, TxSkBuff, MAX_BATCH},
-    udp_tunnel::{EncapRecv, PortRef},
 };
 use crate::{
     counters::Counter,
     hca::Roxe,
-    net::source::Source,
-    proto::{
-        icrc::{self, Crc32, IpHeader},
-        packet::{Packet, PacketError},
-    },
+    proto::icrc::{self, Crc32, IpHeader},
 };
 use kernel::{
     prelude::*,
-    sync::atomic::{Atomic, Full, Relaxed}, //
+    sync::atomic::Relaxed, //
 };
-
-/// Where the receive entry hands a checked packet: the stages above this file, installed by
-/// the device's creator (`verbs/`), so that the network layer depends on nothing above it.
-pub(crate) struct RxPath {
-    /// Hands a packet to the QP it is addressed to (`recv::dispatch`).
-    pub(crate) dispatch: fn(&Device<Roxe>, &Packet<&[u8]>, &Source),
-    /// Delivers the response a loopback delivery left for the drainer, if any; returns how
-    /// many responses it delivered (`resp::deliver_local_responses`).
-    pub(crate) local_responses: fn(&Device<Roxe>) -> u32,
-}
 
 /// The RoCEv2 UDP destination port (IBA A17.2.1, assigned by IANA).
 pub(crate) const ROCE_V2_UDP_PORT: u16 = 4791;
 
 /// Size of a UDP header.
-const UDP_HDR_LEN: usize = 8;
+pub(crate) const UDP_HDR_LEN: usize = 8;
 
 /// Size of the ICRC trailer.
 pub(crate) const ICRC_LEN: usize = 4;
@@ -78,43 +57,8 @@ pub(crate) fn udp_sport(qpn: u32) -> u16 {
     0xc000 | (qpn & 0x3fff) as u16
 }
 
-/// Why received packets were dropped before reaching a QP. Counted per reason, as a NIC's
-/// error counters are.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum RxDrop {
-    /// Not linearisable, or shorter than UDP + BTH.
-    Malformed,
-    /// The headers do not parse ([`PacketError`]).
-    BadHeaders,
-    /// The invariant CRC does not match: corrupted in flight (IBA 9.8.2.2 says drop silently).
-    BadIcrc,
-    /// No roxe device on the netdev it arrived by.
-    NoDevice,
-    /// No QP with the destination number.
-    NoQp,
-    /// IPv6, from the wire, with one of the host's own addresses as its source: forged, since
-    /// the device's packets to its own GIDs never leave memory (the loopback path).
-    OwnSource,
-}
-
-static RX_DROPS: [Atomic<u64>; 6] = [
-    Atomic::new(0),
-    Atomic::new(0),
-    Atomic::new(0),
-    Atomic::new(0),
-    Atomic::new(0),
-    Atomic::new(0),
-];
-
-/// Counts a dropped packet.
-pub(crate) fn count_drop(why: RxDrop) {
-    if let Some(c) = RX_DROPS.get(why as usize) {
-        c.add(1u64, Relaxed);
-    }
-}
-
 /// The kernel's CRC32 library, for the ICRC.
-struct KernelCrc;
+pub(crate) struct KernelCrc;
 
 impl Crc32 for KernelCrc {
     fn crc32_le(&self, seed: u32, data: &[u8]) -> u32 {
@@ -122,174 +66,17 @@ impl Crc32 for KernelCrc {
     }
 }
 
-fn v4_mapped(addr: &[u8]) -> [u8; 16] {
-    let mut gid = [0u8; 16];
-    gid[10] = 0xff;
-    gid[11] = 0xff;
-    if let (Some(dst), Some(src)) = (gid.get_mut(12..16), addr.get(..4)) {
-        dst.copy_from_slice(src);
-    }
-    gid
-}
-
-/// Parses the IP header of a received packet: (source, ICRC view of the header).
-fn parse_ip(ip: &[u8]) -> Option<(Source, IpHeader<'_>)> {
-    let version = ip.first()? >> 4;
-    match version {
-        4 => {
-            let ihl = usize::from(ip.first()? & 0xf) * 4;
-            let hdr = ip.get(..ihl)?;
-            let src = v4_mapped(hdr.get(12..16)?);
-            let dst = v4_mapped(hdr.get(16..20)?);
-            Some((
-                Source {
-                    sgid: src,
-                    dgid: dst,
-                    network: Network::Ipv4,
-                    local: false,
-                    redeliveries: 0,
-                },
-                IpHeader::V4(hdr),
-            ))
-        }
-        6 => {
-            let hdr = ip.get(..40)?;
-            let sgid: [u8; 16] = hdr.get(8..24)?.try_into().ok()?;
-            let dgid: [u8; 16] = hdr.get(24..40)?.try_into().ok()?;
-            Some((
-                Source {
-                    sgid,
-                    dgid,
-                    network: Network::Ipv6,
-                    local: false,
-                    redeliveries: 0,
-                },
-                IpHeader::V6(hdr),
-            ))
-        }
-        _ => None,
-    }
-}
-
-/// Receives RoCEv2 datagrams (softirq context).
-pub(crate) struct Rx;
-
-impl EncapRecv for Rx {
-    fn recv(skb: SkBuff) {
-        receive(skb, true);
-    }
-}
-
-/// The receive pipeline: checks, then hands the packet to its device's QP.
-fn receive(mut skb: SkBuff, check_icrc: bool) {
-    if skb.linearize().is_err() || (skb.len() as usize) < UDP_HDR_LEN {
-        return count_drop(RxDrop::Malformed);
-    }
-    let Some(netdev) = skb.netdev() else {
-        return count_drop(RxDrop::NoDevice);
-    };
-    let Some(dev) = Device::<Roxe>::get_by_netdev(netdev) else {
-        return count_drop(RxDrop::NoDevice);
-    };
-    let counters = &dev.data().counters;
-    let drop = |why: RxDrop| {
-        count_drop(why);
-        counters.inc(match why {
-            RxDrop::BadIcrc => Counter::RcvdIcrcErr,
-            RxDrop::OwnSource => Counter::RcvdPeerMismatch,
-            _ => Counter::RcvdDrops,
-        });
-    };
-    // The IP packet's length: its header (the network header up to the UDP header) and the rest.
-    let bytes = skb.network_header().len() as u64 + u64::from(skb.len());
-    let data = skb.data();
-    let (Some(udp), Some(transport)) = (data.get(..UDP_HDR_LEN), data.get(UDP_HDR_LEN..)) else {
-        return drop(RxDrop::Malformed);
-    };
-    let pkt = match Packet::new_checked(transport) {
-        Ok(p) => p,
-        Err(e) => {
-            let _: PacketError = e;
-            return drop(RxDrop::BadHeaders);
-        }
-    };
-    let Some((mut source, ip)) = parse_ip(skb.network_header()) else {
-        return drop(RxDrop::Malformed);
-    };
-    // Only the loopback drainer passes packets without an ICRC to check.
-    source.local = !check_icrc;
-    if check_icrc {
-        match pkt.icrc_matches(&KernelCrc, ip, udp) {
-            Ok(true) => {}
-            _ => return drop(RxDrop::BadIcrc),
-        }
-        // IPv4 drops a packet whose source is a local address before it reaches the UDP
-        // tunnel (`fib_validate_source`, unless the admin sets `accept_local`); IPv6 has no
-        // such check, so a host on the link could pose as one of the device's own GIDs, and so
-        // as any QP connected through it.
-        if source.network == Network::Ipv6 && netdev.ipv6_addr_is_local(&source.sgid) {
-            return drop(RxDrop::OwnSource);
-        }
-    }
-    counters.received(bytes);
-    (dev.data().rx.dispatch)(&dev, &pkt, &source);
-}
-
-/// Packets one caller delivers from the loopback queue before it leaves the rest to the
-/// device's kick work. Whoever drains also holds up its own context: a requester draining for
-/// the whole device (its QP's requester claimed meanwhile) could go on for as long as other
-/// CPUs keep the queue filled, and its own QP's retransmissions would wait behind that until
-/// their retries ran out.
-pub(crate) const LOOPBACK_BUDGET: u32 = 64;
-
-/// Loopback delivery: packets for the device's own GIDs never touch the wire.
-pub(crate) fn loopback(dev: &Device<Roxe>, skb: SkBuff) {
-    dev.data().loopback.push(skb);
-    drain_loopback(dev, LOOPBACK_BUDGET);
-}
-
-/// Delivers up to `budget` queued loopback packets, unless someone else is at it: one drainer
-/// at a time per device, so a response sent while a packet is being delivered waits in the
-/// queue instead of recursing, and packets are delivered in the order they were sent. What the
-/// budget leaves goes to the kick work (softirq), which drains with a fresh budget and goes
-/// again until the queue is empty. Context: process or softirq, interrupts enabled.
-pub(crate) fn drain_loopback(dev: &Device<Roxe>, mut budget: u32) {
+/// Loopback: a packet for one of the device's own GIDs never touches the wire. It joins the
+/// device's loopback queue, which the receive side drains (`recv::loopback`): the drainer at
+/// work, or the driver's entry that ran the stage which sent it, once the stage has returned.
+/// When no drainer is at work the kick work is asked too, so that a packet sent from any
+/// other context does not wait for the next one.
+fn loopback(dev: &Device<Roxe>, skb: SkBuff) {
     let data = dev.data();
-    while !data.loopback.is_empty() {
-        if budget == 0 {
-            dev.kick();
-            return;
-        }
-        if data.loopback_draining.cmpxchg(false, true, Full).is_err() {
-            // The drainer at work delivers it (it looks again after giving up its claim).
-            return;
-        }
-        budget = drain_claimed(dev, budget);
+    data.loopback.push(skb);
+    if !data.loopback_draining.load(Relaxed) {
+        dev.kick();
     }
-}
-
-/// Delivers up to `budget` packets of the loopback queue while holding the drainer's claim,
-/// then gives the claim up; returns the budget left. Bottom halves are off meanwhile, so that
-/// a drainer in process context cannot be preempted while the whole device waits for it.
-fn drain_claimed(dev: &Device<Roxe>, mut budget: u32) -> u32 {
-    let data = dev.data();
-    {
-        let _bh = bh::disable();
-        while budget > 0 {
-            let Some(skb) = data.loopback.pop() else {
-                break;
-            };
-            // Our own packets: nothing can have corrupted them, and they carry no ICRC.
-            receive(skb, false);
-            // A response it asked for is delivered before the next packet (the queue's order).
-            budget = budget.saturating_sub(1 + (data.rx.local_responses)(dev));
-        }
-    }
-    // A full barrier, not a release store: the caller's emptiness check that follows must not
-    // be ordered before the flag is seen clear, or a packet queued meanwhile by a CPU that
-    // found the flag still set would sit in the queue until the next loopback packet.
-    let _ = data.loopback_draining.xchg(false, Full);
-    budget
 }
 
 /// Zeroes `packet` (BTH to ICRC, in a reused buffer) everywhere but its `payload_len` payload
@@ -305,61 +92,6 @@ pub(crate) fn clear_around_payload(packet: &mut [u8], payload_len: usize, pad: u
         Some(tail) => zero(tail),
         None => zero(rest),
     }
-}
-
-/// Delivers a packet the requester built in its local buffer (`roce`: BTH to ICRC) for the
-/// device's own GID straight to the responder: no socket buffer, no headers, no queue. The
-/// packet is copied into a socket buffer and queued only when a delivery is already under
-/// way (the queue keeps the order, and nothing recurses). Context: the requester's (process
-/// or softirq, interrupts enabled).
-pub(crate) fn deliver_local(dev: &Device<Roxe>, av: &AddressVector, sport: u16, roce: &[u8]) {
-    let data = dev.data();
-    if !data.loopback.is_empty() || data.loopback_draining.cmpxchg(false, true, Full).is_err() {
-        if let Ok(mut skb) = TxSkBuff::alloc(&data.netdev, roce.len()) {
-            copy(skb.data_mut(), roce);
-            let _ = xmit(dev, av, sport, skb);
-        }
-        return;
-    }
-    let bytes = ip_bytes(av.network, roce.len());
-    data.counters.sent(1, bytes);
-    {
-        // As in `drain_claimed`: no preemption while the device's drainer claim is ours.
-        let _bh = bh::disable();
-        match Packet::new_checked(roce) {
-            Ok(pkt) => {
-                data.counters.received(bytes);
-                let src = Source {
-                    sgid: av.sgid,
-                    dgid: av.dgid,
-                    network: av.network,
-                    local: true,
-                    redeliveries: 0,
-                };
-                (data.rx.dispatch)(dev, &pkt, &src);
-            }
-            Err(_) => count_drop(RxDrop::BadHeaders),
-        }
-    }
-    let delivered = (data.rx.local_responses)(dev);
-    // The responses this delivery queued (and whatever other CPUs queued meanwhile).
-    let budget = drain_claimed(dev, LOOPBACK_BUDGET.saturating_sub(delivered));
-    drain_loopback(dev, budget);
-}
-
-/// Hands a response the drainer built for a requester of this device (`roce`: BTH to ICRC,
-/// from `src`) to the completer, counted as sent and received; false if its headers do not
-/// parse. Context: the loopback drainer, holding the drainer claim, bottom halves off.
-pub(crate) fn dispatch_local_response(dev: &Device<Roxe>, roce: &[u8], src: &Source) -> bool {
-    let Ok(pkt) = Packet::new_checked(roce) else {
-        return false;
-    };
-    let data = dev.data();
-    let bytes = ip_bytes(src.network, roce.len());
-    data.counters.sent(1, bytes);
-    data.counters.received(bytes);
-    (data.rx.dispatch)(dev, &pkt, src);
-    true
 }
 
 /// Sends a packet whose RoCE part (BTH to ICRC, ICRC left zero) is already in `skb`, to the
@@ -591,22 +323,4 @@ fn set_ip_id(skb: &mut TxSkBuff, id: u16) -> Result {
         .ok_or(EINVAL)?
         .copy_from_slice(&id.to_be_bytes());
     Ok(())
-}
-
-/// A device's hold on the RoCEv2 port's sockets of its netdev's network namespace.
-pub(crate) type RoceSockets = PortRef<Rx>;
-
-/// Takes a hold on the RoCEv2 port's sockets (IPv4, and IPv6 when the kernel has it) in
-/// `netdev`'s namespace, binding them if no device there holds them yet. Process context.
-pub(crate) fn port_ref(netdev: &NetDevice) -> Result<RoceSockets> {
-    PortRef::get(netdev, ROCE_V2_UDP_PORT).inspect_err(|e| {
-        if *e == errno::eaddrinuse() {
-            pr_err!(
-                "UDP port {} is in use in this namespace: another RoCEv2 stack owns it\n",
-                ROCE_V2_UDP_PORT
-            );
-        } else {
-            pr_err!("cannot bind UDP port {}: {:?}\n", ROCE_V2_UDP_PORT, e);
-        }
-    })
 }

@@ -12,7 +12,7 @@
 pub(crate) mod resp_state;
 
 use crate::compat::errno;
-use crate::compat::sync::{irqs_off, SpinLockIrq};
+use crate::compat::sync::{irqs_off, IrqOff, SpinLockIrq};
 use crate::rdma::{
     ah::AddressVector,
     bh::BhLock,
@@ -374,41 +374,30 @@ fn check_cap(cap: &QpCap, has_srq: bool) -> Result {
     Ok(())
 }
 
-pub(crate) fn create(
-    dev: &Device<Roxe>,
-    init: &mut QpInit<'_, Roxe>,
-    notifier: Arc<QpNotifier>,
-    udata: Option<&UData<'_>>,
-) -> Result<QpCreated<PoolRef<RoxeQp>>> {
-    if let Some(u) = udata {
-        // The rxe ABI has no create-QP request and an mmap-info response.
-        if u.in_len() != 0 || u.out_len() < CREATE_QP_RESP_SIZE {
-            return Err(EINVAL);
-        }
-    }
-    let qp_type = qp_type_of(init.qp_type)?;
-    if init.create_flags != 0 || init.unsupported_parts {
-        return Err(errno::eopnotsupp());
-    }
-    let (Some(send_cq), Some(recv_cq)) = (init.send_cq, init.recv_cq) else {
-        return Err(EINVAL);
-    };
-    let srq = init.srq.map(|s| s.srq_data().clone());
-    check_cap(&init.cap, srq.is_some())?;
-    if qp_type == QpType::Gsi && init.port_num != PORT {
-        return Err(EINVAL);
-    }
+/// A new QP's rings, sized as the consumer asked and the device allows, and what they can hold.
+struct Rings {
+    sq: Queue,
+    sq_depth: usize,
+    sq_limits: SqLimits,
+    /// `None` with an SRQ.
+    rq: Option<Queue>,
+    rq_max_sge: u32,
+    rq_elem_size: usize,
+}
 
+/// Makes the rings of a QP with `init.cap` (and no receive queue with an SRQ), and reports in
+/// `init.cap` what they can hold: what fits in a slot may be more than was asked for (as rxe
+/// does).
+fn make_rings(init: &mut QpInit<'_, Roxe>, has_srq: bool) -> Result<Rings> {
     // Send queue: a WQE slot holds the fixed part and either the SGEs or the inline data.
     let payload =
         (init.cap.max_send_sge as usize * SGE_SIZE).max(init.cap.max_inline_data as usize);
-    let mut sq = Queue::new(
+    let sq = Queue::new(
         init.cap.max_send_wr.max(1),
         send_layout::DMA_DATA + payload,
         param::MAX_QP_WR,
         Direction::FromClient,
     )?;
-    // What fits in a slot may be more than was asked for; report it (as rxe does).
     let slot_payload =
         (sq.elem_size() - send_layout::DMA_DATA).min(param::MAX_INLINE_DATA as usize);
     init.cap.max_send_wr = sq.capacity();
@@ -420,8 +409,7 @@ pub(crate) fn create(
         max_inline: init.cap.max_inline_data,
         max_msg: param::PORT_MAX_MSG_SZ,
     };
-
-    let (mut rq, rq_max_sge, rq_elem_size) = if srq.is_some() {
+    let (rq, rq_max_sge, rq_elem_size) = if has_srq {
         (None, 0, 0)
     } else {
         let q = Queue::new(
@@ -434,32 +422,97 @@ pub(crate) fn create(
         let elem_size = q.elem_size();
         (Some(q), init.cap.max_recv_sge, elem_size)
     };
+    Ok(Rings {
+        sq,
+        sq_depth,
+        sq_limits,
+        rq,
+        rq_max_sge,
+        rq_elem_size,
+    })
+}
 
-    if let Some(u) = udata {
-        let sq_mi = sq.offer_mmap(u)?;
-        let rq_mi = match rq.as_mut() {
-            Some(q) => q.offer_mmap(u)?,
-            None => MmapInfo::default(),
-        };
-        let mut resp = [0u8; CREATE_QP_RESP_SIZE];
-        // The RQ's info comes first in `struct rxe_create_qp_resp`.
-        resp[..MMINFO_SIZE].copy_from_slice(&mminfo_bytes(rq_mi));
-        resp[MMINFO_SIZE..].copy_from_slice(&mminfo_bytes(sq_mi));
-        u.respond_bytes(&resp)?;
-    }
+/// Offers a user QP's rings for `mmap` and answers `struct rxe_create_qp_resp`.
+fn respond_rings(u: &UData<'_>, rings: &mut Rings) -> Result {
+    let sq_mi = rings.sq.offer_mmap(u)?;
+    let rq_mi = match rings.rq.as_mut() {
+        Some(q) => q.offer_mmap(u)?,
+        None => MmapInfo::default(),
+    };
+    let mut resp = [0u8; CREATE_QP_RESP_SIZE];
+    // The RQ's info comes first in `struct rxe_create_qp_resp`.
+    resp[..MMINFO_SIZE].copy_from_slice(&mminfo_bytes(rq_mi));
+    resp[MMINFO_SIZE..].copy_from_slice(&mminfo_bytes(sq_mi));
+    u.respond_bytes(&resp)
+}
 
-    // Room for the requester's entries and their slot buffers for as many WQEs as are normally
-    // in flight: taking a WQE off the ring does not allocate.
+/// The requester's state of a new QP, with room for its entries and their slot buffers for as
+/// many WQEs as are normally in flight: taking a WQE off the ring does not allocate.
+fn new_sq_state(sq_depth: usize, elem_size: usize) -> Result<SqState> {
     let spares = sq_depth.min(SPARE_SLOTS_MAX);
     let entries = KVec::with_capacity(spares, GFP_KERNEL_ACCOUNT)?;
     let mut spare_slots = KVec::with_capacity(spares, GFP_KERNEL_ACCOUNT)?;
     for _ in 0..spares {
         spare_slots.push(
-            KVec::from_elem(0u8, sq.elem_size(), GFP_KERNEL_ACCOUNT)?,
+            KVec::from_elem(0u8, elem_size, GFP_KERNEL_ACCOUNT)?,
             GFP_KERNEL_ACCOUNT,
         )?;
     }
+    Ok(SqState {
+        entries,
+        spare_slots,
+        cur: 0,
+        next_psn: Psn::new(0),
+        psn_limit: Psn::new(0),
+        rd_atomic_in_flight: 0,
+        ack_deadline_ms: 0,
+        rnr_until_ms: 0,
+        comp: CompState::new(Psn::new(0), Pmtu::of(IbMtu::Mtu256), 7, 7),
+        ack_timeout_ms: 0,
+        local_buf: KVec::new(),
+        odp_pauses: 0,
+    })
+}
 
+/// What `create_qp` asks for that the device refuses before allocating anything: the rxe ABI's
+/// udata sizes, the QP type, flags, CQs, capabilities and the GSI QP's port.
+fn check_create(init: &QpInit<'_, Roxe>, udata: Option<&UData<'_>>) -> Result<QpType> {
+    if let Some(u) = udata {
+        // The rxe ABI has no create-QP request and an mmap-info response.
+        if u.in_len() != 0 || u.out_len() < CREATE_QP_RESP_SIZE {
+            return Err(EINVAL);
+        }
+    }
+    let qp_type = qp_type_of(init.qp_type)?;
+    if init.create_flags != 0 || init.unsupported_parts {
+        return Err(errno::eopnotsupp());
+    }
+    if init.send_cq.is_none() || init.recv_cq.is_none() {
+        return Err(EINVAL);
+    }
+    check_cap(&init.cap, init.srq.is_some())?;
+    if qp_type == QpType::Gsi && init.port_num != PORT {
+        return Err(EINVAL);
+    }
+    Ok(qp_type)
+}
+
+pub(crate) fn create(
+    dev: &Device<Roxe>,
+    init: &mut QpInit<'_, Roxe>,
+    notifier: Arc<QpNotifier>,
+    udata: Option<&UData<'_>>,
+) -> Result<QpCreated<PoolRef<RoxeQp>>> {
+    let qp_type = check_create(init, udata)?;
+    let (Some(send_cq), Some(recv_cq)) = (init.send_cq, init.recv_cq) else {
+        return Err(EINVAL);
+    };
+    let srq = init.srq.map(|s| s.srq_data().clone());
+    let mut rings = make_rings(init, srq.is_some())?;
+    if let Some(u) = udata {
+        respond_rings(u, &mut rings)?;
+    }
+    let sq_state = new_sq_state(rings.sq_depth, rings.sq.elem_size())?;
     let resp_state = RespState::new()?;
     let pool = &dev.data().qps;
     let slot = if qp_type == QpType::Gsi {
@@ -478,6 +531,14 @@ pub(crate) fn create(
         cap: init.cap,
         ..Default::default()
     };
+    let Rings {
+        sq,
+        sq_depth,
+        sq_limits,
+        rq,
+        rq_max_sge,
+        rq_elem_size,
+    } = rings;
     let qp = slot.fill(try_pin_init!(RoxeQp {
         qpn,
         qp_type,
@@ -498,23 +559,7 @@ pub(crate) fn create(
         rq <- crate::compat::sync::new_spinlock_irq!(rq, "roxe_qp_rq"),
         notifier,
         sq_depth,
-        sq_state <- crate::rdma::bh::new_bh_lock!(
-            SqState {
-                entries,
-                spare_slots,
-                cur: 0,
-                next_psn: Psn::new(0),
-                psn_limit: Psn::new(0),
-                rd_atomic_in_flight: 0,
-                ack_deadline_ms: 0,
-                rnr_until_ms: 0,
-                comp: CompState::new(Psn::new(0), Pmtu::of(IbMtu::Mtu256), 7, 7),
-                ack_timeout_ms: 0,
-                local_buf: KVec::new(),
-                odp_pauses: 0,
-            },
-            "roxe_qp_sq_state"
-        ),
+        sq_state <- crate::rdma::bh::new_bh_lock!(sq_state, "roxe_qp_sq_state"),
         resp_state <- crate::rdma::bh::new_bh_lock!(resp_state, "roxe_qp_resp_state"),
         req_running: Atomic::new(0),
         kick_pending: AtomicFlag::new(false),
@@ -563,34 +608,8 @@ pub(crate) fn modify(
     }
     let this = qp.qp_data();
     let amask = AttrMask::from_bits(mask);
-    let values = AttrValues {
-        port_num: attr.port_num,
-        pkey_index: attr.pkey_index,
-        qp_access_flags: attr.qp_access_flags,
-        path_mtu: attr.path_mtu,
-        timeout: attr.timeout,
-        retry_cnt: attr.retry_cnt,
-        rnr_retry: attr.rnr_retry,
-        min_rnr_timer: attr.min_rnr_timer,
-        max_rd_atomic: attr.max_rd_atomic,
-        max_dest_rd_atomic: attr.max_dest_rd_atomic,
-    };
-    check_attr_values(amask, &values, &attr_limits()).map_err(|e| errno(e.errno()))?;
-    // A connected QP whose path leads to this device's own GID hands its packets to the
-    // responder in its local buffer, [`Pmtu::LOCAL`] of payload each: allocated here, where the
-    // verb may sleep, so that the requester does not allocate it in softirq. Dropped, if
-    // unused, after the state lock.
-    let mut local_buf = match attr.av {
-        Some(av)
-            if amask.contains(AttrMask::AV)
-                && av.leads_to_own_gid()
-                && matches!(this.qp_type, QpType::Rc | QpType::Uc) =>
-        {
-            KVec::from_elem(0u8, LOCAL_PACKET_MAX, GFP_KERNEL)?
-        }
-        _ => KVec::new(),
-    };
-
+    check_values(amask, attr)?;
+    let mut local_buf = local_buf_for(this, amask, attr)?;
     let mut st_guard = this.state.lock();
     // Interrupts are off under `state`: the bottom-half locks below are taken with that proof.
     let (st, irq) = irqs_off(&mut st_guard);
@@ -601,87 +620,15 @@ pub(crate) fn modify(
     };
     let next = check_modify_request(st.state, this.qp_type, st.sq_draining, &request)
         .map_err(|e| errno(e.errno()))?;
-
     // Apply the attributes (IBA 11.2.5.2): all checks passed, nothing below fails.
-    let a = &mut st.attr;
-    if amask.contains(AttrMask::ACCESS_FLAGS) {
-        a.qp_access_flags = attr.qp_access_flags;
-    }
-    if amask.contains(AttrMask::PKEY_INDEX) {
-        a.pkey_index = attr.pkey_index;
-    }
-    if amask.contains(AttrMask::PORT) {
-        a.port_num = attr.port_num;
-    }
-    if amask.contains(AttrMask::QKEY) {
-        a.qkey = attr.qkey;
-    }
-    if amask.contains(AttrMask::PATH_MTU) {
-        a.path_mtu = attr.path_mtu;
-    }
-    if amask.contains(AttrMask::TIMEOUT) {
-        a.timeout = attr.timeout;
-    }
-    if amask.contains(AttrMask::RETRY_CNT) {
-        a.retry_cnt = attr.retry_cnt;
-    }
-    if amask.contains(AttrMask::RNR_RETRY) {
-        a.rnr_retry = attr.rnr_retry;
-    }
-    if amask.contains(AttrMask::RQ_PSN) {
-        a.rq_psn = psn_from_attr(attr.rq_psn).get();
-        // Lock order: state, then the responder's state.
-        this.resp_state
-            .lock_with(&irq)
-            .set_rq_psn(psn_from_attr(attr.rq_psn));
-    }
-    if amask.contains(AttrMask::SQ_PSN) {
-        a.sq_psn = psn_from_attr(attr.sq_psn).get();
-        let mut sq = this.sq_state.lock_with(&irq);
-        sq.next_psn = psn_from_attr(attr.sq_psn);
-        sq.psn_limit = sq.next_psn;
-        sq.comp.expected_psn = sq.next_psn;
-    }
-    if amask.contains(AttrMask::MIN_RNR_TIMER) {
-        a.min_rnr_timer = attr.min_rnr_timer;
-    }
-    if amask.contains(AttrMask::MAX_QP_RD_ATOMIC) {
-        a.max_rd_atomic = attr.max_rd_atomic;
-    }
-    if amask.contains(AttrMask::MAX_DEST_RD_ATOMIC) {
-        a.max_dest_rd_atomic = attr.max_dest_rd_atomic;
-        // The responder resources are sized by it (IBA 9.4.4, 11.2.5.2).
-        this.resp_state
-            .lock_with(&irq)
-            .set_max_dest_rd_atomic(attr.max_dest_rd_atomic);
-    }
-    if amask.contains(AttrMask::DEST_QPN) {
-        a.dest_qp_num = attr.dest_qp_num;
-    }
-    if amask.contains(AttrMask::PATH_MIG_STATE) {
-        a.path_mig_state = attr.path_mig_state;
-    }
-    if amask.contains(AttrMask::EN_SQD_ASYNC_NOTIFY) {
-        a.en_sqd_async_notify = attr.en_sqd_async_notify;
-    }
+    apply_plain(&mut st.attr, amask, attr);
+    apply_to_stages(this, st, &irq, amask, attr);
     if amask.contains(AttrMask::AV) {
         st.av = attr.av;
         let mut sq = this.sq_state.lock_with(&irq);
         if sq.local_buf.len() < local_buf.len() {
             core::mem::swap(&mut sq.local_buf, &mut local_buf);
         }
-    }
-    if amask.intersects(
-        AttrMask::RETRY_CNT
-            .union(AttrMask::RNR_RETRY)
-            .union(AttrMask::TIMEOUT),
-    ) {
-        let (retry_cnt, rnr_retry, timeout) =
-            (st.attr.retry_cnt, st.attr.rnr_retry, st.attr.timeout);
-        let mut sq = this.sq_state.lock_with(&irq);
-        sq.comp.counters = RetryCounters::new(retry_cnt, rnr_retry);
-        // At least proto::comp::MIN_ACK_TIMEOUT_MS: a soft HCA is slower than consumers assume.
-        sq.ack_timeout_ms = ack_timeout_ms(timeout);
     }
     let prev = st.state;
     st.state = next;
@@ -694,34 +641,169 @@ pub(crate) fn modify(
     if next == QpState::Reset && prev != QpState::Reset {
         // IBA 10.3.1: RESET empties the work queues and forgets the path.
         st.av = None;
-        let max_dest_rd_atomic = st.attr.max_dest_rd_atomic;
-        this.resp_state.lock_with(&irq).reset(max_dest_rd_atomic);
-        {
-            // The send side starts over too: nothing in flight, PSN 0 until modify sets sq_psn.
-            let mut sq = this.sq_state.lock_with(&irq);
-            let (retry_cnt, rnr_retry) = (st.attr.retry_cnt, st.attr.rnr_retry);
-            sq.retire_all();
-            sq.cur = 0;
-            sq.next_psn = Psn::new(0);
-            sq.psn_limit = Psn::new(0);
-            sq.rd_atomic_in_flight = 0;
-            sq.ack_deadline_ms = 0;
-            sq.rnr_until_ms = 0;
-            sq.comp = CompState::new(Psn::new(0), Pmtu::of(IbMtu::Mtu256), retry_cnt, rnr_retry);
-        }
+        reset_stages(this, st, &irq);
         drop(st_guard);
-        // The next connection learns again whether its answers come quickly.
-        this.hold_acks.store(false, Relaxed);
-        this.unheld_ack_ns.store(0, Relaxed);
-        this.sq.lock().reset();
-        let mut rq = this.rq.lock();
-        if let Some(q) = &mut *rq {
-            q.reset();
-        }
+        reset_rings(this);
         // An ACK held for the old connection still leaves: the caller sends it.
         return Ok(Transition::ToReset);
     }
     Ok(Transition::Other)
+}
+
+/// The value checks of `modify_qp` against the device's limits (IBA 11.2.5.2).
+fn check_values(amask: AttrMask, attr: &QpAttr) -> Result {
+    let values = AttrValues {
+        port_num: attr.port_num,
+        pkey_index: attr.pkey_index,
+        qp_access_flags: attr.qp_access_flags,
+        path_mtu: attr.path_mtu,
+        timeout: attr.timeout,
+        retry_cnt: attr.retry_cnt,
+        rnr_retry: attr.rnr_retry,
+        min_rnr_timer: attr.min_rnr_timer,
+        max_rd_atomic: attr.max_rd_atomic,
+        max_dest_rd_atomic: attr.max_dest_rd_atomic,
+    };
+    check_attr_values(amask, &values, &attr_limits()).map_err(|e| errno(e.errno()))
+}
+
+/// A connected QP whose path leads to this device's own GID hands its packets to the
+/// responder in its local buffer, [`Pmtu::LOCAL`] of payload each: allocated here, where the
+/// verb may sleep, so that the requester does not allocate it in softirq. Dropped, if unused,
+/// after the state lock.
+fn local_buf_for(this: &RoxeQp, amask: AttrMask, attr: &QpAttr) -> Result<KVec<u8>> {
+    match attr.av {
+        Some(av)
+            if amask.contains(AttrMask::AV)
+                && av.leads_to_own_gid()
+                && matches!(this.qp_type, QpType::Rc | QpType::Uc) =>
+        {
+            Ok(KVec::from_elem(0u8, LOCAL_PACKET_MAX, GFP_KERNEL)?)
+        }
+        _ => Ok(KVec::new()),
+    }
+}
+
+/// The attributes that are only recorded (IBA 11.2.5.2).
+fn apply_plain(a: &mut QpAttr, m: AttrMask, attr: &QpAttr) {
+    /// `*field = value` if `bit` is in `m`.
+    fn set<T: Copy>(m: AttrMask, bit: AttrMask, field: &mut T, value: T) {
+        if m.contains(bit) {
+            *field = value;
+        }
+    }
+    set(
+        m,
+        AttrMask::ACCESS_FLAGS,
+        &mut a.qp_access_flags,
+        attr.qp_access_flags,
+    );
+    set(m, AttrMask::PKEY_INDEX, &mut a.pkey_index, attr.pkey_index);
+    set(m, AttrMask::PORT, &mut a.port_num, attr.port_num);
+    set(m, AttrMask::QKEY, &mut a.qkey, attr.qkey);
+    set(m, AttrMask::PATH_MTU, &mut a.path_mtu, attr.path_mtu);
+    set(m, AttrMask::TIMEOUT, &mut a.timeout, attr.timeout);
+    set(m, AttrMask::RETRY_CNT, &mut a.retry_cnt, attr.retry_cnt);
+    set(m, AttrMask::RNR_RETRY, &mut a.rnr_retry, attr.rnr_retry);
+    set(
+        m,
+        AttrMask::MIN_RNR_TIMER,
+        &mut a.min_rnr_timer,
+        attr.min_rnr_timer,
+    );
+    set(
+        m,
+        AttrMask::MAX_QP_RD_ATOMIC,
+        &mut a.max_rd_atomic,
+        attr.max_rd_atomic,
+    );
+    set(m, AttrMask::DEST_QPN, &mut a.dest_qp_num, attr.dest_qp_num);
+    set(
+        m,
+        AttrMask::PATH_MIG_STATE,
+        &mut a.path_mig_state,
+        attr.path_mig_state,
+    );
+    set(
+        m,
+        AttrMask::EN_SQD_ASYNC_NOTIFY,
+        &mut a.en_sqd_async_notify,
+        attr.en_sqd_async_notify,
+    );
+}
+
+/// The attributes the stages' state follows: the PSNs, the responder resources, the retry
+/// counters and ACK timeout. Lock order: `state` (held, `irq`), then the responder's or the
+/// requester's state.
+fn apply_to_stages(
+    this: &RoxeQp,
+    st: &mut QpStateData,
+    irq: &IrqOff<'_>,
+    amask: AttrMask,
+    attr: &QpAttr,
+) {
+    if amask.contains(AttrMask::RQ_PSN) {
+        st.attr.rq_psn = psn_from_attr(attr.rq_psn).get();
+        this.resp_state
+            .lock_with(irq)
+            .set_rq_psn(psn_from_attr(attr.rq_psn));
+    }
+    if amask.contains(AttrMask::SQ_PSN) {
+        st.attr.sq_psn = psn_from_attr(attr.sq_psn).get();
+        let mut sq = this.sq_state.lock_with(irq);
+        sq.next_psn = psn_from_attr(attr.sq_psn);
+        sq.psn_limit = sq.next_psn;
+        sq.comp.expected_psn = sq.next_psn;
+    }
+    if amask.contains(AttrMask::MAX_DEST_RD_ATOMIC) {
+        st.attr.max_dest_rd_atomic = attr.max_dest_rd_atomic;
+        // The responder resources are sized by it (IBA 9.4.4, 11.2.5.2).
+        this.resp_state
+            .lock_with(irq)
+            .set_max_dest_rd_atomic(attr.max_dest_rd_atomic);
+    }
+    if amask.intersects(
+        AttrMask::RETRY_CNT
+            .union(AttrMask::RNR_RETRY)
+            .union(AttrMask::TIMEOUT),
+    ) {
+        let (retry_cnt, rnr_retry, timeout) =
+            (st.attr.retry_cnt, st.attr.rnr_retry, st.attr.timeout);
+        let mut sq = this.sq_state.lock_with(irq);
+        sq.comp.counters = RetryCounters::new(retry_cnt, rnr_retry);
+        // At least proto::comp::MIN_ACK_TIMEOUT_MS: a soft HCA is slower than consumers assume.
+        sq.ack_timeout_ms = ack_timeout_ms(timeout);
+    }
+}
+
+/// RESET (IBA 10.3.1): the responder and the send side start over, nothing in flight, PSN 0
+/// until modify sets sq_psn. `state` is held (`irq`).
+fn reset_stages(this: &RoxeQp, st: &QpStateData, irq: &IrqOff<'_>) {
+    this.resp_state
+        .lock_with(irq)
+        .reset(st.attr.max_dest_rd_atomic);
+    let mut sq = this.sq_state.lock_with(irq);
+    let (retry_cnt, rnr_retry) = (st.attr.retry_cnt, st.attr.rnr_retry);
+    sq.retire_all();
+    sq.cur = 0;
+    sq.next_psn = Psn::new(0);
+    sq.psn_limit = Psn::new(0);
+    sq.rd_atomic_in_flight = 0;
+    sq.ack_deadline_ms = 0;
+    sq.rnr_until_ms = 0;
+    sq.comp = CompState::new(Psn::new(0), Pmtu::of(IbMtu::Mtu256), retry_cnt, rnr_retry);
+}
+
+/// RESET, after the state lock: the rings are emptied, and the next connection learns again
+/// whether its answers come quickly.
+fn reset_rings(this: &RoxeQp) {
+    this.hold_acks.store(false, Relaxed);
+    this.unheld_ack_ns.store(0, Relaxed);
+    this.sq.lock().reset();
+    let mut rq = this.rq.lock();
+    if let Some(q) = &mut *rq {
+        q.reset();
+    }
 }
 
 /// The QPs that may have a timer armed (retransmission, RNR wait, a READ reply to pace): the

@@ -44,8 +44,8 @@ use crate::{
         resp::{
             ack_syndrome, check_length, check_op_allowed, check_opcode, check_psn, check_resource,
             check_rkey, commit, handle_duplicate, PageFaultAction, Placement, PsnVerdict,
-            RecvWqeFate, Request, RespConfig, RespError, RespHeader, Response, READ_REPLY_BURST,
-            UD_GRH_LEN,
+            RecvSuccess, RecvWqeFate, RemoteAccess, Request, RespConfig, RespError, RespHeader,
+            Response, READ_REPLY_BURST, UD_GRH_LEN,
         },
         wqe::{recv_layout, RecvWqe},
     },
@@ -53,7 +53,7 @@ use crate::{
     qp::{self, PathInfo, RoxeQp},
     req,
     resp::read_reply::{send_read_burst, ReplyPath},
-    resp::response::{ack_packet, deliver_local_ack, local_source, response},
+    resp::response::{ack_packet, local_source, response},
 };
 use kernel::{prelude::*, sync::aref::ARef};
 
@@ -436,14 +436,7 @@ fn execute(
     rs: &mut RespState,
     fx: &mut Effects,
 ) -> Result<(), Refusal> {
-    let Ctx {
-        dev,
-        qp,
-        pkt,
-        src,
-        cfg,
-        ..
-    } = *cx;
+    let Ctx { qp, cfg, .. } = *cx;
     check_opcode(&mut rs.proto, cfg, req)?;
     check_op_allowed(cfg, req)?;
     if req.info.needs_recv_wqe() && rs.recv.is_none() {
@@ -459,128 +452,160 @@ fn execute(
     check_resource(cfg, req, rs.recv.is_some())?;
     let recv_len = rs.recv.as_ref().map_or(0, |r| r.wqe.length);
     let placement = check_length(&rs.proto, cfg, req, recv_len)?;
-
-    let payload = pkt.payload();
-    let mut original = 0u64;
-    let mut read_mr = None;
-    match placement {
-        Placement::Nothing => {}
+    let (original, read_mr) = match placement {
+        Placement::Nothing => (0, None),
         Placement::Recv { offset } => {
-            let r = rs.recv.as_ref().ok_or(RespError::ReceiverNotReady)?;
-            let list = SgeList {
-                slot: &r.slot,
-                base: recv_layout::DMA_DATA,
-                num: r.wqe.num_sge,
-            };
-            if cfg.transport() == Transport::Ud {
-                place_recv(dev, qp, &list, 0, &grh_bytes(src), r.wqe.length)?;
-            }
-            place_recv(dev, qp, &list, offset, payload, r.wqe.length)?;
-            if let Some(ieth) = pkt.ieth() {
-                // SEND with Invalidate (its LAST or ONLY packet carries the IETH) frees the named
-                // window or fast-registration MR before the receive completes (IBA 10.6.7.3); an
-                // R_Key that names nothing this QP may invalidate fails the message (class J).
-                crate::mem::invalidate(dev, qp.pd_id, ieth.rkey)
-                    .map_err(|_| RespError::InvalidateFailed)?;
-            }
+            place_message(cx, rs, offset)?;
+            (0, None)
         }
-        Placement::Remote(access) => {
-            let found = remote_target(dev, access.rkey, qp.pd_id, qp.qpn);
-            check_rkey(found.as_ref().map(|(t, _)| t), &access)?;
-            let Some((_, mr)) = found else {
-                return Err(RespError::RemoteAccess.into());
-            };
-            match req.info.operation() {
-                Operation::RdmaWrite => remote_copy(
-                    dev,
-                    &mr,
-                    access.va,
-                    access.len,
-                    mr.write_at(access.va, payload),
-                )?,
-                Operation::RdmaReadRequest => {
-                    // ODP: the responses are built in softirq, which cannot fault, so the
-                    // first burst's bytes must be present before the READ is accepted (it
-                    // then counts as a message). Only those: what one request packet costs
-                    // stays bounded whatever the READ's length. A page missing further on
-                    // ends the reply where it is, with its fault queued (`read_responses`),
-                    // and the requester asks again from there.
-                    let first_burst = u64::from(READ_REPLY_BURST) * u64::from(cfg.mtu.bytes());
-                    let len = access.len.min(first_burst);
-                    remote_copy(
-                        dev,
-                        &mr,
-                        access.va,
-                        access.len,
-                        mr.check_present(access.va, len),
-                    )?;
-                    read_mr = Some(mr);
-                }
-                Operation::CompareSwap | Operation::FetchAdd => {
-                    let a = pkt.atomic_eth().ok_or(RespError::Length)?;
-                    let swap = req.info.operation() == Operation::CompareSwap;
-                    let done = {
-                        let _guard = dev.data().atomic_lock.lock();
-                        let mut cur = [0u8; 8];
-                        mr.read_at(access.va, &mut cur).and_then(|()| {
-                            let orig = u64::from_ne_bytes(cur);
-                            let new = if swap {
-                                if orig == a.compare {
-                                    a.swap_add
-                                } else {
-                                    orig
-                                }
-                            } else {
-                                orig.wrapping_add(a.swap_add)
-                            };
-                            // A page invalidated since the read: nothing was written, the
-                            // resend runs the atomic anew.
-                            mr.write_at(access.va, &new.to_ne_bytes()).map(|()| orig)
-                        })
-                    };
-                    // Any fault is queued after the atomic lock is released: the job queue's
-                    // lock is never taken under it.
-                    original = remote_copy(dev, &mr, access.va, 8, done)?;
-                }
-                Operation::AtomicWrite => {
-                    let done = {
-                        let _guard = dev.data().atomic_lock.lock();
-                        mr.write_at(access.va, payload)
-                    };
-                    remote_copy(dev, &mr, access.va, 8, done)?;
-                }
-                // Registered memory is ordinary RAM, coherent once written: nothing to flush.
-                _ => {}
-            }
-        }
-    }
-
+        Placement::Remote(access) => remote(cx, req, &access)?,
+    };
     let done = commit(&mut rs.proto, &mut rs.cache, cfg, req, original);
     if let Some(ok) = done.recv {
         if let Some(r) = rs.recv.take() {
-            let ud = cfg.transport() == Transport::Ud;
-            let c = RecvCompletion {
-                wr_id: r.wqe.wr_id,
-                qp_num: qp.qpn,
-                byte_len: ok.byte_len,
-                rdma_write_with_imm: ok.rdma_with_imm,
-                imm_data: pkt.imm_data(),
-                invalidated_rkey: pkt.ieth().map(|i| i.rkey),
-                src_qp: if ud {
-                    pkt.deth().map(|d| d.src_qpn)
-                } else {
-                    None
-                },
-                grh: ud,
-                pkey_index: 0,
-                port_num: crate::hca::PORT as u8,
-            };
-            fx.recv_cqe = Some(Cqe::recv(&c));
-            fx.solicited = pkt.solicited_event();
+            fx.recv_cqe = Some(recv_cqe(cx, r.wqe.wr_id, ok));
+            fx.solicited = cx.pkt.solicited_event();
         }
     }
     respond(cx, rs, fx, done.response, read_mr);
     Ok(())
+}
+
+/// Places a SEND's payload (after a UD datagram's GRH) into the receive WQE it fills, at
+/// `offset`; a SEND with Invalidate then invalidates its R_Key.
+fn place_message(cx: &Ctx<'_>, rs: &RespState, offset: u32) -> Result<(), Refusal> {
+    let Ctx {
+        dev,
+        qp,
+        pkt,
+        src,
+        cfg,
+        ..
+    } = *cx;
+    let r = rs.recv.as_ref().ok_or(RespError::ReceiverNotReady)?;
+    let list = SgeList {
+        slot: &r.slot,
+        base: recv_layout::DMA_DATA,
+        num: r.wqe.num_sge,
+    };
+    if cfg.transport() == Transport::Ud {
+        place_recv(dev, qp, &list, 0, &grh_bytes(src), r.wqe.length)?;
+    }
+    place_recv(dev, qp, &list, offset, pkt.payload(), r.wqe.length)?;
+    if let Some(ieth) = pkt.ieth() {
+        // SEND with Invalidate (its LAST or ONLY packet carries the IETH) frees the named
+        // window or fast-registration MR before the receive completes (IBA 10.6.7.3); an R_Key
+        // that names nothing this QP may invalidate fails the message (class J).
+        crate::mem::invalidate(dev, qp.pd_id, ieth.rkey)
+            .map_err(|_| RespError::InvalidateFailed)?;
+    }
+    Ok(())
+}
+
+/// Executes an RDMA or atomic request on the memory its R_Key names: the atomic's original
+/// value, and for a READ the MR its reply reads through.
+fn remote(
+    cx: &Ctx<'_>,
+    req: &Request,
+    access: &RemoteAccess,
+) -> Result<(u64, Option<PoolRef<RoxeMr>>), Refusal> {
+    let Ctx {
+        dev, qp, pkt, cfg, ..
+    } = *cx;
+    let found = remote_target(dev, access.rkey, qp.pd_id, qp.qpn);
+    check_rkey(found.as_ref().map(|(t, _)| t), access)?;
+    let Some((_, mr)) = found else {
+        return Err(RespError::RemoteAccess.into());
+    };
+    match req.info.operation() {
+        Operation::RdmaWrite => {
+            let done = mr.write_at(access.va, pkt.payload());
+            remote_copy(dev, &mr, access.va, access.len, done)?;
+        }
+        Operation::RdmaReadRequest => {
+            // ODP: the responses are built in softirq, which cannot fault, so the first
+            // burst's bytes must be present before the READ is accepted (it then counts as a
+            // message). Only those: what one request packet costs stays bounded whatever the
+            // READ's length. A page missing further on ends the reply where it is, with its
+            // fault queued (`read_responses`), and the requester asks again from there.
+            let first_burst = u64::from(READ_REPLY_BURST) * u64::from(cfg.mtu.bytes());
+            let len = access.len.min(first_burst);
+            let present = mr.check_present(access.va, len);
+            remote_copy(dev, &mr, access.va, access.len, present)?;
+            return Ok((0, Some(mr)));
+        }
+        Operation::CompareSwap | Operation::FetchAdd => {
+            return Ok((atomic(cx, req, &mr, access)?, None));
+        }
+        Operation::AtomicWrite => {
+            let done = {
+                let _guard = dev.data().atomic_lock.lock();
+                mr.write_at(access.va, pkt.payload())
+            };
+            remote_copy(dev, &mr, access.va, 8, done)?;
+        }
+        // Registered memory is ordinary RAM, coherent once written: nothing to flush.
+        _ => {}
+    }
+    Ok((0, None))
+}
+
+/// Runs a COMPARE SWAP or FETCH ADD (IBA 9.4.5) on the 8 bytes at `access.va` under the
+/// device's atomic lock, so that no other atomic of the device sees a half-done one; returns
+/// the original value (rxe: `atomic_reply`).
+fn atomic(
+    cx: &Ctx<'_>,
+    req: &Request,
+    mr: &PoolRef<RoxeMr>,
+    access: &RemoteAccess,
+) -> Result<u64, Refusal> {
+    let a = cx.pkt.atomic_eth().ok_or(RespError::Length)?;
+    let swap = req.info.operation() == Operation::CompareSwap;
+    let done = {
+        let _guard = cx.dev.data().atomic_lock.lock();
+        let mut cur = [0u8; 8];
+        mr.read_at(access.va, &mut cur).and_then(|()| {
+            let orig = u64::from_ne_bytes(cur);
+            let new = if swap {
+                if orig == a.compare {
+                    a.swap_add
+                } else {
+                    orig
+                }
+            } else {
+                orig.wrapping_add(a.swap_add)
+            };
+            // A page invalidated since the read: nothing was written, the resend runs the
+            // atomic anew.
+            mr.write_at(access.va, &new.to_ne_bytes()).map(|()| orig)
+        })
+    };
+    // Any fault is queued after the atomic lock is released: the job queue's lock is never
+    // taken under it.
+    remote_copy(cx.dev, mr, access.va, 8, done)
+}
+
+/// The completion of the receive WQE `wr_id` that the message filled.
+fn recv_cqe(cx: &Ctx<'_>, wr_id: u64, ok: RecvSuccess) -> Cqe {
+    let pkt = cx.pkt;
+    let ud = cx.cfg.transport() == Transport::Ud;
+    let c = RecvCompletion {
+        wr_id,
+        qp_num: cx.qp.qpn,
+        byte_len: ok.byte_len,
+        rdma_write_with_imm: ok.rdma_with_imm,
+        imm_data: pkt.imm_data(),
+        invalidated_rkey: pkt.ieth().map(|i| i.rkey),
+        src_qp: if ud {
+            pkt.deth().map(|d| d.src_qpn)
+        } else {
+            None
+        },
+        grh: ud,
+        pkey_index: 0,
+        port_num: crate::hca::PORT as u8,
+    };
+    Cqe::recv(&c)
 }
 
 /// Queues the responses of `r`. A READ's reply is only started here: its first burst goes out
@@ -664,20 +689,6 @@ fn leave_local_ack(cx: &Ctx<'_>, fx: &mut Effects, hdr: RespHeader) -> bool {
         src,
     }));
     true
-}
-
-/// Delivers the response the last loopback delivery left for the drainer, if any
-/// ([`LocalResponse`]); returns how many responses it delivered. Context: the loopback drainer,
-/// holding the drainer claim, bottom halves off (`net::deliver_local`, `net::drain_claimed`),
-/// right after the delivery of the request.
-pub(crate) fn deliver_local_responses(dev: &Device<Roxe>) -> u32 {
-    let Some(r) = dev.data().local_response.lock().take() else {
-        return 0;
-    };
-    match &r {
-        LocalResponse::Ack(a) => deliver_local_ack(dev, a),
-        LocalResponse::Read(reply) => read_reply::deliver_local_reply(dev, reply),
-    }
 }
 
 /// Handles a refused request as [`crate::proto::resp::RespState::fail`] says.

@@ -27,7 +27,7 @@ use crate::{
         opcode::Opcode,
         packet::{pad_count_for, Aeth},
         qp_state::{QpState, QpType},
-        resp::{ack_syndrome, check_rkey, ReadReply, RespHeader, READ_REPLY_BURST},
+        resp::{ack_syndrome, check_rkey, ReadReply, ReadResponses, RespHeader, READ_REPLY_BURST},
     },
     qp::{PathInfo, RoxeQp},
     resp::response::{local_source, response, response_len, write_response},
@@ -73,38 +73,43 @@ pub(crate) fn local_reply(
     })
 }
 
-/// Builds and delivers `r`, the [`LocalReply`] the last delivery left; returns how many
-/// responses it delivered. Context: the loopback drainer, holding the drainer claim, bottom
-/// halves off (`resp::deliver_local_responses`), right after the delivery of the READ. What the
-/// completer sends meanwhile (the next READ request) joins the loopback queue, since the claim
-/// is taken.
-pub(crate) fn deliver_local_reply(dev: &Device<Roxe>, r: &LocalReply) -> u32 {
-    let data = dev.data();
-    let Some(room) = response_len(Opcode::RC_RDMA_READ_RESPONSE_LAST, r.mtu.bytes() as usize)
-    else {
-        return 0;
-    };
-    // The claim is ours: nobody else takes the buffer meanwhile.
-    let mut buf = core::mem::take(&mut *data.local_reply_buf.lock());
-    if buf.len() < room && buf.resize(room, 0, GFP_ATOMIC).is_err() {
-        // Lost if there is no memory, as on a wire: the requester asks again.
-        return 0;
-    }
-    let delivered = deliver_reply(dev, r, &mut buf);
-    *data.local_reply_buf.lock() = buf;
-    delivered
+/// The responses of the first burst of a [`LocalReply`], built one at a time into the loopback
+/// drainer's buffer, which hands each to the completer (`recv::loopback`).
+pub(crate) struct LocalPackets<'a> {
+    r: &'a LocalReply,
+    segments: core::iter::Take<ReadResponses>,
 }
 
-/// Builds the responses of `r` one at a time in `buf` and hands each to the completer.
-fn deliver_reply(dev: &Device<Roxe>, r: &LocalReply, buf: &mut [u8]) -> u32 {
-    let mut delivered = 0;
-    for seg in r.reply.packets(r.mtu).take(READ_REPLY_BURST as usize) {
+impl<'a> LocalPackets<'a> {
+    /// The responses of `r` (at most [`READ_REPLY_BURST`]).
+    pub(crate) fn new(r: &'a LocalReply) -> Self {
+        Self {
+            r,
+            segments: r.reply.packets(r.mtu).take(READ_REPLY_BURST as usize),
+        }
+    }
+
+    /// Grows `buf` to hold the longest response of the reply.
+    pub(crate) fn make_room(&self, buf: &mut KVec<u8>) -> Result {
+        let room = response_len(
+            Opcode::RC_RDMA_READ_RESPONSE_LAST,
+            self.r.mtu.bytes() as usize,
+        )
+        .ok_or(EINVAL)?;
+        if buf.len() < room {
+            buf.resize(room, 0, GFP_ATOMIC)?;
+        }
+        Ok(())
+    }
+
+    /// Builds the next response in `buf` (which holds the last one: every byte but the
+    /// payload is cleared, and the payload is overwritten whole); `None` once the burst is
+    /// built or a response cannot be.
+    pub(crate) fn next<'b>(&mut self, buf: &'b mut [u8]) -> Option<&'b [u8]> {
+        let r = self.r;
+        let seg = self.segments.next()?;
         let len = seg.len as usize;
-        let Some(bytes) = response_len(seg.opcode, len).and_then(|total| buf.get_mut(..total))
-        else {
-            break;
-        };
-        // The buffer holds the last response; `fill` overwrites the payload whole.
+        let bytes = response_len(seg.opcode, len).and_then(|total| buf.get_mut(..total))?;
         net::clear_around_payload(bytes, len, pad_count_for(len));
         let aeth = if seg.has_aeth { Some(r.ack) } else { None };
         let at = r.reply.va.wrapping_add(u64::from(seg.offset));
@@ -112,15 +117,9 @@ fn deliver_reply(dev: &Device<Roxe>, r: &LocalReply, buf: &mut [u8]) -> u32 {
         // happen; the requester would time out and ask again.
         let fill = |out: &mut [u8]| r.mr.read_at(at, out).is_ok();
         let hdr = RespHeader::new(seg.opcode, seg.psn, aeth);
-        if write_response(bytes, r.dest_qpn, hdr, len, fill).is_none() {
-            break;
-        }
-        if !net::dispatch_local_response(dev, bytes, &r.src) {
-            break;
-        }
-        delivered += 1;
+        write_response(bytes, r.dest_qpn, hdr, len, fill)?;
+        Some(bytes)
     }
-    delivered
 }
 
 /// Sends the next burst of a READ reply when it is due (from the device tick, softirq): the

@@ -105,18 +105,12 @@ pub(crate) fn local_source(dev: &Device<Roxe>, path: &PathInfo, local: bool) -> 
 }
 
 /// The longest headers-only response: an ATOMIC ACKNOWLEDGE (BTH, AETH, AtomicAckETH, ICRC).
-const LOCAL_ACK_MAX: usize = 28;
+pub(crate) const LOCAL_ACK_MAX: usize = 28;
 
-/// Builds `ack` ([`LocalAck`]) and hands it to the completer; returns how many responses it
-/// delivered (0 or 1). Context: the loopback drainer, holding the drainer claim, bottom halves
-/// off, right after the delivery of the request.
-pub(crate) fn deliver_local_ack(dev: &Device<Roxe>, ack: &LocalAck) -> u32 {
-    let mut buf = [0u8; LOCAL_ACK_MAX];
-    let Some(bytes) = response_len(ack.hdr.opcode, 0).and_then(|n| buf.get_mut(..n)) else {
-        return 0;
-    };
-    if write_response(bytes, ack.dest_qpn, ack.hdr, 0, |_| true).is_none() {
-        return 0;
-    }
-    u32::from(net::dispatch_local_response(dev, bytes, &ack.src))
+/// Builds `ack` ([`LocalAck`]) into `buf` for the loopback drainer to hand to the completer
+/// (`recv::loopback`); `None` if it cannot be built.
+pub(crate) fn local_ack<'b>(ack: &LocalAck, buf: &'b mut [u8; LOCAL_ACK_MAX]) -> Option<&'b [u8]> {
+    let bytes = response_len(ack.hdr.opcode, 0).and_then(|n| buf.get_mut(..n))?;
+    write_response(bytes, ack.dest_qpn, ack.hdr, 0, |_| true)?;
+    Some(bytes)
 }

@@ -75,7 +75,7 @@ impl Deferred for Roxe {
     }
 
     fn short_timer(dev: &Device<Self>) {
-        crate::net::ack::hold_timer_expired(dev);
+        crate::task::short_timer(dev);
     }
 
     fn kicked(dev: &Device<Self>) {
@@ -286,6 +286,7 @@ impl Driver for Roxe {
             // with no lock held.
             qp::Transition::ToReset => {
                 crate::net::ack::send_held_ack(qp.device(), qp.qp_data());
+                crate::recv::loopback::drain(qp.device());
             }
             qp::Transition::Other => {}
         }
@@ -302,6 +303,7 @@ impl Driver for Roxe {
         // request completed here, and the peer's requester waits for it (after its last message
         // to a consumer that then destroys the QP, it would time out for good).
         crate::net::ack::send_held_ack(qp.device(), qp.qp_data());
+        crate::recv::loopback::drain(qp.device());
         Ok(())
     }
 
@@ -321,7 +323,7 @@ impl Driver for Roxe {
         // New WQEs are in the ring: the requester sends them (or flushes them in the error
         // state).
         qp::doorbell(qp)?;
-        crate::req::run(qp.device(), qp.qp_data());
+        crate::recv::loopback::run_requester(qp.device(), qp.qp_data());
         Ok(())
     }
 
@@ -473,7 +475,7 @@ impl Link for Roxe {
             );
             return Err(EEXIST);
         }
-        let sockets = crate::net::port_ref(netdev)?;
+        let sockets = crate::recv::rx::port_ref(netdev)?;
         let mac = netdev.mac().unwrap_or_else(|| fallback_mac(netdev));
         let guid = eui64_from_mac(mac);
         let active = port_state(netdev) == PortState::Active;
@@ -498,10 +500,6 @@ impl Link for Roxe {
                 ahs <- Pool::new(),
                 loopback <- SkbQueue::new(),
                 loopback_draining: AtomicFlag::new(false),
-                rx: crate::net::RxPath {
-                    dispatch: crate::recv::dispatch,
-                    local_responses: crate::resp::deliver_local_responses,
-                },
                 local_response <- crate::compat::sync::new_spinlock_irq!(None, "roxe_local_response"),
                 local_reply_buf <- crate::compat::sync::new_spinlock_irq!(
                     KVec::new(),

@@ -6,6 +6,9 @@
 
 #![deny(unsafe_code)]
 
+pub(crate) mod loopback;
+pub(crate) mod rx;
+
 use crate::rdma::{ah::AddressVector, device::Device};
 use crate::{
     comp,
@@ -13,9 +16,9 @@ use crate::{
     hca::Roxe,
     mcast::Members,
     net::source::Source,
-    net::{count_drop, RxDrop},
     param::MAX_MCAST_QP_ATTACH,
     proto::{mcast::MULTICAST_QPN, packet::Packet, qp_state::QpType},
+    recv::rx::{count_drop, RxDrop},
     resp,
 };
 

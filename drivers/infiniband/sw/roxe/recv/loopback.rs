@@ -1,0 +1,202 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Loopback delivery: packets a device sends to its own GIDs never touch the wire.
+//!
+//! Transmission (`net::loopback`) only queues them; the receive side drains the queue here,
+//! one drainer at a time per device, so a response sent while a packet is being delivered
+//! waits in the queue instead of recursing into the handler, and packets are delivered in the
+//! order they were sent. The driver's entries that run the stages (the send doorbell, the
+//! device's tick, short timer, kick and process works) drain once the stages have returned.
+//! A requester run started by an entry ([`run_requester`]) hands its packets for the device's
+//! own GID to the responder straight from the buffer they were built in when no delivery is
+//! under way, and the responder leaves its answer (an ACK, or the first burst of a READ reply)
+//! in the device's `local_response` slot, which the drainer delivers right after the request
+//! ([`deliver_local_responses`]).
+//!
+//! Contexts: process or softirq, interrupts enabled; a drainer keeps bottom halves off while it
+//! holds the claim.
+
+#![deny(unsafe_code)]
+
+use crate::rdma::{ah::AddressVector, bh, copy::copy, device::Device, skb::TxSkBuff};
+use crate::{
+    device::{LocalReply, LocalResponse},
+    hca::Roxe,
+    net::{self, source::Source},
+    proto::packet::Packet,
+    qp::RoxeQp,
+    recv::rx::{count_drop, RxDrop},
+    req,
+    resp::{read_reply::LocalPackets, response},
+};
+use kernel::sync::atomic::Full;
+
+/// Packets one caller delivers from the loopback queue before it leaves the rest to the
+/// device's kick work. Whoever drains also holds up its own context: a requester draining for
+/// the whole device (its QP's requester claimed meanwhile) could go on for as long as other
+/// CPUs keep the queue filled, and its own QP's retransmissions would wait behind that until
+/// their retries ran out.
+pub(crate) const LOOPBACK_BUDGET: u32 = 64;
+
+/// Delivers up to `budget` queued loopback packets, unless someone else is at it: one drainer
+/// at a time per device, so a response sent while a packet is being delivered waits in the
+/// queue instead of recursing, and packets are delivered in the order they were sent. What the
+/// budget leaves goes to the kick work (softirq), which drains with a fresh budget and goes
+/// again until the queue is empty. Context: process or softirq, interrupts enabled.
+pub(crate) fn drain_loopback(dev: &Device<Roxe>, mut budget: u32) {
+    let data = dev.data();
+    while !data.loopback.is_empty() {
+        if budget == 0 {
+            dev.kick();
+            return;
+        }
+        if data.loopback_draining.cmpxchg(false, true, Full).is_err() {
+            // The drainer at work delivers it (it looks again after giving up its claim).
+            return;
+        }
+        budget = drain_claimed(dev, budget);
+    }
+}
+
+/// Delivers up to `budget` packets of the loopback queue while holding the drainer's claim,
+/// then gives the claim up; returns the budget left. Bottom halves are off meanwhile, so that
+/// a drainer in process context cannot be preempted while the whole device waits for it.
+fn drain_claimed(dev: &Device<Roxe>, mut budget: u32) -> u32 {
+    let data = dev.data();
+    {
+        let _bh = bh::disable();
+        while budget > 0 {
+            let Some(skb) = data.loopback.pop() else {
+                break;
+            };
+            // Our own packets: nothing can have corrupted them, and they carry no ICRC.
+            super::rx::receive(skb, false);
+            // A response it asked for is delivered before the next packet (the queue's order).
+            budget = budget.saturating_sub(1 + deliver_local_responses(dev));
+        }
+    }
+    // A full barrier, not a release store: the caller's emptiness check that follows must not
+    // be ordered before the flag is seen clear, or a packet queued meanwhile by a CPU that
+    // found the flag still set would sit in the queue until the next loopback packet.
+    let _ = data.loopback_draining.xchg(false, Full);
+    budget
+}
+
+/// Delivers a packet the requester built in its local buffer (`roce`: BTH to ICRC) for the
+/// device's own GID straight to the responder: no socket buffer, no headers, no queue. The
+/// packet is copied into a socket buffer and queued only when a delivery is already under
+/// way (the queue keeps the order, and nothing recurses). Context: the requester's (process
+/// or softirq, interrupts enabled).
+fn deliver_local(dev: &Device<Roxe>, av: &AddressVector, sport: u16, roce: &[u8]) {
+    let data = dev.data();
+    if !data.loopback.is_empty() || data.loopback_draining.cmpxchg(false, true, Full).is_err() {
+        if let Ok(mut skb) = TxSkBuff::alloc(&data.netdev, roce.len()) {
+            copy(skb.data_mut(), roce);
+            let _ = net::xmit(dev, av, sport, skb);
+        }
+        return drain(dev);
+    }
+    let bytes = net::ip_bytes(av.network, roce.len());
+    data.counters.sent(1, bytes);
+    {
+        // As in `drain_claimed`: no preemption while the device's drainer claim is ours.
+        let _bh = bh::disable();
+        match Packet::new_checked(roce) {
+            Ok(pkt) => {
+                data.counters.received(bytes);
+                let src = Source {
+                    sgid: av.sgid,
+                    dgid: av.dgid,
+                    network: av.network,
+                    local: true,
+                    redeliveries: 0,
+                };
+                super::dispatch(dev, &pkt, &src);
+            }
+            Err(_) => count_drop(RxDrop::BadHeaders),
+        }
+    }
+    let delivered = deliver_local_responses(dev);
+    // The responses this delivery queued (and whatever other CPUs queued meanwhile).
+    let budget = drain_claimed(dev, LOOPBACK_BUDGET.saturating_sub(delivered));
+    drain_loopback(dev, budget);
+}
+
+/// Hands a response the drainer built for a requester of this device (`roce`: BTH to ICRC,
+/// from `src`) to the completer, counted as sent and received; false if its headers do not
+/// parse. Context: the loopback drainer, holding the drainer claim, bottom halves off.
+fn dispatch_local_response(dev: &Device<Roxe>, roce: &[u8], src: &Source) -> bool {
+    let Ok(pkt) = Packet::new_checked(roce) else {
+        return false;
+    };
+    let data = dev.data();
+    let bytes = net::ip_bytes(src.network, roce.len());
+    data.counters.sent(1, bytes);
+    data.counters.received(bytes);
+    super::dispatch(dev, &pkt, src);
+    true
+}
+
+/// Runs the requester of `qp` for one of the driver's entries (the send doorbell, the kick and
+/// process works): its packets for the device's own GID go to the responder straight from the
+/// QP's local buffer when no delivery is under way ([`deliver_local`]), and what the run queued
+/// is delivered before it returns. Process or softirq context, interrupts enabled.
+pub(crate) fn run_requester(dev: &Device<Roxe>, qp: &RoxeQp) {
+    if let Some(mut run) = req::Run::start(dev, qp, req::Loopback::Direct) {
+        while let Some(p) = run.next() {
+            deliver_local(dev, &p.av, p.sport, p.bytes());
+            run.sent_local(p);
+        }
+    }
+    crate::qp::timers_touched(dev, qp);
+    drain(dev);
+}
+
+/// Delivers what the stages an entry ran queued for the device's own GIDs, up to
+/// [`LOOPBACK_BUDGET`] packets (the kick work delivers the rest). Called by the driver's entries
+/// once their stages have returned. Process or softirq context, interrupts enabled.
+pub(crate) fn drain(dev: &Device<Roxe>) {
+    drain_loopback(dev, LOOPBACK_BUDGET);
+}
+
+/// Delivers the response the last loopback delivery left for the drainer, if any
+/// ([`LocalResponse`]); returns how many responses it delivered. Context: the loopback drainer,
+/// holding the drainer claim, bottom halves off ([`deliver_local`], [`drain_claimed`]), right
+/// after the delivery of the request.
+fn deliver_local_responses(dev: &Device<Roxe>) -> u32 {
+    let Some(r) = dev.data().local_response.lock().take() else {
+        return 0;
+    };
+    match &r {
+        LocalResponse::Ack(a) => {
+            let mut buf = [0u8; response::LOCAL_ACK_MAX];
+            match response::local_ack(a, &mut buf) {
+                Some(bytes) => u32::from(dispatch_local_response(dev, bytes, &a.src)),
+                None => 0,
+            }
+        }
+        LocalResponse::Read(reply) => deliver_local_reply(dev, reply),
+    }
+}
+
+/// Builds the first burst of `r`'s responses one at a time in the device's reply buffer and
+/// hands each to the completer; returns how many it delivered. What the completer sends
+/// meanwhile (the next READ request) joins the loopback queue, since the claim is taken.
+fn deliver_local_reply(dev: &Device<Roxe>, r: &LocalReply) -> u32 {
+    let data = dev.data();
+    // The claim is ours: nobody else takes the buffer meanwhile.
+    let mut buf = core::mem::take(&mut *data.local_reply_buf.lock());
+    let mut delivered = 0;
+    let mut packets = LocalPackets::new(r);
+    // Lost if there is no memory for the buffer, as on a wire: the requester asks again.
+    if packets.make_room(&mut buf).is_ok() {
+        while let Some(bytes) = packets.next(&mut buf) {
+            if !dispatch_local_response(dev, bytes, &r.src) {
+                break;
+            }
+            delivered += 1;
+        }
+    }
+    *data.local_reply_buf.lock() = buf;
+    delivered
+}
