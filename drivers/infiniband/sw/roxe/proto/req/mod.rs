@@ -73,7 +73,6 @@ impl ReqConfig {
     }
 }
 
-// Last, so that tools/deps.py, which reads a file up to its first `#[cfg(test)]`, sees the
-// imports above.
+// Last: tools/deps.py reads a file only up to its test module, and must see the imports above.
 #[cfg(test)]
 mod tests;
