@@ -240,120 +240,153 @@ pub fn check_length(
         return Err(RespError::DmaLengthTooLong);
     }
     match info.operation() {
-        Operation::Send => {
-            let offset = if !cfg.is_connected() {
-                UD_GRH_LEN
-            } else if info.starts_message() {
-                0
-            } else {
-                match state.message {
-                    Message::Send { placed } => placed,
-                    _ => return Err(RespError::MissingFirst),
-                }
-            };
-            match offset.checked_add(payload) {
-                Some(end) if end <= recv_len => Ok(Placement::Recv { offset }),
-                _ => Err(RespError::RecvBufferTooSmall),
-            }
-        }
-        Operation::RdmaWrite => {
-            let (va, rkey, remaining) = if info.starts_message() {
-                let reth = req.reth.ok_or(RespError::Length)?;
-                (reth.va, reth.rkey, reth.dma_len)
-            } else {
-                match state.message {
-                    Message::Write {
-                        va,
-                        rkey,
-                        remaining,
-                        ..
-                    } => (va, rkey, remaining),
-                    _ => return Err(RespError::MissingFirst),
-                }
-            };
-            let exact = if info.ends_message() {
-                payload == remaining && req.pad == pad_count_for(payload as usize)
-            } else {
-                remaining > payload && req.pad == 0
-            };
-            if !exact {
-                return Err(RespError::Length);
-            }
-            if remaining == 0 {
-                return Ok(Placement::Nothing);
-            }
-            Ok(Placement::Remote(RemoteAccess {
-                rkey,
-                va,
-                len: u64::from(remaining),
-                needed: Access::REMOTE_WRITE,
-                whole_region: false,
-                atomic: false,
-            }))
-        }
-        Operation::RdmaReadRequest => {
-            let reth = req.reth.ok_or(RespError::Length)?;
-            if reth.dma_len == 0 {
-                return Ok(Placement::Nothing);
-            }
-            Ok(Placement::Remote(RemoteAccess {
-                rkey: reth.rkey,
-                va: reth.va,
-                len: u64::from(reth.dma_len),
-                needed: Access::REMOTE_READ,
-                whole_region: false,
-                atomic: false,
-            }))
-        }
-        Operation::CompareSwap | Operation::FetchAdd => {
-            let atomic = req.atomic.ok_or(RespError::Length)?;
-            Ok(Placement::Remote(RemoteAccess {
-                rkey: atomic.rkey,
-                va: atomic.va,
-                len: u64::from(ATOMIC_LEN),
-                needed: Access::REMOTE_ATOMIC,
-                whole_region: false,
-                atomic: true,
-            }))
-        }
-        Operation::AtomicWrite => {
-            let reth = req.reth.ok_or(RespError::Length)?;
-            // Annex A19 (rxe cites oA19-28): exactly 8 bytes, in the RETH and on the wire.
-            if reth.dma_len != ATOMIC_LEN || payload != ATOMIC_LEN || req.pad != 0 {
-                return Err(RespError::Length);
-            }
-            Ok(Placement::Remote(RemoteAccess {
-                rkey: reth.rkey,
-                va: reth.va,
-                len: u64::from(ATOMIC_LEN),
-                needed: Access::REMOTE_WRITE,
-                whole_region: false,
-                atomic: true,
-            }))
-        }
-        Operation::Flush => {
-            let reth = req.reth.ok_or(RespError::Length)?;
-            let feth = req.feth.unwrap_or_default();
-            let mut needed = Access::NONE;
-            if feth.placement_type & Feth::PLACEMENT_GLOBAL != 0 {
-                needed = needed.union(Access::FLUSH_GLOBAL);
-            }
-            if feth.placement_type & Feth::PLACEMENT_PERSISTENT != 0 {
-                needed = needed.union(Access::FLUSH_PERSISTENT);
-            }
-            Ok(Placement::Remote(RemoteAccess {
-                rkey: reth.rkey,
-                va: reth.va,
-                len: u64::from(reth.dma_len),
-                needed,
-                whole_region: feth.selectivity_level == Feth::LEVEL_MR,
-                atomic: false,
-            }))
-        }
+        Operation::Send => send_placement(state, cfg, req, recv_len),
+        Operation::RdmaWrite => write_placement(state, req),
+        Operation::RdmaReadRequest => read_placement(req),
+        Operation::CompareSwap | Operation::FetchAdd => atomic_placement(req),
+        Operation::AtomicWrite => atomic_write_placement(req),
+        Operation::Flush => flush_placement(req),
         Operation::RdmaReadResponse | Operation::Acknowledge | Operation::AtomicAcknowledge => {
             Err(RespError::WrongTransport)
         }
     }
+}
+
+/// [`check_length`] of a SEND packet: it goes into the receive WQE after what the message's
+/// earlier packets placed (a UD SEND after the GRH), and must fit `recv_len`.
+fn send_placement(
+    state: &RespState,
+    cfg: &RespConfig,
+    req: &Request,
+    recv_len: u32,
+) -> Result<Placement, RespError> {
+    let info = req.info;
+    let payload = req.payload_len;
+    let offset = if !cfg.is_connected() {
+        UD_GRH_LEN
+    } else if info.starts_message() {
+        0
+    } else {
+        match state.message {
+            Message::Send { placed } => placed,
+            _ => return Err(RespError::MissingFirst),
+        }
+    };
+    match offset.checked_add(payload) {
+        Some(end) if end <= recv_len => Ok(Placement::Recv { offset }),
+        _ => Err(RespError::RecvBufferTooSmall),
+    }
+}
+
+/// [`check_length`] of an RDMA WRITE packet: the FIRST or ONLY names the remote memory in its
+/// RETH, later packets continue where the message got to; the packets carry exactly the DMA
+/// length.
+fn write_placement(state: &RespState, req: &Request) -> Result<Placement, RespError> {
+    let info = req.info;
+    let payload = req.payload_len;
+    let (va, rkey, remaining) = if info.starts_message() {
+        let reth = req.reth.ok_or(RespError::Length)?;
+        (reth.va, reth.rkey, reth.dma_len)
+    } else {
+        match state.message {
+            Message::Write {
+                va,
+                rkey,
+                remaining,
+                ..
+            } => (va, rkey, remaining),
+            _ => return Err(RespError::MissingFirst),
+        }
+    };
+    let exact = if info.ends_message() {
+        payload == remaining && req.pad == pad_count_for(payload as usize)
+    } else {
+        remaining > payload && req.pad == 0
+    };
+    if !exact {
+        return Err(RespError::Length);
+    }
+    if remaining == 0 {
+        return Ok(Placement::Nothing);
+    }
+    Ok(Placement::Remote(RemoteAccess {
+        rkey,
+        va,
+        len: u64::from(remaining),
+        needed: Access::REMOTE_WRITE,
+        whole_region: false,
+        atomic: false,
+    }))
+}
+
+/// [`check_length`] of an RDMA READ request: the remote memory its RETH names.
+fn read_placement(req: &Request) -> Result<Placement, RespError> {
+    let reth = req.reth.ok_or(RespError::Length)?;
+    if reth.dma_len == 0 {
+        return Ok(Placement::Nothing);
+    }
+    Ok(Placement::Remote(RemoteAccess {
+        rkey: reth.rkey,
+        va: reth.va,
+        len: u64::from(reth.dma_len),
+        needed: Access::REMOTE_READ,
+        whole_region: false,
+        atomic: false,
+    }))
+}
+
+/// [`check_length`] of a compare and swap or fetch and add: the [`ATOMIC_LEN`] bytes its
+/// AtomicETH names.
+fn atomic_placement(req: &Request) -> Result<Placement, RespError> {
+    let atomic = req.atomic.ok_or(RespError::Length)?;
+    Ok(Placement::Remote(RemoteAccess {
+        rkey: atomic.rkey,
+        va: atomic.va,
+        len: u64::from(ATOMIC_LEN),
+        needed: Access::REMOTE_ATOMIC,
+        whole_region: false,
+        atomic: true,
+    }))
+}
+
+/// [`check_length`] of an ATOMIC WRITE: the [`ATOMIC_LEN`] bytes its RETH names.
+fn atomic_write_placement(req: &Request) -> Result<Placement, RespError> {
+    let payload = req.payload_len;
+    let reth = req.reth.ok_or(RespError::Length)?;
+    // Annex A19 (rxe cites oA19-28): exactly 8 bytes, in the RETH and on the wire.
+    if reth.dma_len != ATOMIC_LEN || payload != ATOMIC_LEN || req.pad != 0 {
+        return Err(RespError::Length);
+    }
+    Ok(Placement::Remote(RemoteAccess {
+        rkey: reth.rkey,
+        va: reth.va,
+        len: u64::from(ATOMIC_LEN),
+        needed: Access::REMOTE_WRITE,
+        whole_region: false,
+        atomic: true,
+    }))
+}
+
+/// [`check_length`] of a FLUSH: the range its RETH names (or the whole region, by its FETH),
+/// with the rights its placement type needs.
+fn flush_placement(req: &Request) -> Result<Placement, RespError> {
+    let reth = req.reth.ok_or(RespError::Length)?;
+    let feth = req.feth.unwrap_or_default();
+    let mut needed = Access::NONE;
+    if feth.placement_type & Feth::PLACEMENT_GLOBAL != 0 {
+        needed = needed.union(Access::FLUSH_GLOBAL);
+    }
+    if feth.placement_type & Feth::PLACEMENT_PERSISTENT != 0 {
+        needed = needed.union(Access::FLUSH_PERSISTENT);
+    }
+    Ok(Placement::Remote(RemoteAccess {
+        rkey: reth.rkey,
+        va: reth.va,
+        len: u64::from(reth.dma_len),
+        needed,
+        whole_region: feth.selectivity_level == Feth::LEVEL_MR,
+        atomic: false,
+    }))
 }
 
 /// The address range a memory key covers, in the key's own address space.

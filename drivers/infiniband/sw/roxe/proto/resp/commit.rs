@@ -161,7 +161,6 @@ pub fn commit<const N: usize>(
     atomic_original: u64,
 ) -> Commit {
     let info = req.info;
-    let payload = req.payload_len;
     let reth = req.reth.unwrap_or_default();
     let psn_count = if info.is_read() {
         read_response_count(reth.dma_len, cfg.mtu)
@@ -183,53 +182,8 @@ pub fn commit<const N: usize>(
 
     let mut recv = None;
     match info.operation() {
-        Operation::Send => {
-            let before = if !cfg.is_connected() {
-                UD_GRH_LEN
-            } else {
-                match state.message {
-                    Message::Send { placed } if !info.starts_message() => placed,
-                    _ => 0,
-                }
-            };
-            let placed = before.saturating_add(payload);
-            if info.ends_message() {
-                state.message = Message::Idle;
-                recv = Some(RecvSuccess {
-                    byte_len: placed,
-                    rdma_with_imm: false,
-                });
-            } else {
-                state.message = Message::Send { placed };
-            }
-        }
-        Operation::RdmaWrite => {
-            let (va, rkey, remaining, length) = match state.message {
-                Message::Write {
-                    va,
-                    rkey,
-                    remaining,
-                    length,
-                } if !info.starts_message() => (va, rkey, remaining, length),
-                _ => (reth.va, reth.rkey, reth.dma_len, reth.dma_len),
-            };
-            if info.ends_message() {
-                state.message = Message::Idle;
-                if info.has_immediate() {
-                    recv = Some(RecvSuccess {
-                        byte_len: length,
-                        rdma_with_imm: true,
-                    });
-                }
-            } else {
-                state.message = Message::Write {
-                    va: va.wrapping_add(u64::from(payload)),
-                    rkey,
-                    remaining: remaining.saturating_sub(payload),
-                    length,
-                };
-            }
-        }
+        Operation::Send => recv = commit_send(state, cfg, req),
+        Operation::RdmaWrite => recv = commit_write(state, req, &reth),
         Operation::RdmaReadRequest => cache.record(Resource::Read {
             first_psn: req.psn,
             last_psn: req.psn.add(psn_count - 1),
@@ -246,25 +200,90 @@ pub fn commit<const N: usize>(
         Operation::RdmaReadResponse | Operation::Acknowledge | Operation::AtomicAcknowledge => {}
     }
 
-    let response = if !cfg.is_rc() {
-        Response::None
+    let response = commit_response(cfg, req, &reth, atomic_original);
+    Commit { recv, response }
+}
+
+/// [`commit`] of a SEND packet: moves the message cursor past its payload (a UD SEND's after the
+/// GRH); the packet that ends the message completes the receive WQE.
+fn commit_send(state: &mut RespState, cfg: &RespConfig, req: &Request) -> Option<RecvSuccess> {
+    let info = req.info;
+    let payload = req.payload_len;
+    let before = if !cfg.is_connected() {
+        UD_GRH_LEN
     } else {
-        match info.operation() {
-            Operation::RdmaReadRequest => Response::Read(ReadReply {
-                first_psn: req.psn,
-                va: reth.va,
-                rkey: reth.rkey,
-                len: reth.dma_len,
-                resumes: false,
-            }),
-            Operation::CompareSwap | Operation::FetchAdd => Response::AtomicAck {
-                psn: req.psn,
-                original: atomic_original,
-            },
-            Operation::AtomicWrite | Operation::Flush => Response::EmptyRead { psn: req.psn },
-            _ if req.ack_req || info.ends_message() => Response::Ack { psn: req.psn },
-            _ => Response::None,
+        match state.message {
+            Message::Send { placed } if !info.starts_message() => placed,
+            _ => 0,
         }
     };
-    Commit { recv, response }
+    let placed = before.saturating_add(payload);
+    if info.ends_message() {
+        state.message = Message::Idle;
+        return Some(RecvSuccess {
+            byte_len: placed,
+            rdma_with_imm: false,
+        });
+    }
+    state.message = Message::Send { placed };
+    None
+}
+
+/// [`commit`] of an RDMA WRITE packet: moves the message cursor past its payload; the packet
+/// that ends an RDMA WRITE with immediate completes the receive WQE.
+fn commit_write(state: &mut RespState, req: &Request, reth: &Reth) -> Option<RecvSuccess> {
+    let info = req.info;
+    let payload = req.payload_len;
+    let (va, rkey, remaining, length) = match state.message {
+        Message::Write {
+            va,
+            rkey,
+            remaining,
+            length,
+        } if !info.starts_message() => (va, rkey, remaining, length),
+        _ => (reth.va, reth.rkey, reth.dma_len, reth.dma_len),
+    };
+    if info.ends_message() {
+        state.message = Message::Idle;
+        if info.has_immediate() {
+            return Some(RecvSuccess {
+                byte_len: length,
+                rdma_with_imm: true,
+            });
+        }
+    } else {
+        state.message = Message::Write {
+            va: va.wrapping_add(u64::from(payload)),
+            rkey,
+            remaining: remaining.saturating_sub(payload),
+            length,
+        };
+    }
+    None
+}
+
+/// What [`commit`] sends back for `req`, whose RETH (or its default) is `reth`: nothing on UC and
+/// UD; on RC, READ responses, an atomic ACK, an empty read response, or an ACK when the packet
+/// asks for one or ends its message.
+fn commit_response(cfg: &RespConfig, req: &Request, reth: &Reth, atomic_original: u64) -> Response {
+    let info = req.info;
+    if !cfg.is_rc() {
+        return Response::None;
+    }
+    match info.operation() {
+        Operation::RdmaReadRequest => Response::Read(ReadReply {
+            first_psn: req.psn,
+            va: reth.va,
+            rkey: reth.rkey,
+            len: reth.dma_len,
+            resumes: false,
+        }),
+        Operation::CompareSwap | Operation::FetchAdd => Response::AtomicAck {
+            psn: req.psn,
+            original: atomic_original,
+        },
+        Operation::AtomicWrite | Operation::Flush => Response::EmptyRead { psn: req.psn },
+        _ if req.ack_req || info.ends_message() => Response::Ack { psn: req.psn },
+        _ => Response::None,
+    }
 }
