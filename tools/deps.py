@@ -18,6 +18,7 @@ DIRS = {
     'drivers/infiniband/sw/roxe/proto': ('super', None),
     'drivers/infiniband/sw/roxe': ('crate', None),
     'rust/rdma': ('super', 'crate::rdma'),
+    'rust/soft': ('super', 'crate::soft'),
 }
 
 

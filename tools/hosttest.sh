@@ -34,10 +34,23 @@ awk '
 	/unsafe \{/ && $0 !~ /SAFETY/ { if (FNR - safe > 8) { print FILENAME ":" FNR ": unsafe block without a SAFETY comment"; bad = 1 } }
 	END { exit bad }' $(find "$top/rust" -name '*.rs' ! -name generated.rs) || status=1
 
-# The import graph (tools/deps.py): no cycle in proto/, in the driver's top level, or in rust/rdma/.
+# The import graph (tools/deps.py): no cycle in proto/, between the driver's folders and files,
+# in rust/rdma/ or in rust/soft/.
 python3 "$top/tools/deps.py" --enforce drivers/infiniband/sw/roxe/proto --enforce drivers/infiniband/sw/roxe \
-	--enforce rust/rdma || status=1
-# Size rules (tools/shape.py): at most 800 lines of code per file, 6 parameters per function.
+	--enforce rust/rdma --enforce rust/soft || status=1
+# rust/rdma/ mirrors the RDMA core: it uses nothing of the soft-HCA platform beside it.
+if grep -rn 'crate::soft\b' "$top/rust/rdma"; then
+	echo "hosttest: rust/rdma/ uses rust/soft/" >&2
+	status=1
+fi
+# The driver calls up through no function pointer standing in for a call: no field or type
+# alias of a function pointer type (the stages are called by name; tools/deps.py sees the graph).
+if grep -rnE '(:|=)\s*(unsafe\s+)?(extern\s+"C"\s+)?fn\s*\(' "$top/drivers/infiniband/sw/roxe" --include='*.rs'; then
+	echo "hosttest: a function pointer in drivers/" >&2
+	status=1
+fi
+# Size rules (tools/shape.py): at most 800 lines of code per file, 6 parameters and 100 lines
+# per function.
 python3 "$top/tools/shape.py" || status=1
 # How tools/blktests_report.py reads blktests' ./check output (verdicts, variants, a stopped boot).
 python3 "$top/tools/test_blktests_report.py" 2>&1 || status=1

@@ -16,14 +16,12 @@
 //!   may sleep; RTNL is not held).
 //! - Netdev notifier events ([`netdev::NetdevNotifier`]) run in process context with RTNL held:
 //!   they must not call anything that takes RTNL (such as `ib_get_eth_speed`).
-//! - UDP encapsulation receive ([`udp_tunnel::EncapRecv`]) runs in softirq context.
 
 pub(crate) mod bindings;
 
 pub mod ah;
 pub mod attr;
 pub mod bh;
-pub mod copy;
 pub mod cq;
 pub mod deferred;
 pub mod device;
@@ -31,7 +29,6 @@ pub mod driver;
 pub mod kverbs;
 pub mod link;
 pub mod mmap;
-pub mod module_guard;
 pub mod mr;
 pub mod netdev;
 pub mod object;
@@ -40,9 +37,6 @@ pub(crate) mod ops;
 pub mod pd;
 pub mod pool;
 pub mod qp;
-pub mod random;
 pub mod revocable;
 pub mod sched;
-pub mod skb;
 pub mod srq;
-pub mod udp_tunnel;

@@ -16,9 +16,8 @@ use crate::rdma::{
     netdev::NetDevice,
     odp::OdpBudget,
     pool::{Pool, PoolRef},
-    skb::SkbQueue,
-    udp_tunnel::PortRef,
 };
+use crate::soft::{skb::SkbQueue, udp_tunnel::PortRef};
 use crate::{
     ah::{AhHandle, RoxeAh},
     counters::Counters,
@@ -194,7 +193,7 @@ impl RoxeDevice {
     /// the MR or window that now holds the index: another process or a remote peer has one
     /// chance in 256 per try, and a wrong key puts its QP in the error state.
     pub(crate) fn next_key_byte(&self) -> u8 {
-        (crate::rdma::random::u32() & 0xff) as u8
+        (crate::soft::random::u32() & 0xff) as u8
     }
 }
 

@@ -24,8 +24,8 @@ use crate::rdma::{
     bh::{new_bh_lock, BhLock},
     device::Device,
     qp::Qp,
-    random::HashKey,
 };
+use crate::soft::random::HashKey;
 use crate::{
     hca::Roxe,
     param::{MAX_MCAST_GRP, MAX_MCAST_QP_ATTACH},

@@ -17,11 +17,10 @@
 use crate::rdma::{
     ah::AddressVector,
     bh,
-    copy::copy,
     device::{now_ms, Device},
     netdev::NetDevice,
-    skb::TxSkBuff,
 };
+use crate::soft::{copy::copy, skb::TxSkBuff};
 use crate::{
     hca::Roxe,
     mem::mr::MemError,

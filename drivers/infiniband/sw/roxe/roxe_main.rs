@@ -25,6 +25,20 @@
 )]
 mod rdma;
 
+// The soft-HCA platform: what a software HCA needs beside the RDMA core (socket buffers, UDP
+// tunnel sockets, copies, keyed hashing, the module guard).
+#[path = "../../../../rust/soft/mod.rs"]
+#[expect(
+    unsafe_code,
+    reason = "rust/ is where roxe's unsafe code lives, each block justified"
+)]
+#[allow(
+    unreachable_pub,
+    dead_code,
+    reason = "library API, used in part by this driver"
+)]
+mod soft;
+
 // Where Rust-enabled kernels differ, chosen by probed features (`Kbuild`, `rust/probe/`).
 #[path = "../../../../rust/compat/mod.rs"]
 #[expect(
@@ -68,10 +82,9 @@ use kernel::prelude::*;
 use rdma::{
     driver::unregister_all,
     link::LinkRegistration,
-    module_guard::ModuleBlocker,
-    netdev::NetdevNotifierRegistration,
-    udp_tunnel::TunnelRegistration, //
+    netdev::NetdevNotifierRegistration, //
 };
+use soft::{module_guard::ModuleBlocker, udp_tunnel::TunnelRegistration};
 
 module! {
     type: RoxeModule,

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Memory regions and memory windows. Counterpart of rxe's `rxe_mr.c` and `rxe_mw.c`.
+//! Memory regions: user MRs (pinned, or on demand: `odp.rs`), DMA MRs and fast-registration
+//! MRs; their keys, registration, re-registration and deregistration. Counterpart of rxe's
+//! `rxe_mr.c`; windows are in `mw.rs`, copies through SGE lists in `mod.rs`.
 //!
 //! A user MR pins its pages at registration ([`PinnedPages`]) and keeps the MTT geometry that
 //! maps its IOVA range onto them. A fast-registration MR (kernel consumers: `ib_alloc_mr`,

@@ -8,7 +8,8 @@
 //! as a BIND_MW send WQE. Type 2 windows are tied to the QP that bound them (type 2B) and are
 //! freed by LOCAL_INV or a remote SEND with Invalidate.
 //!
-//! Locking: `RoxeMw::state` is BH-disabling (the responder checks windows in softirq).
+//! Locking: `RoxeMw::state` is an IRQ-safe spinlock (the responder checks windows in softirq,
+//! and kernel consumers bind with interrupts off); nothing sized by a user runs under it.
 
 #![deny(unsafe_code)]
 

@@ -13,8 +13,8 @@
 use crate::rdma::{
     ah::AddressVector,
     device::{now_ns, Device},
-    skb::TxSkBuff,
 };
+use crate::soft::skb::TxSkBuff;
 use crate::{
     hca::Roxe,
     net::{self, udp_sport},

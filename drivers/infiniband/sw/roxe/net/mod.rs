@@ -17,8 +17,10 @@ pub(crate) mod source;
 
 use crate::rdma::{
     ah::{AddressVector, Network},
-    copy::zero,
     device::Device,
+};
+use crate::soft::{
+    copy::zero,
     skb::{crc32_le, SkBuff, TxSkBuff, MAX_BATCH},
 };
 use crate::{

@@ -3,9 +3,12 @@
 //! Queue pairs: creation, the IB state machine, attributes, destruction. Counterpart of rxe's
 //! `rxe_qp.c` and the QP verbs.
 //!
-//! Locking: `RoxeQp::state` (BH-disabling) holds the state and attributes; the send and receive
-//! rings have locks of their own. Order: `state`, then `sq`, then `rq`. The data path reads the
-//! state under the same lock from softirq.
+//! Locking: `RoxeQp::state` (an IRQ-safe spinlock: kernel consumers post, and so read it, with
+//! interrupts off) holds the state and attributes; the send and receive rings have IRQ-safe
+//! locks of their own; the requester's and the responder's state (`sq_state`, `resp_state`)
+//! are bottom-half locks (`rdma::bh::BhLock`), which modify QP takes under `state` with its
+//! proof that interrupts are off. Order: `state`, then `sq_state` or `resp_state`, then `sq`,
+//! then `rq`. The data path reads the state under the same lock from softirq.
 
 #![deny(unsafe_code)]
 
@@ -21,8 +24,8 @@ use crate::rdma::{
     object::UData,
     pool::{Alloc, PoolMark, PoolRef},
     qp::{Qp, QpAttr, QpAttrMask, QpCap, QpCreated, QpEvent, QpInit, QpNotifier},
-    skb::TxSkBuff,
 };
+use crate::soft::skb::TxSkBuff;
 use crate::{
     counters::Counter,
     cq::{mminfo_bytes, RoxeCq, MMINFO_SIZE},

@@ -18,7 +18,8 @@
 
 #![deny(unsafe_code)]
 
-use crate::rdma::{ah::AddressVector, bh, copy::copy, device::Device, skb::TxSkBuff};
+use crate::rdma::{ah::AddressVector, bh, device::Device};
+use crate::soft::{copy::copy, skb::TxSkBuff};
 use crate::{
     device::{LocalReply, LocalResponse},
     hca::Roxe,

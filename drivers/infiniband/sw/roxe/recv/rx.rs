@@ -8,10 +8,8 @@
 #![deny(unsafe_code)]
 
 use crate::compat::errno;
-use crate::rdma::{
-    ah::Network,
-    device::Device,
-    netdev::NetDevice,
+use crate::rdma::{ah::Network, device::Device, netdev::NetDevice};
+use crate::soft::{
     skb::SkBuff,
     udp_tunnel::{EncapRecv, PortRef},
 };

@@ -23,8 +23,8 @@ use crate::rdma::{
     netdev::NetDevice,
     pool::PoolRef,
     qp::QpEvent,
-    skb::TxSkBuff,
 };
+use crate::soft::skb::TxSkBuff;
 use crate::{
     counters::Counter,
     device::{LocalAck, LocalResponse},

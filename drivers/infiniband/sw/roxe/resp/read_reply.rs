@@ -12,8 +12,8 @@ use crate::rdma::{
     device::{now_ms, Device},
     netdev::NetDevice,
     pool::PoolRef,
-    skb::TxSkBuff,
 };
+use crate::soft::skb::TxSkBuff;
 use crate::{
     device::LocalReply,
     hca::Roxe,

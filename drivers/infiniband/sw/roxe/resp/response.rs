@@ -7,7 +7,8 @@
 
 #![deny(unsafe_code)]
 
-use crate::rdma::{device::Device, netdev::NetDevice, skb::TxSkBuff};
+use crate::rdma::{device::Device, netdev::NetDevice};
+use crate::soft::skb::TxSkBuff;
 use crate::{
     device::LocalAck,
     hca::Roxe,

@@ -30,9 +30,9 @@ use crate::rdma::{
     pd::Pd,
     pool::{Pool, PoolRef},
     qp::{Qp, QpAttr, QpAttrMask, QpCreated, QpInit, QpNotifier},
-    skb::SkbQueue,
     srq::{Srq, SrqAttr, SrqInit, SrqNotifier},
 };
+use crate::soft::skb::SkbQueue;
 use crate::{
     ah::{self, AhHandle},
     counters::{self, Counter, Counters},

@@ -13,7 +13,8 @@
 //! C headers: [`include/net/udp_tunnel.h`](srctree/include/net/udp_tunnel.h),
 //! [`include/net/net_namespace.h`](srctree/include/net/net_namespace.h)
 
-use super::{bindings, netdev::NetDevice, skb::SkBuff};
+use super::skb::SkBuff;
+use crate::rdma::{bindings, netdev::NetDevice};
 use core::ptr::NonNull;
 use kernel::{
     ffi,

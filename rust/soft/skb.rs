@@ -5,7 +5,7 @@
 //!
 //! C header: [`include/linux/skbuff.h`](srctree/include/linux/skbuff.h)
 
-use super::{bindings, netdev::NetDevice};
+use crate::rdma::{bindings, netdev::NetDevice};
 use core::ptr::NonNull;
 use kernel::{prelude::*, types::Opaque};
 

@@ -9,7 +9,7 @@
 //!
 //! C header: [`include/linux/module.h`](srctree/include/linux/module.h)
 
-use super::bindings;
+use crate::rdma::bindings;
 use core::ffi::CStr;
 use kernel::{ffi, prelude::*, types::Opaque};
 

@@ -7,7 +7,7 @@
 //! C headers: [`include/linux/random.h`](srctree/include/linux/random.h),
 //! [`include/linux/siphash.h`](srctree/include/linux/siphash.h)
 
-use super::bindings;
+use crate::rdma::bindings;
 
 /// A random `u32` from the kernel's CRNG. Any context (it never sleeps or fails).
 pub fn u32() -> u32 {

@@ -7,7 +7,7 @@
 //! is `rep movsb` on CPUs with FSRM, one emulated iteration per byte under QEMU TCG (about 7x
 //! slower there, measured), and memory speed on hardware either way.
 
-use super::bindings;
+use crate::rdma::bindings;
 
 /// Copies `src` into the start of `dst`, as many bytes as the shorter of the two holds.
 pub fn copy(dst: &mut [u8], src: &[u8]) {
