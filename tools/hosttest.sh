@@ -49,6 +49,8 @@ if grep -rnE '(:|=)\s*(unsafe\s+)?(extern\s+"C"\s+)?fn\s*\(' "$top/drivers/infin
 	echo "hosttest: a function pointer in drivers/" >&2
 	status=1
 fi
+# Documentation/architecture.md has a row for every file of the driver and of rust/, and no other.
+python3 "$top/tools/archcheck.py" || status=1
 # Size rules (tools/shape.py): at most 800 lines of code per file, 6 parameters and 100 lines
 # per function.
 python3 "$top/tools/shape.py" || status=1

@@ -7,12 +7,11 @@
 //! CQs, QPs...). A driver's per-object data lives right after the C object in the same
 //! allocation, as in C's `INIT_RDMA_OBJ_SIZE`: [`Device<T>`] is `#[repr(C)]` with the
 //! `ib_device` first and `T::Data` after it. The verbs themselves are in `driver.rs`, their
-//! C trampolines in `ops/`, registration in `link.rs`, the device's deferred work in
-//! `deferred.rs`.
+//! C trampolines in `ops/`, registration in `link.rs`.
 //!
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 
-use super::{bindings, netdev::NetDevice, sched::Sched};
+use super::{bindings, netdev::NetDevice};
 use core::{ffi::CStr, marker::PhantomData, ops::Deref, ptr::NonNull};
 use kernel::{prelude::*, sync::aref::ARef, types::Opaque};
 
@@ -71,9 +70,6 @@ pub enum PortEvent {
 #[repr(C)]
 pub struct Device<T: DriverTypes> {
     pub(super) ibdev: Opaque<bindings::ib_device>,
-    /// The device's timers and works (`deferred.rs`): set up at allocation, stopped in
-    /// `dealloc_driver` before `data` drops.
-    pub(super) sched: Sched,
     pub(super) data: T::Data,
 }
 
@@ -90,6 +86,17 @@ impl<T: DriverTypes> Device<T> {
         // CAST: `ibdev` is the first field of the `#[repr(C)]` `Device<T>`.
         // SAFETY: By the function's safety requirements.
         unsafe { &*ibdev.cast::<Self>() }
+    }
+
+    /// The device whose data is at `data` (`container_of`).
+    ///
+    /// # Safety
+    ///
+    /// `data` points to the `data` field of a `Device<T>` alive for `'a`.
+    pub(crate) unsafe fn from_data<'a>(data: *const T::Data) -> &'a Self {
+        let offset = core::mem::offset_of!(Self, data);
+        // SAFETY: By the function's contract, stepping back `offset` bytes reaches the device.
+        unsafe { &*data.cast::<u8>().sub(offset).cast::<Self>() }
     }
 
     pub(crate) fn as_raw(&self) -> *mut bindings::ib_device {
@@ -187,7 +194,7 @@ pub fn now_ns() -> u64 {
     unsafe { bindings::roxe_helper_ktime_ns() }
 }
 
-/// Milliseconds since boot, from the jiffies clock (the granularity of [`Deferred::tick`](super::deferred::Deferred::tick)).
+/// Milliseconds since boot, from the jiffies clock.
 pub fn now_ms() -> u64 {
     // SAFETY: Reads the jiffies counter.
     unsafe { bindings::roxe_helper_jiffies_ms() }

@@ -10,8 +10,7 @@ use super::{
     attr::{DeviceAttr, PortAttr, PortImmutable},
     bindings,
     cq::{Cq, CqInit, CqNotifier, NotifyFlags},
-    deferred::Deferred,
-    device::Device,
+    device::{Device, DriverTypes},
     kverbs::{FastRegGrant, KernelMem, KernelRecvWr, KernelSendWr, Wc},
     mr::{FastRegPages, Mr, MrCreated, UserMrRequest},
     object::UData,
@@ -39,9 +38,9 @@ impl DriverId {
 /// The verbs a driver implements for its devices.
 ///
 /// All methods are called in process context by the RDMA core, with no driver lock held; several
-/// may run concurrently on one device. The device's own deferred work is the supertrait's.
+/// may run concurrently on one device.
 #[vtable]
-pub trait Driver: Deferred {
+pub trait Driver: DriverTypes {
     /// The driver id user space matches providers by.
     const DRIVER_ID: DriverId;
 
@@ -115,6 +114,11 @@ pub trait Driver: Deferred {
 
     /// Prepares a QP's destruction (`destroy_qp`): afterwards no work of the QP may run.
     fn destroy_qp(qp: &Qp<Self>) -> Result;
+
+    /// The device's data is initialised and its ops are set; it is registered with the core
+    /// next, whose clients (the MAD layer, kernel ULPs) use it at once: for what the data needs
+    /// running before that. Process context.
+    fn registering(_dev: &Device<Self>) {}
 
     /// The send doorbell of a user QP (a `post_send` without WRs): new WQEs are in its ring.
     fn post_send_doorbell(qp: &Qp<Self>) -> Result;

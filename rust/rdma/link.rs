@@ -6,7 +6,7 @@
 //! C header: [`include/rdma/rdma_netlink.h`](srctree/include/rdma/rdma_netlink.h)
 
 use super::{
-    bindings, deferred,
+    bindings,
     device::{Device, DeviceRef},
     driver::Driver,
     netdev::NetDevice,
@@ -198,11 +198,8 @@ impl<T: Link> Device<T> {
         let dev = ibdev.as_ptr().cast::<Self>();
 
         // SAFETY: `data` lies inside the fresh allocation, right after the `ib_device`, and is
-        // pinned there (the core never moves the device). The deferred work is set up in place
-        // before anything can use it and stopped in `dealloc_driver`; a device freed before
-        // registration never armed or queued it.
+        // pinned there (the core never moves the device).
         let init = unsafe {
-            deferred::init(dev);
             crate::compat::init::raw_try_init(core::ptr::addr_of_mut!((*dev).data), data)
         };
         if let Err(e) = init {
@@ -233,6 +230,10 @@ impl<T: Link> Device<T> {
                 *d = *s as ffi::c_char;
             }
         }
+
+        // SAFETY: The data is initialised and the device alive (ours until registration, then
+        // the core's until `dealloc_driver`, which cannot run during this call).
+        T::registering(unsafe { &*dev });
 
         // SAFETY: The device is allocated and exclusively ours; `netdev` is alive (the caller runs
         // in a link op). The core takes its own reference on the netdev.
@@ -266,9 +267,6 @@ impl<T: Link> Device<T> {
             unsafe { bindings::ib_dealloc_device(ibdev.as_ptr()) };
             return Err(Error::from_errno(err));
         }
-        // SAFETY: The deferred work was set up above and the data is initialised; the tick
-        // is stopped in `dealloc_driver` before anything is freed.
-        unsafe { deferred::start_tick(dev) };
         Ok(())
     }
 }

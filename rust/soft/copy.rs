@@ -4,8 +4,9 @@
 //!
 //! Payload bytes move between registered pages and packets with the C helper
 //! `roxe_helper_copy` (`rust/helpers/mm.c`), which moves 8-byte words: the kernel's `memcpy`
-//! is `rep movsb` on CPUs with FSRM, one emulated iteration per byte under QEMU TCG (about 7x
-//! slower there, measured), and memory speed on hardware either way.
+//! is `rep movsb` on CPUs with FSRM, one emulated iteration per byte under QEMU TCG (the
+//! measurement: `Documentation/performance.md`, "Constants"), and memory speed on hardware
+//! either way.
 
 use crate::rdma::bindings;
 

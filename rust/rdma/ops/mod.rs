@@ -2,8 +2,7 @@
 
 //! The `extern "C"` side of a driver's verbs: [`Adapter<T>`] builds the `ib_device_ops` table
 //! of driver `T` and holds the trampolines the RDMA core calls, which turn raw pointers into
-//! the safe types and call the [`Driver`] methods. This file has the device-level ones and the
-//! device's timer and work callbacks; each object's are in the file of its name.
+//! the safe types and call the [`Driver`] methods. This file has the device-level ones; each object's are in the file of its name.
 
 mod ah;
 mod cq;
@@ -16,7 +15,6 @@ use crate::rdma::{
     ah::Ah,
     bindings,
     cq::Cq,
-    deferred,
     device::Device,
     driver::{Driver, MadResult, MAD_SIZE},
     mmap,
@@ -416,9 +414,6 @@ impl<T: Driver> Adapter<T> {
     /// after unregistering it and before freeing it; nothing uses the device afterwards.
     unsafe extern "C" fn dealloc_driver(ibdev: *mut bindings::ib_device) {
         let dev = ibdev.cast::<Device<T>>();
-        // SAFETY: The device's deferred work was set up at allocation; the core is freeing it
-        // and nothing else uses it. Stopped first: its callbacks use `data`.
-        unsafe { deferred::shutdown(dev) };
         // SAFETY: `dealloc_driver` is set only once `data` is initialised (see `register`), and
         // the core calls it exactly once, as the last op, before freeing the device.
         unsafe { core::ptr::drop_in_place(core::ptr::addr_of_mut!((*dev).data)) };

@@ -17,7 +17,7 @@ use crate::rdma::{
     odp::OdpBudget,
     pool::{Pool, PoolRef},
 };
-use crate::soft::{skb::SkbQueue, udp_tunnel::PortRef};
+use crate::soft::{deferred::SoftDevice, skb::SkbQueue, udp_tunnel::PortRef};
 use crate::{
     ah::{AhHandle, RoxeAh},
     counters::Counters,
@@ -228,7 +228,7 @@ pub(crate) fn fallback_mac(netdev: &NetDevice) -> [u8; 6] {
 }
 
 impl DriverTypes for Roxe {
-    type Data = RoxeDevice;
+    type Data = SoftDevice<RoxeDevice>;
     type UContext = RoxeUContext;
     type Pd = RoxePd;
     type Cq = Arc<RoxeCq>;

@@ -26,8 +26,8 @@ use kernel::{prelude::*, sync::atomic::Relaxed};
 /// How long a positive ACK waits at least for the requester's next packets to the same peer, to
 /// leave in their batch: one pass through the stack and one doorbell for both, and on a virtual
 /// NIC one wake-up of the host's network thread instead of two. In a ping-pong the answer is
-/// posted within this: the process polling for the request runs once softirq is over (two VMs
-/// under TCG: 50 us was too short, 200 and 500 us alike, `Documentation/performance.md`). The
+/// posted within this: the process polling for the request runs once softirq is over (the
+/// values tried: `Documentation/performance.md`, "Constants"). The
 /// short timer that sends an ACK no answer took may fire up to one scheduler tick later
 /// (`Device::start_short_timer`): far inside the ACK delay the device advertises
 /// (`local_ca_ack_delay` 15: 4.096 us * 2^15, 134 ms). It is also the answer time that makes a

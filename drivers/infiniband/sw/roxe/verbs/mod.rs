@@ -18,7 +18,6 @@ use crate::rdma::{
         PortImmutable, PortState,
     },
     cq::{Cq, CqInit, CqNotifier, NotifyFlags},
-    deferred::Deferred,
     device::{Device, PortEvent},
     driver::{Driver, DriverId, StatDesc},
     kverbs::{FastRegGrant, KernelMem, KernelRecvWr, KernelSendWr, Wc},
@@ -32,7 +31,10 @@ use crate::rdma::{
     qp::{Qp, QpAttr, QpAttrMask, QpCreated, QpInit, QpNotifier},
     srq::{Srq, SrqAttr, SrqInit, SrqNotifier},
 };
-use crate::soft::skb::SkbQueue;
+use crate::soft::{
+    deferred::{Deferred, SoftDevice},
+    skb::SkbQueue,
+};
 use crate::{
     ah::{self, AhHandle},
     counters::{self, Counter, Counters},
@@ -67,6 +69,8 @@ pub(crate) static LINK_OPS: LinkOps<Roxe> = LinkOps::new();
 pub(crate) static RXE_LINK_OPS: LinkOps<Roxe> = LinkOps::with_type(c"rxe");
 
 impl Deferred for Roxe {
+    type State = RoxeDevice;
+
     /// The granularity of the retransmission and RNR timers.
     const TICK_MS: u32 = 10;
 
@@ -319,6 +323,11 @@ impl Driver for Roxe {
         crate::mcast::detach(q, mgid)
     }
 
+    fn registering(dev: &Device<Self>) {
+        // The retransmission, RNR and READ-reply timers run from the first QP on.
+        dev.start_tick();
+    }
+
     fn post_send_doorbell(qp: &Qp<Self>) -> Result {
         // New WQEs are in the ring: the requester sends them (or flushes them in the error
         // state).
@@ -487,7 +496,7 @@ impl Link for Roxe {
             netdev,
             guid,
             c"roxe",
-            try_pin_init!(RoxeDevice {
+            SoftDevice::new::<Roxe>(try_pin_init!(RoxeDevice {
                 netdev: ARef::from(netdev),
                 guid,
                 port_active: AtomicFlag::new(active),
@@ -512,7 +521,7 @@ impl Link for Roxe {
                 mcast <- crate::mcast::McastTable::new(),
                 odp_jobs <- crate::compat::sync::new_spinlock_irq!(KVec::new(), "roxe_odp_jobs"),
                 sockets <- kernel::new_mutex!(Some(sockets)),
-            }),
+            })),
         )?;
         pr_info!(
             "{}: created on {} (mtu {})\n",

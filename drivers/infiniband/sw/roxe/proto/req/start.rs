@@ -16,27 +16,20 @@ pub const MAX_UNACKED_PSNS: u32 = 128;
 /// The most RDMA READ response PSNs the requester lets be outstanding when it starts a READ
 /// that takes several requests: such a READ starts only if its first request
 /// ([`READ_REQUEST_PSNS`]) fits beside what is outstanding, or nothing is (a READ that one
-/// request covers has [`SINGLE_REQUEST_READ_WINDOW`]). The responder answers each request with a burst of
-/// responses that nothing paces, and bursts of several READs add up. Measured between two VMs
-/// on QEMU's `dgram` netdev, `ib_read_bw` of 200 x 64 KiB: with up to 192 response PSNs
-/// outstanding (the PSN window alone) a fifth of the responses were lost in the receiving
-/// host socket (`RcvbufErrors`), 2.35 MiB/s; with a window of 128, 63 to 80 re-requests and
-/// 4 to 6 MiB/s; with 64, no loss and 19.6 MiB/s. A WRITE's packets are paced by the
-/// sender's own CPU and lost none with the PSN window of 128.
+/// request covers has [`SINGLE_REQUEST_READ_WINDOW`]). The responder answers each request with
+/// a burst of responses that nothing paces, and bursts of several READs add up until the
+/// receiving host's socket drops them; a WRITE's packets are paced by the sender's own CPU.
+/// The measurements that chose 64: `Documentation/performance.md`, "Constants".
 pub const READ_RESPONSE_WINDOW: u32 = 64;
 
 /// The most RDMA READ response PSNs outstanding beside which a READ that one request asks for
 /// whole (at most [`READ_REQUEST_PSNS`]) may start: the next request goes out once half of the
 /// last one's responses have arrived, so that the responder answers it while the requester
 /// takes in the rest, instead of the wire's round trip passing idle between READs, and at most
-/// one and a half requests' responses are on the wire at once. Between two VMs, `ib_read_bw` of
-/// 64 KiB: one READ in flight at a time 9.3-13.4 MiB/s (on a slower host); two whole
-/// READs in flight (a window of 128) 20.8-36.8 MiB/s with 75 to 82 re-requests per 400 READs
-/// (bursts of two READs' responses overflowing the receiving host socket); this window (96)
-/// 41.1-42.3 MiB/s with 1 or 2; 80, 36.9-38.7 with none (in one boot). Longer READs
-/// keep to [`READ_RESPONSE_WINDOW`]: their later requests go out alone, a loss at the end of
-/// one is found only by the ACK timer, and 1 MiB READs in a window of 128 fell from 10-12 to
-/// 4.7 MiB/s.
+/// one and a half requests' responses are on the wire at once. Longer READs keep to
+/// [`READ_RESPONSE_WINDOW`]: their later requests go out alone, and a loss at the end of one is
+/// found only by the ACK timer. The measurements behind both: `Documentation/performance.md`,
+/// "Constants".
 pub const SINGLE_REQUEST_READ_WINDOW: u32 = READ_REQUEST_PSNS + READ_REQUEST_PSNS / 2;
 
 const fn min_u32(a: u32, b: u32) -> u32 {

@@ -3,18 +3,19 @@
 //! One object's deferred execution: a periodic timer, a short high-resolution timer whose
 //! callback runs in softirq context, and a work item each for softirq and process context.
 //!
-//! It knows nothing of RDMA: the owner embeds a [`Sched`], gives [`Sched::init`] the callbacks
-//! (which find the owner by the field's offset) and stops everything with [`Sched::shutdown`]
-//! before it drops what the callbacks use. [`Device`](super::device::Device) embeds one; the
-//! driver's side of it is in `deferred.rs`.
+//! It knows nothing of RDMA: the owner embeds a [`Sched`], made by [`Sched::new`] with the
+//! callbacks (which find the owner by the field's offset); dropping it stops everything, waiting
+//! for running callbacks, so the owner declares it before what the callbacks use.
+//! [`SoftDevice`](super::deferred::SoftDevice) embeds one.
 //!
 //! C headers: [`include/linux/timer.h`](srctree/include/linux/timer.h),
 //! [`include/linux/hrtimer.h`](srctree/include/linux/hrtimer.h),
 //! [`include/linux/workqueue.h`](srctree/include/linux/workqueue.h)
 
-use super::bindings;
+use crate::rdma::bindings;
 use kernel::{
-    sync::atomic::{Acquire, AtomicFlag, Release},
+    prelude::*,
+    sync::atomic::{Acquire, AtomicFlag, Full},
     types::Opaque,
 };
 
@@ -29,9 +30,10 @@ pub(super) type WorkFn = unsafe extern "C" fn(*mut bindings::work_struct);
 ///
 /// # Invariants
 ///
-/// A `Sched` is only reachable once [`Sched::init`] has run on it in place (it has no other
-/// constructor), and it stays at that address, with everything its callbacks use alive, until
-/// [`Sched::shutdown`] has run; nothing arms or queues it afterwards.
+/// A `Sched` is only reachable once [`Sched::init`] has run on it in place (its only
+/// constructor, [`Sched::new`], does that), and it stays at that address, with everything its
+/// callbacks use alive, until [`Sched::shutdown`] has run (its `Drop`); nothing arms or queues
+/// it afterwards.
 #[repr(C)]
 pub struct Sched {
     /// The periodic timer; set up by [`Sched::start_tick`].
@@ -46,7 +48,38 @@ pub struct Sched {
     process_work: Opaque<bindings::work_struct>,
 }
 
+// SAFETY: The timers and works are the kernel's, which any CPU may arm, queue and cancel; the
+// callbacks find their owner themselves.
+unsafe impl Send for Sched {}
+// SAFETY: As above: every method is callable from any context, concurrently.
+unsafe impl Sync for Sched {}
+
+impl Drop for Sched {
+    fn drop(&mut self) {
+        // SAFETY: `init` has run (type invariant); the owner is dropping it, so nothing arms or
+        // queues it from now on but its own callbacks, which `shutdown` waits for.
+        unsafe { Sched::shutdown(self) };
+    }
+}
+
 impl Sched {
+    /// A `Sched` whose short timer and works call `short`, `kick` and `process`.
+    ///
+    /// # Safety
+    ///
+    /// Each callback may be called with the address of its own field for as long as the
+    /// `Sched` lives, and finds everything it uses alive then.
+    pub(super) unsafe fn new(short: ShortFn, kick: WorkFn, process: WorkFn) -> impl PinInit<Self> {
+        // SAFETY: The slot is valid for writes and pinned: it stays there until dropped, and
+        // `Drop` shuts everything down; the callbacks' contract is the caller's.
+        unsafe {
+            pin_init::pin_init_from_closure(move |slot: *mut Self| {
+                Self::init(slot, short, kick, process);
+                Ok(())
+            })
+        }
+    }
+
     /// Offset of the periodic timer in a `Sched`, for its callback to find the owner.
     pub(super) const TICK: usize = core::mem::offset_of!(Sched, tick);
     /// Offset of the short timer.
@@ -64,7 +97,7 @@ impl Sched {
     /// may be called with the address of its own field from now until [`Sched::shutdown`]
     /// returns, which the owner calls before freeing `this` or dropping what the callbacks use
     /// (or the owner frees it before anything could arm or queue these).
-    pub(super) unsafe fn init(this: *mut Self, short: ShortFn, kick: WorkFn, process: WorkFn) {
+    unsafe fn init(this: *mut Self, short: ShortFn, kick: WorkFn, process: WorkFn) {
         // SAFETY: `this` is valid for writes (the function's contract); the helpers initialise
         // the C objects in place.
         unsafe {
@@ -84,18 +117,22 @@ impl Sched {
         }
     }
 
-    /// Sets up the periodic timer with its callback and arms it `ms` milliseconds from now.
-    /// The callback re-arms it with [`Sched::rearm_tick`].
+    /// Sets up the periodic timer with its callback and arms it `ms` milliseconds from now,
+    /// unless it was started before. The callback re-arms it with [`Sched::rearm_tick`].
     ///
     /// # Safety
     ///
-    /// As for [`Sched::init`], which has run on `this`; called at most once.
-    pub(super) unsafe fn start_tick(this: *mut Self, f: TickFn, ms: u32) {
-        // SAFETY: The timer lies in `this`, which lives until `shutdown` stops it.
+    /// `f` may be called with the address of the `tick` field for as long as the `Sched` lives,
+    /// and finds everything it uses alive then.
+    pub(super) unsafe fn start_tick(&self, f: TickFn, ms: u32) {
+        if self.tick_armed.cmpxchg(false, true, Full).is_err() {
+            return;
+        }
+        let timer = self.tick.get();
+        // SAFETY: The timer lies in `self`, which lives until `shutdown` stops it (the flag set
+        // above makes `shutdown` do so); it is set up once, here.
         unsafe {
-            let timer = Opaque::cast_into(core::ptr::addr_of!((*this).tick));
             bindings::roxe_helper_timer_setup(timer, Some(f));
-            (*this).tick_armed.store(true, Release);
             bindings::roxe_helper_timer_arm_ms(timer, ms);
         }
     }
@@ -117,7 +154,7 @@ impl Sched {
     /// # Safety
     ///
     /// [`Sched::init`] has run on `this`, which is still valid; the owner is being freed.
-    pub(super) unsafe fn shutdown(this: *mut Self) {
+    unsafe fn shutdown(this: *mut Self) {
         // SAFETY: The work was initialised in `init`; afterwards it can neither run nor be
         // queued again. First, since it may kick.
         unsafe {
