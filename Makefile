@@ -135,10 +135,10 @@ dkms: deps
 	$(Q)/dkms-debs.sh >/dev/null
 	$(Q)/test-all.sh --list qemu/tests/dkms.list
 
-# The hostile-user fuzzer (tools/verbs-fuzz) alone, 10 minutes on the debug kernel
-# (qemu/tests/verbs-fuzz.list).
+# The hostile-user fuzzer (tools/verbs-fuzz) alone, 10 minutes on the debug kernel as uid 65534:
+# make soak's verbs-fuzz-long (qemu/tests/soak.list).
 verbs-fuzz: deps
-	$(Q)/test-all.sh --list qemu/tests/verbs-fuzz.list
+	$(Q)/test-all.sh --list qemu/tests/soak.list --only '^verbs-fuzz-long$$'
 
 # The cargo-fuzz targets for FUZZ_SECONDS (default 30 minutes; `make test` runs 60 s).
 FUZZ_SECONDS ?= 1800

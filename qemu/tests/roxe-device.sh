@@ -31,23 +31,8 @@ check devinfo-guid-from-mac 5 grep -q "node_guid:.*$guid" /out/devinfo.txt
 check devinfo-gid-ipv4 5 grep -q 'GID\[.*\]:.*::ffff:192.168.77.1, RoCE v2' /out/devinfo.txt
 check devinfo-gid-ipv6 5 grep -q 'GID\[.*\]:.*fd77::1, RoCE v2' /out/devinfo.txt
 check sysfs-driver-abi 5 sh -c "cat /sys/class/infiniband_verbs/uverbs*/abi_version | grep -qx 2"
-check pyverbs-context 60 python3 -c "
-import pyverbs.device as d
-ctx = d.Context(name='roxe0')
-a = ctx.query_device()
-p = ctx.query_port(1)
-assert a.vendor_id == 0xffffff, a.vendor_id
-assert p.state == 4, p.state
-print('pyverbs ok: max_qp', a.max_qp, 'active_mtu', p.active_mtu)
-"
-check pyverbs-pd 60 python3 -c "
-import pyverbs.device as d, pyverbs.pd as p
-ctx = d.Context(name='roxe0')
-pds = [p.PD(ctx) for _ in range(200)]
-for pd in pds:
-    pd.close()
-print('200 PDs allocated and freed')
-"
+check pyverbs-context 60 python3 /roxe/qemu/tests/py/device_basics.py context roxe0
+check pyverbs-pd 60 python3 /roxe/qemu/tests/py/device_basics.py pds roxe0
 expect_fail link-add-duplicate 30 rdma link add roxe1 type roxe netdev eth0
 
 # --- MTU follows the netdev -------------------------------------------------------------------
