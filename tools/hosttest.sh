@@ -43,6 +43,14 @@ if grep -rn 'crate::soft\b' "$top/rust/rdma"; then
 	echo "hosttest: rust/rdma/ uses rust/soft/" >&2
 	status=1
 fi
+# rust/rdma/ is the RDMA core's mirror: no item it defines names roxe, rxe or a scheduler of the
+# soft HCA's, and no string in it names roxe (comments aside; the C helpers' roxe_helper_ names
+# are rust/'s shared glue).
+if sed -e 's@//.*@@' "$top"/rust/rdma/*.rs "$top"/rust/rdma/ops/*.rs |
+	grep -nE '\b(fn|struct|enum|trait|type|const|static|mod|union)\s+\w*([Rr]oxe|[Rr]xe|RXE|Sched|Deferred|[Tt]ick|[Kk]ick)\w*|"[^"]*roxe[^"]*"'; then
+	echo "hosttest: rust/rdma/ names roxe, rxe or the soft HCA's scheduler" >&2
+	status=1
+fi
 # The driver calls up through no function pointer standing in for a call: no field or type
 # alias of a function pointer type (the stages are called by name; tools/deps.py sees the graph).
 if grep -rnE '(:|=)\s*(unsafe\s+)?(extern\s+"C"\s+)?fn\s*\(' "$top/drivers/infiniband/sw/roxe" --include='*.rs'; then

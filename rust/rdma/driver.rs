@@ -35,6 +35,28 @@ impl DriverId {
     }
 }
 
+/// A legacy uverbs write command (`enum ib_uverbs_write_cmds`) a driver may enable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UverbsWriteCmd {
+    /// `IB_USER_VERBS_CMD_POST_SEND`.
+    PostSend,
+    /// `IB_USER_VERBS_CMD_REQ_NOTIFY_CQ`.
+    ReqNotifyCq,
+}
+
+impl UverbsWriteCmd {
+    /// The command's bit in `uverbs_cmd_mask`.
+    pub(crate) const fn mask(self) -> u64 {
+        let cmd = match self {
+            UverbsWriteCmd::PostSend => bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND,
+            UverbsWriteCmd::ReqNotifyCq => {
+                bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ
+            }
+        };
+        1u64 << cmd
+    }
+}
+
 /// The verbs a driver implements for its devices.
 ///
 /// All methods are called in process context by the RDMA core, with no driver lock held; several
@@ -46,6 +68,10 @@ pub trait Driver: DriverTypes {
 
     /// The driver's uverbs ABI version (`uverbs_abi_ver`).
     const UVERBS_ABI_VERSION: u32;
+
+    /// The legacy uverbs write commands the driver's user-space provider issues, which the core
+    /// accepts only when the driver asks (`ib_device.uverbs_cmd_mask`).
+    const UVERBS_WRITE_CMDS: &'static [UverbsWriteCmd] = &[];
 
     /// Reports the device's attributes (`query_device`).
     fn query_device(dev: &Device<Self>) -> Result<DeviceAttr>;

@@ -368,11 +368,11 @@ impl FastRegMem {
                 id,
                 staged <- crate::compat::sync::new_spinlock_irq!(
                     Staged { pages: staged, mapped: None },
-                    "roxe_fast_mr_staged"
+                    "rdma_fast_mr_staged"
                 ),
                 live <- super::bh::new_bh_lock!(
                     Live { pages: live, map: None, revoked: false },
-                    "roxe_fast_mr"
+                    "rdma_fast_mr"
                 ),
             }),
             GFP_KERNEL,

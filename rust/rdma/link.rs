@@ -220,10 +220,9 @@ impl<T: Link> Device<T> {
             (*ib).num_comp_vectors = 1;
             (*ib).node_guid = u64::from_ne_bytes(node_guid);
             (*ib).link_ops = T::link_ops().as_raw();
-            // The rxe provider rings the send doorbell and arms CQs with these legacy commands.
-            (*ib).uverbs_cmd_mask |= (1u64
-                << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND)
-                | (1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ);
+            for cmd in T::UVERBS_WRITE_CMDS {
+                (*ib).uverbs_cmd_mask |= cmd.mask();
+            }
             let desc = node_desc.to_bytes();
             let n = desc.len().min((*ib).node_desc.len() - 1);
             for (d, s) in (*ib).node_desc.iter_mut().zip(desc[..n].iter()) {

@@ -438,8 +438,8 @@ impl Region {
         pages.resize(npages, MISSING, flags).map_err(|_| ENOMEM)?;
         let inner = KBox::pin_init(
             pin_init!(Inner {
-                umem <- new_mutex!(None, "roxe_odp_umem"),
-                table <- new_bh_lock!(TableState { pages, released: false }, "roxe_odp_table"),
+                umem <- new_mutex!(None, "rdma_odp_umem"),
+                table <- new_bh_lock!(TableState { pages, released: false }, "rdma_odp_table"),
                 start,
                 npages,
             }),
@@ -712,7 +712,7 @@ impl OdpMem {
     ) -> Result<OdpMem> {
         let imp = KBox::pin_init(
             pin_init!(Implicit {
-                root <- new_mutex!(None, "roxe_odp_root"),
+                root <- new_mutex!(None, "rdma_odp_root"),
                 children <- new_bh_lock!(
                     Children {
                         list: KVec::new(),
@@ -720,7 +720,7 @@ impl OdpMem {
                         failed: [None; FAILED_CHUNKS],
                         failed_next: 0,
                     },
-                    "roxe_odp_children"
+                    "rdma_odp_children"
                 ),
             }),
             GFP_KERNEL,

@@ -19,7 +19,7 @@ use crate::rdma::{
     },
     cq::{Cq, CqInit, CqNotifier, NotifyFlags},
     device::{Device, PortEvent},
-    driver::{Driver, DriverId, StatDesc},
+    driver::{Driver, DriverId, StatDesc, UverbsWriteCmd},
     kverbs::{FastRegGrant, KernelMem, KernelRecvWr, KernelSendWr, Wc},
     link::{Link, LinkOps},
     mr::{FastRegPages, Mr, MrCreated, UserMrRequest},
@@ -96,6 +96,9 @@ impl Driver for Roxe {
     const DRIVER_ID: DriverId = DriverId::Rxe;
     /// rxe's `RXE_UVERBS_ABI_VERSION`, the only one rdma-core's rxe provider accepts.
     const UVERBS_ABI_VERSION: u32 = 2;
+    /// rdma-core's rxe provider rings the send doorbell and arms CQs with these.
+    const UVERBS_WRITE_CMDS: &'static [UverbsWriteCmd] =
+        &[UverbsWriteCmd::PostSend, UverbsWriteCmd::ReqNotifyCq];
     fn query_device(dev: &Device<Self>) -> Result<DeviceAttr> {
         let caps = [
             DeviceCaps::BAD_PKEY_CNTR,
