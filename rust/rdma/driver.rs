@@ -146,8 +146,11 @@ pub trait Driver: DriverTypes {
     /// running before that. Process context.
     fn registering(_dev: &Device<Self>) {}
 
-    /// The send doorbell of a user QP (a `post_send` without WRs): new WQEs are in its ring.
-    fn post_send_doorbell(qp: &Qp<Self>) -> Result;
+    /// `post_send` of a user QP: uverbs' legacy `POST_SEND` command (which the driver enables
+    /// with [`Driver::UVERBS_WRITE_CMDS`]). This binding passes the driver no work requests: a
+    /// provider that posts through rings it maps (the queues of `mmap`) sends the command with
+    /// none, to have the driver look at its ring.
+    fn post_send_user(qp: &Qp<Self>) -> Result;
 
     /// Posts a kernel consumer's receive WR to an SRQ (`ib_post_srq_recv`). Any context.
     fn post_srq_recv(_srq: &Srq<Self>, _wr: &KernelRecvWr<'_>) -> Result {
@@ -249,7 +252,7 @@ pub trait Driver: DriverTypes {
     fn dealloc_mw(dev: &Device<Self>, mw: Self::Mw);
 
     /// Queues a kernel consumer's send work request (`post_send` of a kernel QP). Called in any
-    /// context, often with interrupts disabled: transmission must be left to [`Device::kick`].
+    /// context, often with interrupts disabled: transmission must be left to deferred work.
     fn post_send_kernel(qp: &Qp<Self>, wr: &KernelSendWr<'_, Self>) -> Result;
 
     /// Queues a kernel consumer's receive work request (`post_recv`). Any context.

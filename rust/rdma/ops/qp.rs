@@ -216,8 +216,8 @@ impl<T: Driver> Adapter<T> {
         // SAFETY: The QP has a user object exactly when user space created it.
         let is_user = unsafe { !(*ibqp).uobject.is_null() };
         if is_user {
-            // The rxe ABI's doorbell: a POST_SEND with no WRs; the WQEs are in the mapped ring.
-            return match T::post_send_doorbell(qp) {
+            // The core's copies of the command's WRs are not passed (`Driver::post_send_user`).
+            return match T::post_send_user(qp) {
                 Ok(()) => 0,
                 Err(e) => e.to_errno(),
             };

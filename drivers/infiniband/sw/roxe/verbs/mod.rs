@@ -331,7 +331,7 @@ impl Driver for Roxe {
         dev.start_tick();
     }
 
-    fn post_send_doorbell(qp: &Qp<Self>) -> Result {
+    fn post_send_user(qp: &Qp<Self>) -> Result {
         // New WQEs are in the ring: the requester sends them (or flushes them in the error
         // state).
         qp::doorbell(qp)?;
