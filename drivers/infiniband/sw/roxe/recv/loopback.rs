@@ -164,6 +164,8 @@ pub(crate) fn drain(dev: &Device<Roxe>) {
 /// ([`LocalResponse`]); returns how many responses it delivered. Context: the loopback drainer,
 /// holding the drainer claim, bottom halves off ([`deliver_local`], [`drain_claimed`]), right
 /// after the delivery of the request.
+// Out of line, as `super::dispatch` is: it builds and dispatches a response.
+#[inline(never)]
 fn deliver_local_responses(dev: &Device<Roxe>) -> u32 {
     let Some(r) = dev.data().local_response.lock().take() else {
         return 0;

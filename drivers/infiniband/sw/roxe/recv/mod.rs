@@ -34,6 +34,11 @@ fn from_peer(av: &Option<AddressVector>, src: &Source) -> bool {
 
 /// Hands `pkt` to the QP it is addressed to. Context: the receive pipeline (softirq or the
 /// loopback drainer).
+///
+/// Kept out of line: the receive entry, the drainer's loop and the direct deliveries each call
+/// it, and inlined into all of them (the responder and the completer with it) the hot loops grew
+/// and small messages slowed down (`Documentation/performance.md`, "Constants").
+#[inline(never)]
 pub(crate) fn dispatch(dev: &Device<Roxe>, pkt: &Packet<&[u8]>, src: &Source) {
     let data = dev.data();
     if pkt.dest_qpn() == MULTICAST_QPN {
