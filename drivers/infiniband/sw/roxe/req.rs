@@ -682,10 +682,7 @@ pub(crate) fn run(dev: &Device<Roxe>, qp: &RoxeQp) {
     if let Some(mut run) = Run::start(dev, qp, Loopback::Queued) {
         // A queued run builds no local packet; one would still be sent, by the slow way.
         while let Some(p) = run.next() {
-            if let Ok(mut skb) = TxSkBuff::alloc(&dev.data().netdev, p.len) {
-                copy(skb.data_mut(), p.bytes());
-                let _ = net::xmit(dev, &p.av, p.sport, skb);
-            }
+            net::xmit_copy(dev, &p.av, p.sport, p.bytes());
             run.sent_local(p);
         }
     }

@@ -112,6 +112,15 @@ pub(crate) fn xmit(dev: &Device<Roxe>, av: &AddressVector, sport: u16, skb: TxSk
     r
 }
 
+/// [`xmit`] of a packet built in a buffer of the caller's (`roce`: BTH to ICRC), copied into a
+/// socket buffer first; lost, as on a wire, if there is no memory for one.
+pub(crate) fn xmit_copy(dev: &Device<Roxe>, av: &AddressVector, sport: u16, roce: &[u8]) {
+    if let Ok(mut skb) = TxSkBuff::alloc(&dev.data().netdev, roce.len()) {
+        crate::soft::copy::copy(skb.data_mut(), roce);
+        let _ = xmit(dev, av, sport, skb);
+    }
+}
+
 /// [`xmit`] without the counting.
 fn transmit(dev: &Device<Roxe>, av: &AddressVector, sport: u16, mut skb: TxSkBuff) -> Result {
     let netdev = &dev.data().netdev;

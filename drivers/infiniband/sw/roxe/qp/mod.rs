@@ -478,7 +478,7 @@ fn new_sq_state(sq_depth: usize, elem_size: usize) -> Result<SqState> {
 }
 
 /// What `create_qp` asks for that the device refuses before allocating anything: the rxe ABI's
-/// udata sizes, the QP type, flags, CQs, capabilities and the GSI QP's port.
+/// udata sizes, the QP type, flags, capabilities and the GSI QP's port (the CQs: `create`).
 fn check_create(init: &QpInit<'_, Roxe>, udata: Option<&UData<'_>>) -> Result<QpType> {
     if let Some(u) = udata {
         // The rxe ABI has no create-QP request and an mmap-info response.
@@ -489,9 +489,6 @@ fn check_create(init: &QpInit<'_, Roxe>, udata: Option<&UData<'_>>) -> Result<Qp
     let qp_type = qp_type_of(init.qp_type)?;
     if init.create_flags != 0 || init.unsupported_parts {
         return Err(errno::eopnotsupp());
-    }
-    if init.send_cq.is_none() || init.recv_cq.is_none() {
-        return Err(EINVAL);
     }
     check_cap(&init.cap, init.srq.is_some())?;
     if qp_type == QpType::Gsi && init.port_num != PORT {

@@ -19,7 +19,6 @@
 #![deny(unsafe_code)]
 
 use crate::rdma::{ah::AddressVector, bh, device::Device};
-use crate::soft::{copy::copy, skb::TxSkBuff};
 use crate::{
     device::{LocalReply, LocalResponse},
     hca::Roxe,
@@ -91,10 +90,7 @@ fn drain_claimed(dev: &Device<Roxe>, mut budget: u32) -> u32 {
 fn deliver_local(dev: &Device<Roxe>, av: &AddressVector, sport: u16, roce: &[u8]) {
     let data = dev.data();
     if !data.loopback.is_empty() || data.loopback_draining.cmpxchg(false, true, Full).is_err() {
-        if let Ok(mut skb) = TxSkBuff::alloc(&data.netdev, roce.len()) {
-            copy(skb.data_mut(), roce);
-            let _ = net::xmit(dev, av, sport, skb);
-        }
+        net::xmit_copy(dev, av, sport, roce);
         return drain(dev);
     }
     let bytes = net::ip_bytes(av.network, roce.len());
