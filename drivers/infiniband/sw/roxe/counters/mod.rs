@@ -59,8 +59,9 @@ pub(crate) enum Counter {
     RcvdBytes,
     /// Received packets dropped because their ICRC did not match (corrupted in flight).
     RcvdIcrcErr,
-    /// Received packets dropped for any other reason: malformed headers, an unknown QP, or a QP
-    /// that does not receive (RESET, INIT or ERR, IBA 10.3.1).
+    /// Received packets dropped for any other reason: too short or malformed headers, an unknown
+    /// QP, a multicast group with no member here, or a QP that does not receive (RESET, INIT or
+    /// ERR, IBA 10.3.1).
     RcvdDrops,
     /// Received RC or UC packets dropped because their IP source and destination are not the
     /// connected QP's peer and own address (rdma_rxe's `check_addr`): injected or misrouted.

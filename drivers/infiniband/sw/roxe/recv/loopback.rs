@@ -20,12 +20,12 @@
 
 use crate::rdma::{ah::AddressVector, bh, device::Device};
 use crate::{
+    counters::Counter,
     device::{LocalReply, LocalResponse},
     hca::Roxe,
     net::{self, source::Source},
     proto::packet::Packet,
     qp::RoxeQp,
-    recv::rx::{count_drop, RxDrop},
     req,
     resp::{read_reply::LocalPackets, response},
 };
@@ -110,7 +110,7 @@ fn deliver_local(dev: &Device<Roxe>, av: &AddressVector, sport: u16, roce: &[u8]
                 };
                 super::dispatch(dev, &pkt, &src);
             }
-            Err(_) => count_drop(RxDrop::BadHeaders),
+            Err(_) => data.counters.inc(Counter::RcvdDrops),
         }
     }
     let delivered = deliver_local_responses(dev);

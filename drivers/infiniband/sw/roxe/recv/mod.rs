@@ -18,7 +18,6 @@ use crate::{
     net::source::Source,
     param::MAX_MCAST_QP_ATTACH,
     proto::{mcast::MULTICAST_QPN, packet::Packet, qp_state::QpType},
-    recv::rx::{count_drop, RxDrop},
     resp,
 };
 
@@ -45,8 +44,7 @@ pub(crate) fn dispatch(dev: &Device<Roxe>, pkt: &Packet<&[u8]>, src: &Source) {
         return deliver_mcast(dev, pkt, src);
     }
     let Some(qp) = data.qps.get(pkt.dest_qpn()) else {
-        data.counters.inc(Counter::RcvdDrops);
-        return count_drop(RxDrop::NoQp);
+        return data.counters.inc(Counter::RcvdDrops);
     };
     if matches!(qp.qp_type, QpType::Rc | QpType::Uc) && !from_peer(&qp.state.lock().av, src) {
         data.counters.inc(Counter::RcvdPeerMismatch);
@@ -71,7 +69,7 @@ fn deliver_mcast(dev: &Device<Roxe>, pkt: &Packet<&[u8]>, src: &Source) {
     let data = dev.data();
     let mut qpns: Members = [0; MAX_MCAST_QP_ATTACH as usize];
     let Some(n) = data.mcast.members(&src.dgid, &mut qpns) else {
-        return count_drop(RxDrop::NoQp);
+        return data.counters.inc(Counter::RcvdDrops);
     };
     for &qpn in qpns.iter().take(n) {
         if let Some(qp) = data.qps.get(qpn) {

@@ -22,45 +22,7 @@ use crate::{
         packet::{Packet, PacketError},
     },
 };
-use kernel::{
-    prelude::*,
-    sync::atomic::{Atomic, Relaxed},
-};
-
-/// Why received packets were dropped before reaching a QP. Counted per reason, as a NIC's
-/// error counters are.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum RxDrop {
-    /// Not linearisable, or shorter than UDP + BTH.
-    Malformed,
-    /// The headers do not parse ([`PacketError`]).
-    BadHeaders,
-    /// The invariant CRC does not match: corrupted in flight (IBA 9.8.2.2 says drop silently).
-    BadIcrc,
-    /// No roxe device on the netdev it arrived by.
-    NoDevice,
-    /// No QP with the destination number.
-    NoQp,
-    /// IPv6, from the wire, with one of the host's own addresses as its source: forged, since
-    /// the device's packets to its own GIDs never leave memory (the loopback path).
-    OwnSource,
-}
-
-static RX_DROPS: [Atomic<u64>; 6] = [
-    Atomic::new(0),
-    Atomic::new(0),
-    Atomic::new(0),
-    Atomic::new(0),
-    Atomic::new(0),
-    Atomic::new(0),
-];
-
-/// Counts a dropped packet.
-pub(crate) fn count_drop(why: RxDrop) {
-    if let Some(c) = RX_DROPS.get(why as usize) {
-        c.add(1u64, Relaxed);
-    }
-}
+use kernel::prelude::*;
 
 fn v4_mapped(addr: &[u8]) -> [u8; 16] {
     let mut gid = [0u8; 16];
@@ -120,55 +82,53 @@ impl EncapRecv for Rx {
     }
 }
 
-/// The receive pipeline: checks, then hands the packet to its device's QP.
+/// The receive pipeline: checks, then hands the packet to its device's QP. A packet that fails
+/// a check is dropped and counted on the device's port, as a NIC counts its receive errors
+/// (`rcvd_icrc_err`, `rcvd_peer_mismatch`, else `rcvd_drops`). A datagram that arrived by a
+/// netdev with no roxe device is not the HCA's to count: the port shares the UDP socket with
+/// the namespace's other netdevs.
 pub(super) fn receive(mut skb: SkBuff, check_icrc: bool) {
-    if skb.linearize().is_err() || (skb.len() as usize) < UDP_HDR_LEN {
-        return count_drop(RxDrop::Malformed);
-    }
+    let whole = skb.linearize().is_ok() && (skb.len() as usize) >= UDP_HDR_LEN;
     let Some(netdev) = skb.netdev() else {
-        return count_drop(RxDrop::NoDevice);
+        return;
     };
     let Some(dev) = Device::<Roxe>::get_by_netdev(netdev) else {
-        return count_drop(RxDrop::NoDevice);
+        return;
     };
     let counters = &dev.data().counters;
-    let drop = |why: RxDrop| {
-        count_drop(why);
-        counters.inc(match why {
-            RxDrop::BadIcrc => Counter::RcvdIcrcErr,
-            RxDrop::OwnSource => Counter::RcvdPeerMismatch,
-            _ => Counter::RcvdDrops,
-        });
-    };
+    let drop = |why: Counter| counters.inc(why);
+    if !whole {
+        return drop(Counter::RcvdDrops);
+    }
     // The IP packet's length: its header (the network header up to the UDP header) and the rest.
     let bytes = skb.network_header().len() as u64 + u64::from(skb.len());
     let data = skb.data();
     let (Some(udp), Some(transport)) = (data.get(..UDP_HDR_LEN), data.get(UDP_HDR_LEN..)) else {
-        return drop(RxDrop::Malformed);
+        return drop(Counter::RcvdDrops);
     };
     let pkt = match Packet::new_checked(transport) {
         Ok(p) => p,
         Err(e) => {
             let _: PacketError = e;
-            return drop(RxDrop::BadHeaders);
+            return drop(Counter::RcvdDrops);
         }
     };
     let Some((mut source, ip)) = parse_ip(skb.network_header()) else {
-        return drop(RxDrop::Malformed);
+        return drop(Counter::RcvdDrops);
     };
     // Only the loopback drainer passes packets without an ICRC to check.
     source.local = !check_icrc;
     if check_icrc {
         match pkt.icrc_matches(&KernelCrc, ip, udp) {
             Ok(true) => {}
-            _ => return drop(RxDrop::BadIcrc),
+            _ => return drop(Counter::RcvdIcrcErr),
         }
         // IPv4 drops a packet whose source is a local address before it reaches the UDP
         // tunnel (`fib_validate_source`, unless the admin sets `accept_local`); IPv6 has no
         // such check, so a host on the link could pose as one of the device's own GIDs, and so
         // as any QP connected through it.
         if source.network == Network::Ipv6 && netdev.ipv6_addr_is_local(&source.sgid) {
-            return drop(RxDrop::OwnSource);
+            return drop(Counter::RcvdPeerMismatch);
         }
     }
     counters.received(bytes);
