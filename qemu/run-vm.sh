@@ -9,6 +9,8 @@
 # results directory build/vm/<name>/vm<i>/ (tag out). In two-VM mode the VMs are joined by a QEMU
 # `dgram` netdev over 127.0.0.1 (one vCPU each) and share build/vm/<name>/sync for barriers.
 # Exit status: 0 only if every guest script exited 0 and no kernel log shows a splat.
+# ROXE_QEMU_EXTRA: more QEMU arguments (split at spaces), e.g. a TCG plugin for counting
+# (tools/tbcount/).
 . "$(dirname "$0")/lib.sh"
 
 flavour=debug script="" name="" timeout=600 two=0 smp=2 mem=2G args=""
@@ -83,7 +85,7 @@ roxe.script=$script roxe.vm=$i roxe.two=$two roxe.timeout=$timeout roxe.flavour=
 			-virtfs "local,path=$out,mount_tag=out,security_model=none" \
 			-virtfs "local,path=$res/sync,mount_tag=sync,security_model=none" \
 			-netdev "$net" -device "virtio-net-pci,netdev=n0,mac=52:54:00:77:00:0$((i + 1))" \
-			</dev/null >"$out/qemu.log" 2>&1 &
+			${ROXE_QEMU_EXTRA:-} </dev/null >"$out/qemu.log" 2>&1 &
 		pids+=($!)
 	done
 	# Boot watchdog: until every guest reached its script, a console silent for $boot_stall s
