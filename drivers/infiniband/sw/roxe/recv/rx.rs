@@ -96,39 +96,38 @@ pub(super) fn receive(mut skb: SkBuff, check_icrc: bool) {
         return;
     };
     let counters = &dev.data().counters;
-    let drop = |why: Counter| counters.inc(why);
     if !whole {
-        return drop(Counter::RcvdDrops);
+        return counters.inc(Counter::RcvdDrops);
     }
     // The IP packet's length: its header (the network header up to the UDP header) and the rest.
     let bytes = skb.network_header().len() as u64 + u64::from(skb.len());
     let data = skb.data();
     let (Some(udp), Some(transport)) = (data.get(..UDP_HDR_LEN), data.get(UDP_HDR_LEN..)) else {
-        return drop(Counter::RcvdDrops);
+        return counters.inc(Counter::RcvdDrops);
     };
     let pkt = match Packet::new_checked(transport) {
         Ok(p) => p,
         Err(e) => {
             let _: PacketError = e;
-            return drop(Counter::RcvdDrops);
+            return counters.inc(Counter::RcvdDrops);
         }
     };
     let Some((mut source, ip)) = parse_ip(skb.network_header()) else {
-        return drop(Counter::RcvdDrops);
+        return counters.inc(Counter::RcvdDrops);
     };
     // Only the loopback drainer passes packets without an ICRC to check.
     source.local = !check_icrc;
     if check_icrc {
         match pkt.icrc_matches(&KernelCrc, ip, udp) {
             Ok(true) => {}
-            _ => return drop(Counter::RcvdIcrcErr),
+            _ => return counters.inc(Counter::RcvdIcrcErr),
         }
         // IPv4 drops a packet whose source is a local address before it reaches the UDP
         // tunnel (`fib_validate_source`, unless the admin sets `accept_local`); IPv6 has no
         // such check, so a host on the link could pose as one of the device's own GIDs, and so
         // as any QP connected through it.
         if source.network == Network::Ipv6 && netdev.ipv6_addr_is_local(&source.sgid) {
-            return drop(Counter::RcvdPeerMismatch);
+            return counters.inc(Counter::RcvdPeerMismatch);
         }
     }
     counters.received(bytes);
