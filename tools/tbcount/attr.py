@@ -22,7 +22,7 @@ def load(d):
                 syms.append((int(p[0], 16), p[2], len(p) > 3 and p[3] == '[roxe]'))
     syms.sort()
     starts = [s[0] for s in syms]
-    ins, tbs, mod = collections.Counter(), collections.Counter(), set()
+    ins, tbs, ent, mod = collections.Counter(), collections.Counter(), collections.Counter(), set()
     user = 0
     with open(os.path.join(d, 'counts.txt')) as f:
         for line in f:
@@ -37,7 +37,8 @@ def load(d):
                 mod.add(name)
             ins[name] += n * ex
             tbs[name] += ex
-    return ins, tbs, mod, user
+            ent[name] += int(p[3]) if len(p) > 3 else 0
+    return ins, tbs, ent, mod, user
 
 
 def main():
@@ -49,18 +50,26 @@ def main():
             top = int(args[1])
         args = args[2:]
     runs = [load(d) for d in args]
-    for d, (ins, tbs, mod, user) in zip(args, runs):
+    for d, (ins, tbs, ent, mod, user) in zip(args, runs):
         r_i = sum(v for k, v in ins.items() if k in mod)
         r_t = sum(v for k, v in tbs.items() if k in mod)
-        print(f'{d}: per operation, roxe {r_i / per:.0f} instructions in {r_t / per:.0f} blocks; '
+        r_e = sum(v for k, v in ent.items() if k in mod)
+        print(f'{d}: per operation, roxe {r_i / per:.0f} instructions in {r_t / per:.0f} blocks '
+              f'({r_e / per:.0f} entered from another page); '
               f'kernel {sum(ins.values()) / per:.0f} in {sum(tbs.values()) / per:.0f}; '
               f'user {user / per:.0f} instructions')
     if len(runs) == 1:
-        ins, tbs, mod, _ = runs[0]
+        ins, tbs, ent, mod, _ = runs[0]
         for name, v in sorted(((k, v) for k, v in ins.items() if k in mod), key=lambda kv: -kv[1])[:top]:
-            print(f'{v / per:9.0f} instructions {tbs[name] / per:7.0f} blocks  {name}')
+            print(f'{v / per:9.0f} instructions {tbs[name] / per:7.0f} blocks '
+                  f'{ent[name] / per:6.0f} entered  {name}')
         return
-    (_, a, _, _), (_, b, _, _) = runs
+    (_, a, ea, _, _), (_, b, eb, _, _) = runs
+    if any(ea.values()):
+        print('blocks entered from another page:')
+        for k in sorted(set(ea) | set(eb), key=lambda k: -abs(eb[k] - ea[k]))[:top]:
+            print(f'{ea[k] / per:9.1f} {eb[k] / per:9.1f} entered  {k}')
+        print('blocks executed:')
     for k in sorted(set(a) | set(b), key=lambda k: -abs(b[k] - a[k]))[:top]:
         print(f'{a[k] / per:9.1f} {b[k] / per:9.1f} blocks  {k}')
 
