@@ -35,6 +35,9 @@ pub(crate) struct RespState {
     pub(crate) proto: presp::RespState,
     pub(crate) cache: KBox<Resources>,
     pub(crate) recv: Option<RecvEntry>,
+    /// The slot of the last receive WQE the responder completed, kept for the next one: a SEND
+    /// then costs no allocation and no zero fill of a fresh slot.
+    pub(crate) spare_slot: Option<KVec<u8>>,
     /// The RDMA READ reply being sent, a burst of at most [`presp::READ_REPLY_BURST`] responses at a
     /// time, paced ([`presp::ReadStream`]): the first burst of a new READ at once, the rest
     /// and every replay from the device tick, at most one burst per interval.
@@ -48,6 +51,7 @@ impl RespState {
             proto: presp::RespState::new(Psn::new(0)),
             cache: KBox::new(Resources::new(0), GFP_KERNEL)?,
             recv: None,
+            spare_slot: None,
             read: ReadStream::default(),
         })
     }

@@ -123,13 +123,24 @@ fn acknowledge(path: &PathInfo, fx: &mut Effects, psn: Psn, aeth: Aeth) {
     push(fx, skb);
 }
 
-/// Takes the next receive WQE of the QP (its RQ or SRQ). `Err(wr_id)`: it does not parse.
-/// The slot's copy is allocated before the ring's lock, which turns interrupts off.
-fn take_recv(qp: &RoxeQp) -> Option<Result<RecvEntry, u64>> {
+/// A buffer of `len` bytes for a copy of a receive WQE's slot: `spare` if it has that size,
+/// else a new one. Allocated before the ring's lock, which turns interrupts off.
+fn slot_buffer(spare: &mut Option<KVec<u8>>, len: usize) -> Option<KVec<u8>> {
+    match spare.take() {
+        Some(slot) if slot.len() == len => Some(slot),
+        _ => KVec::from_elem(0u8, len, GFP_ATOMIC).ok(),
+    }
+}
+
+/// Takes the next receive WQE of the QP (its RQ or SRQ), copied into `spare` if it fits.
+/// `Err(wr_id)`: it does not parse. With no WQE posted, `spare` keeps the buffer.
+fn take_recv(qp: &RoxeQp, spare: &mut Option<KVec<u8>>) -> Option<Result<RecvEntry, u64>> {
     let (slot, max_sge) = if let Some(srq) = &qp.srq {
-        let mut slot = KVec::from_elem(0u8, srq.elem_size, GFP_ATOMIC).ok()?;
+        let mut slot = slot_buffer(spare, srq.elem_size)?;
         let mut inner = srq.inner.lock();
         if inner.resizing || !inner.queue.peek(&mut slot) {
+            drop(inner);
+            *spare = Some(slot);
             return None;
         }
         inner.queue.advance_consumer();
@@ -145,13 +156,20 @@ fn take_recv(qp: &RoxeQp) -> Option<Result<RecvEntry, u64>> {
         }
         (slot, max_sge)
     } else {
-        let mut slot = KVec::from_elem(0u8, qp.rq_elem_size, GFP_ATOMIC).ok()?;
+        let mut slot = slot_buffer(spare, qp.rq_elem_size)?;
         let mut rq = qp.rq.lock();
-        let q = (*rq).as_mut()?;
-        if !q.peek(&mut slot) {
+        let peeked = match (*rq).as_mut() {
+            Some(q) if q.peek(&mut slot) => {
+                q.advance_consumer();
+                true
+            }
+            _ => false,
+        };
+        drop(rq);
+        if !peeked {
+            *spare = Some(slot);
             return None;
         }
-        q.advance_consumer();
         (slot, qp.rq_max_sge)
     };
     match RecvWqe::parse(&slot, max_sge) {
@@ -440,7 +458,7 @@ fn execute(
     check_opcode(&mut rs.proto, cfg, req)?;
     check_op_allowed(cfg, req)?;
     if req.info.needs_recv_wqe() && rs.recv.is_none() {
-        match take_recv(qp) {
+        match take_recv(qp, &mut rs.spare_slot) {
             Some(Ok(entry)) => rs.recv = Some(entry),
             Some(Err(wr_id)) => {
                 fx.bad_recv = Some(wr_id);
@@ -465,6 +483,7 @@ fn execute(
         if let Some(r) = rs.recv.take() {
             fx.recv_cqe = Some(recv_cqe(cx, r.wqe.wr_id, ok));
             fx.solicited = cx.pkt.solicited_event();
+            rs.spare_slot = Some(r.slot);
         }
     }
     respond(cx, rs, fx, done.response, read_mr);
