@@ -6,9 +6,11 @@
 
 DIR is a guest's result directory of qemu/tests/count.sh (counts.txt from the plugin,
 kallsyms.txt from the guest, with the module's symbols). With one DIR: the totals (roxe's
-instructions and translation blocks, the kernel's, user space's instructions) and roxe's
-functions by instructions. With two: the functions whose block executions differ most between
-them, kernel and module alike (the same workload on two builds).
+instructions and translation blocks, its blocks entered from another page and its misses of
+the plugin's model of QEMU's jump cache, the kernel's, user space's instructions) and roxe's
+functions by instructions. With two: the functions whose jump-cache misses, page entries and
+block executions differ most between them, kernel and module alike (the same workload on two
+builds).
 """
 import bisect, collections, os, sys
 
@@ -22,7 +24,8 @@ def load(d):
                 syms.append((int(p[0], 16), p[2], len(p) > 3 and p[3] == '[roxe]'))
     syms.sort()
     starts = [s[0] for s in syms]
-    ins, tbs, ent, mod = collections.Counter(), collections.Counter(), collections.Counter(), set()
+    ins, tbs, ent, jcm = (collections.Counter() for _ in range(4))
+    mod = set()
     user = 0
     with open(os.path.join(d, 'counts.txt')) as f:
         for line in f:
@@ -38,7 +41,8 @@ def load(d):
             ins[name] += n * ex
             tbs[name] += ex
             ent[name] += int(p[3]) if len(p) > 3 else 0
-    return ins, tbs, ent, mod, user
+            jcm[name] += int(p[5]) if len(p) > 5 else 0
+    return ins, tbs, ent, jcm, mod, user
 
 
 def main():
@@ -50,21 +54,27 @@ def main():
             top = int(args[1])
         args = args[2:]
     runs = [load(d) for d in args]
-    for d, (ins, tbs, ent, mod, user) in zip(args, runs):
+    for d, (ins, tbs, ent, jcm, mod, user) in zip(args, runs):
         r_i = sum(v for k, v in ins.items() if k in mod)
         r_t = sum(v for k, v in tbs.items() if k in mod)
         r_e = sum(v for k, v in ent.items() if k in mod)
+        r_j = sum(v for k, v in jcm.items() if k in mod)
         print(f'{d}: per operation, roxe {r_i / per:.0f} instructions in {r_t / per:.0f} blocks '
-              f'({r_e / per:.0f} entered from another page); '
+              f'({r_e / per:.0f} entered from another page, {r_j / per:.1f} jump-cache misses; '
+              f'the kernel\'s {sum(jcm.values()) / per:.1f}); '
               f'kernel {sum(ins.values()) / per:.0f} in {sum(tbs.values()) / per:.0f}; '
               f'user {user / per:.0f} instructions')
     if len(runs) == 1:
-        ins, tbs, ent, mod, _ = runs[0]
+        ins, tbs, ent, _, mod, _ = runs[0]
         for name, v in sorted(((k, v) for k, v in ins.items() if k in mod), key=lambda kv: -kv[1])[:top]:
             print(f'{v / per:9.0f} instructions {tbs[name] / per:7.0f} blocks '
                   f'{ent[name] / per:6.0f} entered  {name}')
         return
-    (_, a, ea, _, _), (_, b, eb, _, _) = runs
+    (_, a, ea, ja, _, _), (_, b, eb, jb, _, _) = runs
+    if any(ja.values()):
+        print('jump-cache misses (the model in tbcount.c):')
+        for k in sorted(set(ja) | set(jb), key=lambda k: -abs(jb[k] - ja[k]))[:top]:
+            print(f'{ja[k] / per:9.1f} {jb[k] / per:9.1f} misses  {k}')
     if any(ea.values()):
         print('blocks entered from another page:')
         for k in sorted(set(ea) | set(eb), key=lambda k: -abs(eb[k] - ea[k]))[:top]:
