@@ -4,18 +4,22 @@
 # provider, ibverbs-utils, rdmacm-utils, pyverbs and its test suite), perftest, iproute2 and kmod,
 # and the consumers tests drive over RDMA: the NFS server and client, fio, node_exporter, what
 # blktests' nvme, srp and rnbd groups call (nvme-cli, multipath-tools, sg3-utils, mkfs, GNU awk,
-# column), and iperf3 (make bench's TCP baseline between two VMs).
+# column), iperf3 (make bench's TCP baseline between two VMs), and Open MPI with UCX and NetPIPE
+# (qemu/tests/mpi.sh).
 # The image holds no kernel, no modules and no tests: those come in over 9p at boot, so the
 # image is built once. Cached as $ROXE_CACHE/guest-<key>.img (link: guest.img); a run never
 # modifies it (QEMU opens it with snapshot=on).
 . "$(dirname "$0")/lib.sh"
 
+# automake: libopenmpi-dev's libltdl-dev depends on the virtual automake-1.17, which debootstrap
+# does not resolve.
 PKGS=(
 	rdma-core ibverbs-utils rdmacm-utils ibverbs-providers libibverbs-dev python3-pyverbs perftest
 	iproute2 kmod procps iputils-ping python3 psmisc util-linux coreutils
 	netcat-openbsd gcc libc6-dev linux-perf iperf3
 	nfs-kernel-server nfs-common fio prometheus-node-exporter
 	nvme-cli multipath-tools sg3-utils xfsprogs e2fsprogs gawk udev bsdextrautils
+	openmpi-bin libopenmpi-dev netpipe-openmpi ucx-utils automake
 )
 key=$(cat "$0" "$ROXE_TOP/qemu/guest/roxe-boot" | key_of)
 img="$ROXE_CACHE/guest-$key.img"

@@ -211,6 +211,18 @@ pub mod wc_flags {
     pub const WITH_NETWORK_HDR_TYPE: u32 = 1 << 6;
 }
 
+/// What a UD receive completion of a user QP reports in `sl` on RoCE: the frame's L3 header
+/// type, as mlx5's provider reports it from its CQE (there is no SL on Ethernet). IBA A17.4.5.1
+/// has a RoCEv2 UD completion say whether the frame was IPv4 or IPv6, and the user ABI's CQE has
+/// no other field for it; UCX's UD transport (1.18 and before) reads it there to find the
+/// destination GID in the GRH, and drops every datagram whose type it gets wrong.
+pub mod roce_sl {
+    /// An IPv4 frame (RoCEv2).
+    pub const IPV4: u8 = 2;
+    /// An IPv6 frame (RoCEv2).
+    pub const IPV6: u8 = 1;
+}
+
 /// The completion opcode of a send work request. Immediate data and invalidation do not show in
 /// the opcode: a SEND with immediate completes as [`WcOpcode::Send`] (with
 /// [`wc_flags::WITH_IMM`] set by [`Cqe::send`]), an RDMA WRITE with immediate as

@@ -35,7 +35,7 @@ use crate::{
     mem::{remote_target, SgeList},
     net::source::Source,
     proto::{
-        cqe::{Cqe, RecvCompletion, WcStatus},
+        cqe::{roce_sl, Cqe, RecvCompletion, WcStatus},
         mtt::Access,
         opcode::{Opcode, Operation, Transport},
         packet::{Aeth, NakCode, Packet, Syndrome},
@@ -247,6 +247,13 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src:
         if cqe.status == WcStatus::Success {
             // rxe's `rdma_recvs`: receive WQEs a SEND or a WRITE with immediate completed.
             dev.data().counters.inc(Counter::RdmaRecvs);
+        }
+        let mut cqe = cqe;
+        if qp.is_user && qp.qp_type == QpType::Ud && cqe.status == WcStatus::Success {
+            cqe.sl = match src.network {
+                Network::Ipv4 => roce_sl::IPV4,
+                Network::Ipv6 => roce_sl::IPV6,
+            };
         }
         let mut bytes = cqe.to_bytes();
         if !qp.is_user && matches!(qp.qp_type, QpType::Ud | QpType::Gsi) {
