@@ -32,6 +32,7 @@ extern "C" {
     fn roxe_helper_spin_trylock_irq_nest(lock: *mut spinlock_t) -> c_int;
     fn roxe_helper_spin_assert_is_held(lock: *mut spinlock_t);
     fn roxe_helper_irqs_disabled() -> bool;
+    fn roxe_helper_preempt_rt() -> bool;
 }
 
 /// A spinlock whose guards keep interrupts disabled on their CPU (except on PREEMPT_RT, where
@@ -83,4 +84,10 @@ unsafe impl Backend for IrqNestBackend {
 pub fn irqs_disabled() -> bool {
     // SAFETY: Reads this CPU's interrupt flag; callable in any context.
     unsafe { roxe_helper_irqs_disabled() }
+}
+
+/// Whether the kernel is PREEMPT_RT, where [`SpinLockIrqNest`] leaves interrupts enabled.
+pub fn preempt_rt() -> bool {
+    // SAFETY: Returns a constant of the kernel's configuration; callable in any context.
+    unsafe { roxe_helper_preempt_rt() }
 }

@@ -72,6 +72,7 @@ void roxe_helper_spin_unlock_irq_nest(spinlock_t *lock);
 int roxe_helper_spin_trylock_irq_nest(spinlock_t *lock);
 void roxe_helper_spin_assert_is_held(spinlock_t *lock);
 bool roxe_helper_irqs_disabled(void);
+bool roxe_helper_preempt_rt(void);
 
 /* sync.c */
 void roxe_helper_cond_resched(void);

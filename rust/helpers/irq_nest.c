@@ -99,3 +99,8 @@ bool roxe_helper_irqs_disabled(void)
 {
 	return irqs_disabled();
 }
+
+bool roxe_helper_preempt_rt(void)
+{
+	return IS_ENABLED(CONFIG_PREEMPT_RT);
+}
