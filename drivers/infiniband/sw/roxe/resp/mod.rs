@@ -248,13 +248,6 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src:
             // rxe's `rdma_recvs`: receive WQEs a SEND or a WRITE with immediate completed.
             dev.data().counters.inc(Counter::RdmaRecvs);
         }
-        let mut cqe = cqe;
-        if qp.is_user && qp.qp_type == QpType::Ud && cqe.status == WcStatus::Success {
-            cqe.sl = match src.network {
-                Network::Ipv4 => roce_sl::IPV4,
-                Network::Ipv6 => roce_sl::IPV6,
-            };
-        }
         let mut bytes = cqe.to_bytes();
         if !qp.is_user && matches!(qp.qp_type, QpType::Ud | QpType::Gsi) {
             // Kernel consumers learn the network header type from `ib_wc` (the MAD layer needs
@@ -631,7 +624,16 @@ fn recv_cqe(cx: &Ctx<'_>, wr_id: u64, ok: RecvSuccess) -> Cqe {
         pkey_index: 0,
         port_num: crate::hca::PORT as u8,
     };
-    Cqe::recv(&c)
+    let mut cqe = Cqe::recv(&c);
+    // A user QP learns the frame's L3 type from `sl` ([`roce_sl`]); kernel consumers from
+    // `ib_wc.network_hdr_type` ([`receive`]).
+    if ud && cx.qp.is_user {
+        cqe.sl = match cx.src.network {
+            Network::Ipv4 => roce_sl::IPV4,
+            Network::Ipv6 => roce_sl::IPV6,
+        };
+    }
+    cqe
 }
 
 /// Queues the responses of `r`. A READ's reply is only started here: its first burst goes out
