@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0
 # `make matrix`: roxe on every Rust-enabled kernel Debian offers a trixie system beyond the one
 # `make test` uses (the newest amd64 release of each series in trixie-backports), and on the
-# newest amd64 kernel of Debian unstable, and the newest of Debian's real-time flavour (rt-amd64).
+# newest amd64 kernel of Debian unstable, and the newest of Debian's real-time (rt-amd64) and
+# cloud (cloud-amd64) flavours.
 # Each is prepared as the stock kernel is
 # (qemu/kernel-stock.sh RELEASE: Debian's packages, its Rust metadata regenerated with the
 # toolchain that built it: trixie's build root, or unstable's for unstable's kernel), roxe is built
@@ -44,10 +45,14 @@ if [ ${#rels[@]} = 0 ]; then
 	[ -n "$sid_rel" ] && rels+=("sid:$sid_rel")
 	# Debian's real-time flavour, newest release: PREEMPT_RT (spinlocks sleep, softirqs run in
 	# threads, spin_lock_irqsave leaves interrupts on).
-	rt_rel=$(in_suite trixie apt-cache search --names-only \
-		'^linux-headers-[0-9]+\.[0-9]+\.[0-9]+\+deb[0-9]+-rt-amd64$' | awk '{print $1}' |
-		sed 's/^linux-headers-//' | sort -V | tail -1)
-	[ -n "$rt_rel" ] && rels+=("$rt_rel")
+	# Debian's cloud flavour, newest release: no rdma_rxe and no siw, the kernel of Debian's cloud
+	# images and of many CI runners (the harness builds both peers, and 9p, for it).
+	for flav in rt cloud; do
+		f_rel=$(in_suite trixie apt-cache search --names-only \
+			"^linux-headers-[0-9]+\\.[0-9]+\\.[0-9]+\\+deb[0-9]+-$flav-amd64\$" | awk '{print $1}' |
+			sed 's/^linux-headers-//' | sort -V | tail -1)
+		[ -n "$f_rel" ] && rels+=("$f_rel")
+	done
 	rels+=(debug-rustup)
 fi
 

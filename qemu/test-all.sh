@@ -65,15 +65,15 @@ qemu/kernel-stock.sh >/dev/null
 qemu/guest-image.sh >/dev/null
 qemu/build-module.sh debug >/dev/null || die "module build failed (debug)"
 qemu/build-module.sh stock >/dev/null || die "module build failed (stock)"
-# siw for Debian's kernel, which lacks it (blktests over siw, the bench).
-qemu/siw-build.sh stock >/dev/null || die "siw build failed"
+# siw for Debian's kernels, which lack it (blktests over siw, the bench), and rdma_rxe where one lacks it.
+qemu/soft-rdma-build.sh stock >/dev/null || die "soft RDMA drivers build failed"
 # The module index the guests' install_module uses.
 qemu/module-index.sh debug >/dev/null || die "module index failed (debug)"
 qemu/module-index.sh stock >/dev/null || die "module index failed (stock)"
 if [ -n "$stock_as" ]; then
 	qemu/kernel-stock.sh "${stock_as#stock-}" >/dev/null || die "no kernel for $stock_as"
 	qemu/build-module.sh "$stock_as" >/dev/null || die "module build failed ($stock_as)"
-	qemu/siw-build.sh "$stock_as" >/dev/null || die "siw build failed ($stock_as)"
+	qemu/soft-rdma-build.sh "$stock_as" >/dev/null || die "soft RDMA drivers build failed ($stock_as)"
 	qemu/module-index.sh "$stock_as" >/dev/null || die "module index failed ($stock_as)"
 fi
 if [ -n "$debug_as" ]; then

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 # roxe against rdma_rxe and siw, side by side, on Debian's stock kernel (the one users run; siw
-# built for it by qemu/siw-build.sh), one VM (loopback) and two VMs. One VM boots once and
+# built for it by qemu/soft-rdma-build.sh), one VM (loopback) and two VMs. One VM boots once and
 # rotates the three drivers round by round (qemu/tests/bench.sh); two VMs boot once per round
 # and driver, in the same rotation; tools/bench_report.py reports
 # the medians of the rounds, roxe's ratios to both, the share of the guest's memcpy (one VM) or
@@ -28,7 +28,7 @@ out=Documentation/bench; mkdir -p "$out"
 qemu/kernel-stock.sh >/dev/null
 qemu/guest-image.sh >/dev/null
 qemu/build-module.sh stock >/dev/null
-qemu/siw-build.sh stock >/dev/null
+qemu/soft-rdma-build.sh stock >/dev/null
 tmo=$((rounds * (quick ? 1200 : 3600)))
 # A run of one setup keeps the other setup's rows and the commit they were measured at
 # (commits.txt: "SETUP COMMIT" lines; a table made before that file existed names its commit in

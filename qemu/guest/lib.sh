@@ -189,12 +189,13 @@ install_module() {
 # install_roxe: roxe.ko of this flavour, installed.
 install_roxe() { install_module "/roxe/build/$ROXE_FLAVOUR/roxe.ko"; }
 
-# install_siw: siw where the kernel lacks it (Debian's; qemu/siw-build.sh builds it from the same
-# source), installed; on a kernel that has siw, nothing to do.
+# install_siw: siw where the kernel lacks it (Debian's; qemu/soft-rdma-build.sh builds it from the
+# same source), installed; on a kernel that has siw, nothing to do. rdma_rxe, where the kernel
+# lacks it, is installed at boot (qemu/guest/init).
 install_siw() {
 	modinfo siw >/dev/null 2>&1 && return 0
-	[ -f "/roxe/build/$ROXE_FLAVOUR-siw/siw.ko" ] || { echo "no siw for $ROXE_FLAVOUR"; return 1; }
-	install_module "/roxe/build/$ROXE_FLAVOUR-siw/siw.ko"
+	[ -f "/roxe/build/$ROXE_FLAVOUR-soft-rdma/siw.ko" ] || { echo "no siw for $ROXE_FLAVOUR"; return 1; }
+	install_module "/roxe/build/$ROXE_FLAVOUR-soft-rdma/siw.ko"
 }
 
 # rxe_compat_conf on|off: tools/modprobe.d/roxe-rxe-compat.conf in /etc/modprobe.d (modprobe
