@@ -114,12 +114,14 @@ mount_buildroot() {
 }
 
 # flavour_kernel FLAVOUR: the cache link of a harness kernel flavour: debug, debug-rustup (the same
-# debug kernel built with this machine's rustup toolchain, make matrix), stock, or stock-RELEASE
+# debug kernel built with this machine's rustup toolchain, make matrix), debug-rt (the same with
+# PREEMPT_RT, make matrix), stock, or stock-RELEASE
 # (a Debian kernel of make matrix, prepared by `qemu/kernel-stock.sh RELEASE`).
 flavour_kernel() {
 	case "$1" in
 	debug) echo "$ROXE_CACHE/kernel-debug" ;;
 	debug-rustup) echo "$ROXE_CACHE/kernel-rustup-debug" ;;
+	debug-rt) echo "$ROXE_CACHE/kernel-rt-debug" ;;
 	stock) echo "$ROXE_CACHE/kernel-stock" ;;
 	stock-*) echo "$ROXE_CACHE/matrix-${1#stock-}" ;;
 	*) die "unknown flavour $1" ;;
@@ -164,4 +166,25 @@ prune_old() {
 		log "pruning outdated $d"
 		rm -rf --one-file-system "$d"
 	done
+}
+
+# download_debs DIR IMAGE KEY WHAT PKG...: Debian's packages PKG (name or name=version), with
+# every dependency the guest image IMAGE lacks (apt resolves them in the build root against the
+# image's own dpkg status), downloaded into DIR, unless DIR already holds them for KEY. For guests
+# that install packages as a user does (they have no network). WHAT names them in the log.
+download_debs() {
+	local dir img=$2 key=$3 what=$4; dir=$(realpath -m "$1"); shift 4
+	[ "$(cat "$dir/.key" 2>/dev/null)" = "$key" ] && return 0
+	log "downloading $what ($*)"
+	rm -rf "$dir" "$dir.status"
+	mkdir -p "$dir/partial"
+	debugfs -R 'cat /var/lib/dpkg/status' "$img" >"$dir.status" 2>/dev/null
+	grep -q '^Package: ' "$dir.status" || die "cannot read the guest image's dpkg status"
+	in_buildroot timeout 1800 apt-get install --download-only -y -q --no-install-recommends \
+		-o Dir::State::status="$dir.status" -o Dir::Cache::archives="$dir" \
+		-o APT::Sandbox::User=root -o Debug::NoLocking=1 "$@" >"$dir.log" 2>&1 ||
+		{ tail -20 "$dir.log"; die "cannot download $what"; }
+	rm -rf "$dir/partial" "$dir/lock"
+	ls "$dir"/*.deb >/dev/null 2>&1 || die "no packages downloaded (see $dir.log)"
+	echo "$key" >"$dir/.key"
 }

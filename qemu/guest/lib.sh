@@ -317,6 +317,27 @@ pin_balance() {
 
 finish_tests() { exit $ROXE_TESTS_FAILED; }
 
+# writable_system: for a guest that installs packages and builds kernel modules as a user does
+# (the DKMS test, the CI recipe): new files under /usr, /lib/modules (a read-only share) and
+# /var/lib/dkms, and the trees tools/rust-kernel-prep makes in /var/cache/rust-kernel-prep, go to
+# memory (tmpfs), since the image has about 1.2 GB free and the kernel source unpacked with its
+# prepared tree is about 2 GB. Such a run gives the guest 8 GiB.
+writable_system() {
+	modprobe overlay || return 1
+	mkdir -p /run/mods9p /run/ov || return 1
+	mount -t tmpfs -o size=6G tmpfs /run/ov || return 1
+	mkdir -p /run/ov/usr/up /run/ov/usr/work /run/ov/mods/up /run/ov/mods/work || return 1
+	# The share is mounted on /usr/lib/modules (/lib is a link): move it out of the way of the
+	# overlay on /usr, which would hide it, then lay the modules' overlay on top.
+	mount --move /usr/lib/modules /run/mods9p || return 1
+	mount -t overlay overlay -o lowerdir=/usr,upperdir=/run/ov/usr/up,workdir=/run/ov/usr/work /usr || return 1
+	mount -t overlay overlay -o lowerdir=/run/mods9p,upperdir=/run/ov/mods/up,workdir=/run/ov/mods/work \
+		/usr/lib/modules || return 1
+	mkdir -p /var/lib/dkms /var/cache/rust-kernel-prep || return 1
+	mount -t tmpfs -o size=4G tmpfs /var/lib/dkms &&
+		mount -t tmpfs -o size=4G tmpfs /var/cache/rust-kernel-prep
+}
+
 # Helpers that `check` runs in a child shell need to be exported, with the variables they use.
 export -f say pass fail retry_client wait_port_active gid_index_with gid_index_v4 gid_index_v6 load_rdma_core unload_driver \
 	kmemleak_check veth_peer_unload
