@@ -41,20 +41,7 @@ PKGS=(
 )
 key=$( { echo "${PKGS[*]}"; basename "$img"; } | key_of)
 
-if [ "$(cat "$out/debs/.key" 2>/dev/null)" != "$key" ]; then
-	log "downloading the packages the DKMS guest installs (${PKGS[*]})"
-	rm -rf "$out/debs" "$out/status"
-	mkdir -p "$out/debs/partial"
-	debugfs -R 'cat /var/lib/dpkg/status' "$img" >"$out/status" 2>/dev/null
-	grep -q '^Package: ' "$out/status" || die "cannot read the guest image's dpkg status"
-	in_buildroot timeout 1800 apt-get install --download-only -y -q --no-install-recommends \
-		-o Dir::State::status="$out/status" -o Dir::Cache::archives="$out/debs" \
-		-o APT::Sandbox::User=root -o Debug::NoLocking=1 "${PKGS[@]}" >"$out/download.log" 2>&1 ||
-		{ tail -20 "$out/download.log"; die "cannot download the DKMS test's packages"; }
-	rm -rf "$out/debs/partial" "$out/debs/lock"
-	ls "$out"/debs/*.deb >/dev/null 2>&1 || die "no packages downloaded (see $out/download.log)"
-	echo "$key" >"$out/debs/.key"
-fi
+download_debs "$out/debs" "$img" "$key" "the packages the DKMS guest installs" "${PKGS[@]}"
 
 rm -rf "$out/src"
 mkdir -p "$out/src"

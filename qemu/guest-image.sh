@@ -4,8 +4,8 @@
 # provider, ibverbs-utils, rdmacm-utils, pyverbs and its test suite), perftest, iproute2 and kmod,
 # and the consumers tests drive over RDMA: the NFS server and client, fio, node_exporter, what
 # blktests' nvme, srp and rnbd groups call (nvme-cli, multipath-tools, sg3-utils, mkfs, GNU awk,
-# column), iperf3 (make bench's TCP baseline between two VMs), and Open MPI with UCX and NetPIPE
-# (qemu/tests/mpi.sh).
+# column), iperf3 (make bench's TCP baseline between two VMs), Open MPI with UCX and NetPIPE
+# (qemu/tests/mpi.sh), and open-iscsi with LIO's rtslib (qemu/tests/iser.sh).
 # The image holds no kernel, no modules and no tests: those come in over 9p at boot, so the
 # image is built once. Cached as $ROXE_CACHE/guest-<key>.img (link: guest.img); a run never
 # modifies it (QEMU opens it with snapshot=on).
@@ -20,6 +20,7 @@ PKGS=(
 	nfs-kernel-server nfs-common fio prometheus-node-exporter
 	nvme-cli multipath-tools sg3-utils xfsprogs e2fsprogs gawk udev bsdextrautils
 	openmpi-bin libopenmpi-dev netpipe-openmpi ucx-utils automake
+	open-iscsi python3-rtslib-fb
 )
 key=$(cat "$0" "$ROXE_TOP/qemu/guest/roxe-boot" | key_of)
 img="$ROXE_CACHE/guest-$key.img"

@@ -6,10 +6,13 @@
 # With ROXE_RUST=rustup, the `debug-rustup` flavour (make matrix): the same source and options
 # built with this machine's rustup toolchain (stable) and bindgen from crates.io
 # (qemu/rustup-toolchain.sh), the way a kernel developer builds a debug kernel today.
+# With ROXE_DEBUG_RT=1, the `debug-rt` flavour (make matrix): the same kernel with PREEMPT_RT
+# (qemu/config/rt.config), Debian's rustc.
 # Output, cached by a key over source version, fragments, toolchain versions and this script:
 #   $ROXE_CACHE/kernel-debug-<key>/{bzImage,build/,modules/lib/modules/<release>}
-# (rustup: kernel-rustup-debug-<key>/, with a `toolchain-bin` file naming the toolchain) and the
-# link $ROXE_CACHE/kernel-debug (kernel-rustup-debug) pointing at it. Prints the output directory.
+# (rustup: kernel-rustup-debug-<key>/, with a `toolchain-bin` file naming the toolchain; rt:
+# kernel-rt-debug-<key>/) and the link $ROXE_CACHE/kernel-debug (kernel-rustup-debug,
+# kernel-rt-debug) pointing at it. Prints the output directory.
 . "$(dirname "$0")/lib.sh"
 "$ROXE_TOP/qemu/buildroot.sh"
 
@@ -23,11 +26,16 @@ rustup)
 	;;
 *) die "ROXE_RUST is debian or rustup" ;;
 esac
+fragments=("$ROXE_TOP"/qemu/config/base.config "$ROXE_TOP"/qemu/config/debug.config)
+if [ "${ROXE_DEBUG_RT:-0}" = 1 ]; then
+	[ "$name" = kernel-debug ] || die "ROXE_DEBUG_RT=1 is built with Debian's rustc only"
+	name=kernel-rt-debug
+	fragments+=("$ROXE_TOP"/qemu/config/rt.config)
+fi
 link="$ROXE_CACHE/$name"
 src_ver=$(in_buildroot dpkg-query -W -f='${Version}' linux-source-7.3)
 tools=$(in_buildroot sh -c 'clang-19 --version | head -1; rustc --version; bindgen --version')
-key=$( { echo "$src_ver"; echo "$tools"; cat "$ROXE_TOP"/qemu/config/base.config \
-	"$ROXE_TOP"/qemu/config/debug.config "$0"; } | key_of)
+key=$( { echo "$src_ver"; echo "$tools"; cat "${fragments[@]}" "$0"; } | key_of)
 out="$ROXE_CACHE/$name-$key"
 if [ -e "$out/.complete" ]; then
 	ln -sfn "$out" "$link"
@@ -54,7 +62,7 @@ toolchain="$src_ver
 $tools"
 build() {
 	local b="$out/build" mk prev="" cand p
-	for cand in "$link" "$ROXE_CACHE/kernel-debug" "$ROXE_CACHE/kernel-rustup-debug"; do
+	for cand in "$link" "$ROXE_CACHE/kernel-debug" "$ROXE_CACHE/kernel-rustup-debug" "$ROXE_CACHE/kernel-rt-debug"; do
 		p=$(readlink -f "$cand" || true)
 		if [ -e "$p/.complete" ] && [ "$p" != "$out" ] &&
 			[ "$(head -2 "$p/toolchain" 2>/dev/null)" = "$(printf '%s\n' "$toolchain" | head -2)" ]; then
@@ -70,14 +78,14 @@ build() {
 	mkdir -p "$b"
 	mk="make -C $src O=$b LLVM=-19 -j$(nproc)"
 	in_buildroot $mk -s x86_64_defconfig
-	cat "$ROXE_TOP"/qemu/config/base.config "$ROXE_TOP"/qemu/config/debug.config >>"$b/.config"
+	cat "${fragments[@]}" >>"$b/.config"
 	in_buildroot $mk -s olddefconfig
 	# olddefconfig drops options whose dependencies are missing without a word: check each one.
 	local missing=0 line
 	while IFS= read -r line; do
 		case "$line" in CONFIG_*=*) ;; *) continue ;; esac
 		grep -qxF "$line" "$b/.config" || { log "config option lost: $line"; missing=1; }
-	done < <(cat "$ROXE_TOP"/qemu/config/base.config "$ROXE_TOP"/qemu/config/debug.config)
+	done < <(cat "${fragments[@]}")
 	[ $missing = 0 ] || die "requested kernel options did not survive olddefconfig (see above)"
 	log "building the debug kernel (about 14 minutes on 2 cores from scratch)"
 	in_buildroot $mk bzImage modules >"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; die "kernel build failed"; }

@@ -15,23 +15,9 @@ ver=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"$/\1/p' $dk/src/dkms.conf)
 export rel ver dk
 
 # The image has about 1.2 GB free and the packages need more, and the build unpacks the kernel
-# source (about 2 GB with the prepared tree): new files under /usr and all of /var/lib/dkms go to
-# memory (tmpfs; the run gives the guest 8 GiB). /lib/modules (a read-only share) gets a writable
-# overlay too, as install_module gives it.
-writable() {
-	modprobe overlay || return 1
-	mkdir -p /run/mods9p /run/ov || return 1
-	mount -t tmpfs -o size=6G tmpfs /run/ov || return 1
-	mkdir -p /run/ov/usr/up /run/ov/usr/work /run/ov/mods/up /run/ov/mods/work || return 1
-	# The share is mounted on /usr/lib/modules (/lib is a link): move it out of the way of the
-	# overlay on /usr, which would hide it, then lay the modules' overlay on top.
-	mount --move /usr/lib/modules /run/mods9p || return 1
-	mount -t overlay overlay -o lowerdir=/usr,upperdir=/run/ov/usr/up,workdir=/run/ov/usr/work /usr || return 1
-	mount -t overlay overlay -o lowerdir=/run/mods9p,upperdir=/run/ov/mods/up,workdir=/run/ov/mods/work \
-		/usr/lib/modules || return 1
-	mkdir -p /var/lib/dkms && mount -t tmpfs -o size=4G tmpfs /var/lib/dkms
-}
-step dkms-writable writable || finish_tests
+# source (about 2 GB with the prepared tree): /usr, /lib/modules and /var/lib/dkms go to memory
+# (writable_system; the run gives the guest 8 GiB).
+step dkms-writable writable_system || finish_tests
 
 install_packages() {
 	# The image keeps no package lists: apt installs the files given, from nothing but them.
