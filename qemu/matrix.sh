@@ -10,13 +10,15 @@
 # against it, and the stock-kernel tests of `make test` run on it (qemu/test-all.sh --stock-as
 # stock-RELEASE). Each outcome is written to qemu/kernels.lock (release, package version, rustc,
 # bindgen, result, date); a build failure keeps its compiler output in build/matrix-RELEASE.log.
-# Last, `debug-rustup`: the debug kernel of make test (same source and options) built with this
-# machine's rustup toolchain (stable) and bindgen from crates.io instead of Debian's rustc and
-# bindgen (qemu/kernel-debug.sh with ROXE_RUST=rustup), roxe built with that toolchain, and the
-# debug-kernel tests of make test run on it (qemu/test-all.sh --debug-as debug-rustup).
-#   qemu/matrix.sh [[sid:]RELEASE... | debug-rustup]   (default: the releases above, but the one
-#                                        make test runs: qemu/kernel-stock.sh's default, and
-#                                        debug-rustup)
+# Last, the debug kernel of make test (same source and options) in two variants, roxe built
+# against each and the debug-kernel tests of make test run on it (qemu/test-all.sh --debug-as):
+# `debug-rustup`, built with this machine's rustup toolchain (stable) and bindgen from crates.io
+# instead of Debian's rustc and bindgen (qemu/kernel-debug.sh with ROXE_RUST=rustup), and
+# `debug-rt`, built with PREEMPT_RT (ROXE_DEBUG_RT=1: qemu/config/rt.config), where lockdep and
+# DEBUG_ATOMIC_SLEEP report what Debian's rt kernel cannot (a sleep in atomic context).
+#   qemu/matrix.sh [[sid:]RELEASE... | debug-rustup | debug-rt]   (default: the releases above,
+#                                        but the one make test runs: qemu/kernel-stock.sh's
+#                                        default, and both debug variants)
 . "$(dirname "$0")/lib.sh"
 cd "$ROXE_TOP"
 qemu/buildroot.sh
@@ -53,7 +55,7 @@ if [ ${#rels[@]} = 0 ]; then
 			sed 's/^linux-headers-//' | sort -V | tail -1)
 		[ -n "$f_rel" ] && rels+=("$f_rel")
 	done
-	rels+=(debug-rustup)
+	rels+=(debug-rustup debug-rt)
 fi
 
 record() { # record SUITE RELEASE VERSION RESULT: replaces RELEASE's line of the lock file
@@ -69,30 +71,42 @@ record() { # record SUITE RELEASE VERSION RESULT: replaces RELEASE's line of the
 	log "$rel: $res"
 }
 
-# debug_rustup: the debug kernel built with rustup's stable toolchain, and the debug-kernel tests
-# of make test on it.
-debug_rustup() {
-	local tc rel ver res
-	log "== debug kernel, rustup's toolchain"
+# debug_variant debug-rustup|debug-rt: the debug kernel built with rustup's stable toolchain, or
+# built with PREEMPT_RT (qemu/config/rt.config; Debian's toolchain), and the debug-kernel tests of
+# make test on it.
+debug_variant() {
+	local fl=$1 tcbin="" tc rel ver out e
+	local -a kenv
 	ver="linux-source $(in_suite trixie dpkg-query -W -f='${Version}' linux-source-7.3)"
-	tc=$(qemu/rustup-toolchain.sh) || { record trixie debug-rustup "$ver" "no toolchain"; return 1; }
-	if ! out=$(ROXE_RUST=rustup qemu/kernel-debug.sh 2>&1); then
+	case $fl in
+	debug-rustup)
+		log "== debug kernel, rustup's toolchain"
+		tc=$(qemu/rustup-toolchain.sh) || { record trixie "$fl" "$ver" "no toolchain"; return 1; }
+		tcbin=$tc/bin kenv=(ROXE_RUST=rustup)
+		;;
+	debug-rt)
+		log "== debug kernel, PREEMPT_RT"
+		kenv=(ROXE_DEBUG_RT=1)
+		;;
+	*) die "unknown debug variant $fl" ;;
+	esac
+	if ! out=$(env "${kenv[@]}" qemu/kernel-debug.sh 2>&1); then
 		printf '%s\n' "$out" | tail -5
-		ROXE_TOOLCHAIN_BIN=$tc/bin record trixie debug-rustup "$ver" "not built: $(printf '%s\n' "$out" | grep ERROR | tail -1 | sed 's/.*ERROR: //')"
+		ROXE_TOOLCHAIN_BIN=$tcbin record trixie "$fl" "$ver" "not built: $(printf '%s\n' "$out" | grep ERROR | tail -1 | sed 's/.*ERROR: //')"
 		return 1
 	fi
-	rel="$(cat "$(flavour_kernel debug-rustup)/build/include/config/kernel.release")-debug-rustup"
+	rel="$(cat "$(flavour_kernel "$fl")/build/include/config/kernel.release")-$fl"
 	mkdir -p build
-	if ! qemu/build-module.sh debug-rustup >build/matrix-debug-rustup.log 2>&1; then
-		e=$(grep -m1 -A1 '^error' build/matrix-debug-rustup.log | tr -s ' \n' ' ' | cut -c1-120)
-		ROXE_TOOLCHAIN_BIN=$tc/bin record trixie "$rel" "$ver" "build fails: $e"
+	if ! qemu/build-module.sh "$fl" >"build/matrix-$fl.log" 2>&1; then
+		e=$(grep -m1 -A1 '^error' "build/matrix-$fl.log" | tr -s ' \n' ' ' | cut -c1-120)
+		ROXE_TOOLCHAIN_BIN=$tcbin record trixie "$rel" "$ver" "build fails: $e"
 		return 1
 	fi
-	grep -h 'PROBE   features' build/matrix-debug-rustup.log >&2 || true
-	if res=$(qemu/test-all.sh --debug-as debug-rustup 2>&1 | tee build/matrix-debug-rustup-test.log | tail -1); then
-		ROXE_TOOLCHAIN_BIN=$tc/bin record trixie "$rel" "$ver" "pass ($res)"
+	grep -h 'PROBE   features' "build/matrix-$fl.log" >&2 || true
+	if res=$(qemu/test-all.sh --debug-as "$fl" 2>&1 | tee "build/matrix-$fl-test.log" | tail -1); then
+		ROXE_TOOLCHAIN_BIN=$tcbin record trixie "$rel" "$ver" "pass ($res)"
 	else
-		ROXE_TOOLCHAIN_BIN=$tc/bin record trixie "$rel" "$ver" "fail ($res)"
+		ROXE_TOOLCHAIN_BIN=$tcbin record trixie "$rel" "$ver" "fail ($res)"
 		return 1
 	fi
 }
@@ -100,10 +114,11 @@ debug_rustup() {
 tested=$(cat "$(qemu/kernel-stock.sh)/release")
 status=0
 for entry in "${rels[@]}"; do
-	if [ "$entry" = debug-rustup ]; then
-		debug_rustup || status=1
+	case "$entry" in debug-rustup | debug-rt)
+		debug_variant "$entry" || status=1
 		continue
-	fi
+		;;
+	esac
 	suite=trixie rel=$entry
 	case "$entry" in sid:*) suite=sid rel=${entry#sid:} ;; esac
 	[ $# = 0 ] && [ "$rel" = "$tested" ] && { log "$rel: make test runs it"; continue; }

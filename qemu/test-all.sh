@@ -4,13 +4,13 @@
 # "N passed, N failed". Each guest check counts once, and each VM run counts once more for its own
 # verdict (guest exit code and the kernel-log splat check).
 #   qemu/test-all.sh [--qemu-only] [--only NAME-REGEX] [--list FILE] [--stock-as FLAVOUR]
-#                    [--debug-as debug-rustup]
+#                    [--debug-as debug-rustup|debug-rt]
 # The tests are the built-in harness checks plus qemu/tests/extra.list; --list FILE runs the
 # tests of FILE instead (the long forms: qemu/tests/baseline.list, qemu/tests/pyverbs.list).
 # --stock-as stock-RELEASE runs only the stock-kernel tests, on that Debian kernel instead
-# (qemu/matrix.sh), each named stock-RELEASE-NAME. --debug-as debug-rustup runs only the
-# debug-kernel tests, on the debug kernel built with this machine's rustup toolchain instead
-# (qemu/matrix.sh), each named debug-rustup-NAME.
+# (qemu/matrix.sh), each named stock-RELEASE-NAME. --debug-as debug-rustup (debug-rt) runs only
+# the debug-kernel tests, on the debug kernel built with this machine's rustup toolchain (with
+# PREEMPT_RT) instead (qemu/matrix.sh), each named debug-rustup-NAME (debug-rt-NAME).
 . "$(dirname "$0")/lib.sh"
 cd "$ROXE_TOP"
 
@@ -77,8 +77,11 @@ if [ -n "$stock_as" ]; then
 	qemu/module-index.sh "$stock_as" >/dev/null || die "module index failed ($stock_as)"
 fi
 if [ -n "$debug_as" ]; then
-	[ "$debug_as" = debug-rustup ] || die "--debug-as takes debug-rustup"
-	ROXE_RUST=rustup qemu/kernel-debug.sh >/dev/null || die "no kernel for $debug_as"
+	case $debug_as in
+	debug-rustup) ROXE_RUST=rustup qemu/kernel-debug.sh >/dev/null || die "no kernel for $debug_as" ;;
+	debug-rt) ROXE_DEBUG_RT=1 qemu/kernel-debug.sh >/dev/null || die "no kernel for $debug_as" ;;
+	*) die "--debug-as takes debug-rustup or debug-rt" ;;
+	esac
 	qemu/build-module.sh "$debug_as" >/dev/null || die "module build failed ($debug_as)"
 	qemu/module-index.sh "$debug_as" >/dev/null || die "module index failed ($debug_as)"
 fi

@@ -25,7 +25,7 @@ recipe() {
 }
 export -f recipe
 export ci
-check ci-recipe-runs 6600 sh -c 'recipe >/out/recipe.log 2>&1; rc=$?; tail -40 /out/recipe.log; exit $rc'
+check ci-recipe-runs 6600 bash -c 'recipe >/out/recipe.log 2>&1; rc=$?; tail -40 /out/recipe.log; exit $rc'
 check ci-dkms-installed 60 sh -c 'dkms status roxe | tee /dev/stderr | grep -q "roxe/0.1, $rel, .*: installed"'
 check ci-roxe-from-dkms 30 sh -c 'modinfo -n roxe | grep -q "/updates/dkms/roxe.ko"'
 check ci-device-active 60 wait_port_active roxe0
