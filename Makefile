@@ -16,7 +16,7 @@ export ROXE_CACHE
 Q := qemu
 
 .PHONY: all modules module install dkms deps kernels kernel-debug kernel-stock image hosttest lint fmt qemu-test test run baseline pyverbs reliability sweep \
-	bench soak probes matrix ci-recipe fuzz verbs-fuzz nfs blktests blktests-stock clean distclean
+	bench soak probes matrix ci-recipe ulp fuzz verbs-fuzz nfs blktests blktests-stock clean distclean
 
 ifneq ($(KDIR),)
 # A kernel tree of the user's own (Rust-enabled, prepared with `make modules_prepare`), built with
@@ -134,6 +134,11 @@ blktests-stock: deps
 dkms: deps
 	$(Q)/dkms-debs.sh >/dev/null
 	$(Q)/test-all.sh --list qemu/tests/dkms.list
+
+# The long forms of the upper-layer protocol tests (iSER, RDS): data integrity under load between
+# two VMs, roxe-roxe and with rdma_rxe on one side (qemu/tests/ulp-long.list).
+ulp: deps
+	$(Q)/test-all.sh --list qemu/tests/ulp-long.list
 
 # Documentation/install.md's CI recipe, its commands as written, in a guest on Debian's cloud
 # kernel (qemu/ci-recipe.sh, qemu/tests/ci-recipe.sh).

@@ -6,13 +6,18 @@
 # interface and checks that the session's transport is iser (not TCP), loads the SCSI disk driver
 # by hand (the guest has no udev), writes the disk with fio and reads it back verified (random
 # 4 KiB and sequential 128 KiB writes, crc32c), and logs out; VM 0 then removes the target and
-# its storage. Each VM's `sent_pkts` must show the traffic. Arguments: DRV0 [DRV1], the driver
-# of each VM (roxe or rxe).
+# its storage. Each VM's `sent_pkts` must show the traffic. Arguments: DRV0 [DRV1 [DISK_MIB
+# [JOBS]]]: the driver of each VM (roxe or rxe), the RAM disk's size (64 MiB; fio covers three
+# quarters of it) and how many fio jobs share it, each on its own part (1); the long form
+# (qemu/tests/ulp-long.list) writes a larger disk with several jobs at once.
 . /roxe/qemu/guest/lib.sh
 DRV=${1:-roxe}; [ "$ROXE_VM" = 1 ] && DRV=${2:-${1:-roxe}}
 TAG="iser-${1:-roxe}-${2:-${1:-roxe}}"
 IQN=iqn.2026-12.org.roxe:iser0
 TGT_IP=192.168.77.1
+DISK_MIB=${3:-64} JOBS=${4:-1}
+PART_MIB=$((DISK_MIB * 3 / 4 / JOBS))
+export PART_MIB JOBS
 step "$DRV-load-vm$ROXE_VM" load_driver "$DRV" || finish_tests
 sent_before=$(cat /sys/class/infiniband/$RDMA_DEV/ports/1/hw_counters/sent_pkts 2>/dev/null || echo 0)
 
@@ -22,7 +27,7 @@ target() {
 	# rtslib keeps persistent-reservation state under its dbroot, which targetcli's package
 	# creates; the library alone does not.
 	mkdir -p /etc/rtslib-fb-target
-	check iser-target-setup 120 python3 /roxe/qemu/tests/py/iser_target.py setup $IQN $TGT_IP 64 || return 1
+	check iser-target-setup 120 python3 /roxe/qemu/tests/py/iser_target.py setup $IQN $TGT_IP $DISK_MIB || return 1
 	check iser-portal-on 30 python3 /roxe/qemu/tests/py/iser_target.py check $IQN $TGT_IP
 	check iser-isert-listening 30 sh -c 'rdma res show cm_id | grep LISTEN | grep -q ":3260"'
 }
@@ -51,9 +56,10 @@ wait_disk() {
 }
 export -f session_disk wait_disk
 fio_verify() { # fio_verify NAME RW BS
-	fio --name="$1" --filename="/dev/$(cat /tmp/iser-disk)" --rw="$2" --bs="$3" --size=48M \
+	fio --name="$1" --filename="/dev/$(cat /tmp/iser-disk)" --rw="$2" --bs="$3" \
+		--size="${PART_MIB}M" --numjobs="$JOBS" --offset_increment="${PART_MIB}M" \
 		--direct=1 --ioengine=libaio --iodepth=16 --verify=crc32c --do_verify=1 \
-		--verify_fatal=1 --output="/out/fio-$1.txt"
+		--verify_fatal=1 --group_reporting --output="/out/fio-$1.txt"
 	local rc=$?
 	grep -E 'WRITE:|READ:|err=|verify' "/out/fio-$1.txt" | head -6
 	return $rc
@@ -67,8 +73,8 @@ initiator() {
 	check iser-login 120 iscsiadm -m node -T $IQN -p $TGT_IP:3260 -I iser --login || return 1
 	check iser-transport-is-iser 30 sh -c 'iscsiadm -m session -P 1 | tee /dev/stderr | grep -q "Iface Transport: iser"'
 	check iser-disk 90 wait_disk || return 1
-	check "$TAG-fio-randwrite-4k" 600 fio_verify randwrite-4k randwrite 4k
-	check "$TAG-fio-write-128k" 600 fio_verify write-128k write 128k
+	check "$TAG-fio-randwrite-4k" $((600 + 10 * DISK_MIB)) fio_verify randwrite-4k randwrite 4k
+	check "$TAG-fio-write-128k" $((600 + 5 * DISK_MIB)) fio_verify write-128k write 128k
 	check iser-logout 120 iscsiadm -m node -T $IQN -p $TGT_IP:3260 --logout
 	check iser-no-session 30 sh -c '! iscsiadm -m session 2>/dev/null | grep -q iser0'
 }
@@ -76,12 +82,12 @@ initiator() {
 if [ "$ROXE_VM" = 0 ]; then
 	target; rc=$?
 	barrier target-ready 300
-	barrier initiator-done 1800
+	barrier initiator-done $((1800 + 15 * DISK_MIB))
 	[ $rc = 0 ] && check iser-target-teardown 120 python3 /roxe/qemu/tests/py/iser_target.py teardown
 else
 	barrier target-ready 300
 	initiator
-	barrier initiator-done 1800
+	barrier initiator-done $((1800 + 15 * DISK_MIB))
 fi
 sent_after=$(cat /sys/class/infiniband/$RDMA_DEV/ports/1/hw_counters/sent_pkts 2>/dev/null || echo 0)
 check "$TAG-device-sent-vm$ROXE_VM" 5 test $((sent_after - sent_before)) -ge 1000

@@ -3,7 +3,9 @@
 """Reliable Datagram Sockets over the RDMA device: messages of 1 B to 64 KiB, end to end.
 
   rds_check.py serve SELF_IP PORT COUNT    echo COUNT messages back to their sender
-  rds_check.py send SELF_IP PEER_IP PORT   send every size, check each echo's bytes
+  rds_check.py send SELF_IP PEER_IP PORT [ROUNDS [WINDOW]]
+                                           send every size ROUNDS times (4), WINDOW messages in
+                                           flight (1), check each echo's bytes
 
 Both sockets force the InfiniBand transport (`SO_RDS_TRANSPORT` = `RDS_TRANS_IB`, which
 rds_rdma provides over any RDMA device, RoCE included) before binding, and the sender checks
@@ -48,25 +50,29 @@ def serve(addr, port, count):
     print(f'echoed {count} messages')
 
 
-def send(addr, peer, port):
+def send(addr, peer, port, rounds=4, window=1):
     s = rds_socket(addr, port)
     transport = s.getsockopt(SOL_RDS, SO_RDS_TRANSPORT)
     assert transport == RDS_TRANS_IB, f'transport {transport}, want IB ({RDS_TRANS_IB})'
     s.settimeout(60)
-    seq, moved = 0, 0
+    sizes = [size for size in SIZES for _ in range(rounds)]
+    moved = 0
     t0 = time.monotonic()
-    for size in SIZES:
-        for _ in range(4):
-            body_len = max(size - HDR.size, 0)
-            out = message(seq, body_len)
+    # WINDOW messages go out, then their echoes are checked in order: RDS delivers the messages
+    # of one socket to another in the order sent.
+    for first in range(0, len(sizes), window):
+        sent = []
+        for seq in range(first, min(first + window, len(sizes))):
+            out = message(seq, max(sizes[seq] - HDR.size, 0))
             s.sendto(out, (peer, port))
+            sent.append(out)
+        for i, out in enumerate(sent):
             back, who = s.recvfrom(1 << 20)
             assert who[0] == peer, f'echo from {who}'
-            assert back == out, f'message {seq} ({len(out)} B) came back as {len(back)} B, different'
-            seq += 1
+            assert back == out, f'message {first + i} ({len(out)} B) came back as {len(back)} B, different'
             moved += len(out)
-    print(f'{seq} messages of {min(SIZES)} to {max(SIZES)} B echoed intact over RDS/IB '
-          f'({moved} B each way, {time.monotonic() - t0:.1f} s)')
+    print(f'{len(sizes)} messages of {min(SIZES)} to {max(SIZES)} B echoed intact over RDS/IB, '
+          f'{window} in flight ({moved} B each way, {time.monotonic() - t0:.1f} s)')
 
 
 if __name__ == '__main__':
@@ -74,4 +80,4 @@ if __name__ == '__main__':
     if cmd == 'serve':
         serve(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
     else:
-        send(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        send(sys.argv[2], sys.argv[3], int(sys.argv[4]), *(int(a) for a in sys.argv[5:7]))
