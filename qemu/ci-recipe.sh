@@ -12,9 +12,7 @@
 . "$(dirname "$0")/lib.sh"
 cd "$ROXE_TOP"
 qemu/buildroot.sh
-rel=${1:-$(in_buildroot apt-cache search --names-only \
-	'^linux-headers-[0-9]+\.[0-9]+\.[0-9]+\+deb[0-9]+-cloud-amd64$' | awk '{print $1}' |
-	sed 's/^linux-headers-//' | sort -V | tail -1)}
+rel=${1:-$(newest_release cloud-amd64)}
 [ -n "$rel" ] || die "no cloud-amd64 kernel offered here"
 qemu/kernel-stock.sh "$rel" >/dev/null
 img=$(readlink -f "$(qemu/guest-image.sh)")

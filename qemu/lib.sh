@@ -168,6 +168,14 @@ prune_old() {
 	done
 }
 
+# newest_release FLAVOUR: the newest release of Debian's kernel flavour FLAVOUR (rt-amd64,
+# cloud-amd64, ...) that the build root's suites offer, or nothing.
+newest_release() {
+	in_buildroot apt-cache search --names-only \
+		"^linux-headers-[0-9]+\\.[0-9]+\\.[0-9]+\\+deb[0-9]+-$1\$" | awk '{print $1}' |
+		sed 's/^linux-headers-//' | sort -V | tail -1
+}
+
 # download_debs DIR IMAGE KEY WHAT PKG...: Debian's packages PKG (name or name=version), with
 # every dependency the guest image IMAGE lacks (apt resolves them in the build root against the
 # image's own dpkg status), downloaded into DIR, unless DIR already holds them for KEY. For guests

@@ -50,9 +50,7 @@ if [ ${#rels[@]} = 0 ]; then
 	# Debian's cloud flavour, newest release: no rdma_rxe and no siw, the kernel of Debian's cloud
 	# images and of many CI runners (the harness builds both peers, and 9p, for it).
 	for flav in rt cloud; do
-		f_rel=$(in_suite trixie apt-cache search --names-only \
-			"^linux-headers-[0-9]+\\.[0-9]+\\.[0-9]+\\+deb[0-9]+-$flav-amd64\$" | awk '{print $1}' |
-			sed 's/^linux-headers-//' | sort -V | tail -1)
+		f_rel=$(newest_release "$flav-amd64")
 		[ -n "$f_rel" ] && rels+=("$f_rel")
 	done
 	rels+=(debug-rustup debug-rt)

@@ -3,11 +3,12 @@
 # The module index (modules.dep, modules.alias, ...) a guest of FLAVOUR has once roxe.ko, and
 # siw.ko and rdma_rxe.ko where the harness builds them (qemu/soft-rdma-build.sh), are installed
 # in /lib/modules/RELEASE/extra: made on the host with the build root's depmod, over a tree of
-# links to the kernel's modules plus those. The guest's install_module copies it into its writable /lib/modules instead of running
-# depmod there, which reads every module of the kernel over 9p and took minutes under TCG on a
-# busy host. Output: build/FLAVOUR-modules/ (extra/*.ko and the modules.* files), and `config`,
-# the kernel's build configuration, for guest tools that read it (blktests' srp group requires
-# /proc/config.gz or /boot/config-RELEASE, and neither kernel has the former).
+# links to the kernel's modules plus those. The guest's install_module copies it into its
+# writable /lib/modules instead of running depmod there, which reads every module of the kernel
+# over 9p and took minutes under TCG on a busy host. Output: build/FLAVOUR-modules/ (extra/*.ko
+# and the modules.* files), and `config`, the kernel's build configuration, for guest tools that
+# read it (blktests' srp group requires /proc/config.gz or /boot/config-RELEASE, and neither
+# kernel has the former).
 #   qemu/module-index.sh debug|stock|stock-RELEASE
 . "$(dirname "$0")/lib.sh"
 flavour=${1:?usage: module-index.sh debug|stock|stock-RELEASE}

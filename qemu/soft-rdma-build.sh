@@ -30,12 +30,12 @@ done
 build() {
 	[ -e "$out/.complete" ] && return 0
 	rm -rf "$out"; mkdir -p "$out"
-	local d dir m
+	local d dir mod sym
 	for d in "${drivers[@]}"; do
-		dir=${d%%:*} m=${d#*:}
+		IFS=: read -r dir mod sym <<<"$d"
 		cp -a "$ksrc/drivers/infiniband/sw/$dir" "$out/$dir"
-		log "building ${m%:*} for $flavour"
-		in_buildroot make -C "$kdir" M="$out/$dir" "CONFIG_${d##*:}=m" "${ccargs[@]}" \
+		log "building $mod for $flavour"
+		in_buildroot make -C "$kdir" M="$out/$dir" "CONFIG_$sym=m" "${ccargs[@]}" \
 			-j"$(nproc)" modules >"$out/$dir/build.log" 2>&1 ||
 			{ tail -20 "$out/$dir/build.log"; die "$dir build failed"; }
 	done
@@ -45,7 +45,7 @@ with_lock "soft-rdma-$key" build
 rm -rf "$ROXE_TOP/build/$flavour-soft-rdma"
 mkdir -p "$ROXE_TOP/build/$flavour-soft-rdma"
 for d in "${drivers[@]}"; do
-	m=${d#*:}; m=${m%:*}
-	install -m 0644 "$out/${d%%:*}/$m.ko" "$ROXE_TOP/build/$flavour-soft-rdma/$m.ko"
+	IFS=: read -r dir mod _ <<<"$d"
+	install -m 0644 "$out/$dir/$mod.ko" "$ROXE_TOP/build/$flavour-soft-rdma/$mod.ko"
 done
 echo "$out"
