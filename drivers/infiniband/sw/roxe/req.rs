@@ -689,6 +689,17 @@ pub(crate) fn run(dev: &Device<Roxe>, qp: &RoxeQp) {
     crate::qp::timers_touched(dev, qp);
 }
 
+/// Where a run stands with the ACK the responder holds for the peer ([`Run::flush`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum AckTurn {
+    /// Not flushed yet.
+    NotYet,
+    /// Taken into the batch being flushed, with the turn to send the QP's responses.
+    Taken,
+    /// Sent, or there was none.
+    Done,
+}
+
 /// One run of a QP's requester: the QP's only one (`req_running`; a caller that finds a run
 /// going leaves it a "run again" note), with bottom halves off throughout. Every other context
 /// that wants this QP to send leaves it to the running requester, so a runner preempted in
@@ -701,6 +712,8 @@ pub(crate) struct Run<'a> {
     /// the device's doorbell are paid once per batch. Flushed before a completion (a work
     /// request is sent before it completes) and whenever the run has nothing more to build.
     batch: net::TxBatch,
+    /// Whether this run's first flush took the ACK the responder holds for the peer.
+    ack_turn: AckTurn,
     budget: u32,
     flushing: bool,
     loopback: Loopback,
@@ -715,14 +728,11 @@ impl<'a> Run<'a> {
         if qp.req_running.fetch_add(1u32, Full) != 0 {
             return None;
         }
-        let mut batch = net::TxBatch::new();
-        // An ACK the responder holds for the peer leaves in this run's first batch (one
-        // doorbell for both: in a ping-pong, the answer and the ACK of the request it answers).
-        crate::net::ack::batch_held_ack(dev, qp, &mut batch);
         Some(Run {
             dev,
             qp,
-            batch,
+            batch: net::TxBatch::new(),
+            ack_turn: AckTurn::NotYet,
             budget: RUN_BUDGET,
             flushing: false,
             loopback,
@@ -764,7 +774,7 @@ impl<'a> Run<'a> {
                     self.budget = self
                         .budget
                         .saturating_sub(list.len().saturating_sub(1) as u32);
-                    self.batch.flush(dev);
+                    self.flush();
                     for done in list.iter() {
                         crate::qp::complete_send(dev, qp, done);
                     }
@@ -775,7 +785,7 @@ impl<'a> Run<'a> {
                 }
                 Step::Again => false,
                 Step::Idle => {
-                    self.batch.flush(dev);
+                    self.flush();
                     true
                 }
             };
@@ -800,7 +810,7 @@ impl<'a> Run<'a> {
         match o.packet {
             Built::Skb(skb) if o.batch => self.batch.add(dev, &o.av, sport, skb),
             Built::Skb(skb) => {
-                self.batch.flush(dev);
+                self.flush();
                 let _ = net::xmit(dev, &o.av, sport, skb);
             }
             Built::Local(buf, len) => {
@@ -814,7 +824,7 @@ impl<'a> Run<'a> {
             }
         }
         if let Some(done) = done {
-            self.batch.flush(dev);
+            self.flush();
             crate::qp::complete_send(dev, qp, done);
         }
         None
@@ -826,15 +836,35 @@ impl<'a> Run<'a> {
         // Back for the next packet (this run is the QP's only one).
         self.qp.sq_state.lock().local_buf = p.buf;
         if let Some(done) = p.done {
-            self.batch.flush(self.dev);
+            self.flush();
             crate::qp::complete_send(self.dev, self.qp, done);
+        }
+    }
+
+    /// Sends the batch. The run's first flush takes the ACK the responder holds for the peer,
+    /// if any, into it, and with the ACK the turn to send the QP's responses, which it ends
+    /// once the batch is out (`net::ack`): one doorbell for both, in a ping-pong the answer and
+    /// the ACK of the request it answers.
+    fn flush(&mut self) {
+        let (dev, qp) = (self.dev, self.qp);
+        if self.ack_turn == AckTurn::NotYet {
+            self.ack_turn = if crate::net::ack::batch_held_ack(dev, qp, &mut self.batch) {
+                AckTurn::Taken
+            } else {
+                AckTurn::Done
+            };
+        }
+        self.batch.flush(dev);
+        if self.ack_turn == AckTurn::Taken {
+            self.ack_turn = AckTurn::Done;
+            crate::net::ack::end_turn(dev, qp);
         }
     }
 
     /// The budget is spent: the rest goes on elsewhere.
     fn out_of_budget(&mut self) {
         let (dev, qp) = (self.dev, self.qp);
-        self.batch.flush(dev);
+        self.flush();
         qp.req_running.store(0u32, Release);
         if self.flushing {
             // A flush goes on in process context (`qp::continue_flush`).

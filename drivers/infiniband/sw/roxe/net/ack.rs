@@ -1,25 +1,32 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Held ACKs: a positive ACK the responder would send alone waits, for a short while, for the
-//! requester of the same QP to send towards the same peer, and leaves in that batch. Which QPs
-//! hold (those whose requester answers quickly), the device's short timer that sends what was
-//! not taken, and the account of how many QPs hold one.
+//! A QP's outgoing responses: they leave in the order the responder made them, one context at a
+//! time (`proto::resp::ResponseTx`), and a positive ACK the responder would send alone waits,
+//! for a short while, for the requester of the same QP to send towards the same peer, and
+//! leaves in that batch. Which QPs hold (those whose requester answers quickly), the device's
+//! short timer that sends what was not taken, and the account of how many QPs hold one.
 //!
-//! Context: softirq or the loopback drainer (bottom halves off); the QP's `held_ack` lock and,
-//! under it, the device's `held_acks` lock are IRQ-safe leaves; packets leave after both.
+//! Context: softirq, the loopback drainer, or the requester (bottom halves off); process
+//! context for a QP's state change. The QP's `resp_tx` lock and, under it, the device's
+//! `held_acks` lock are IRQ-safe leaves; packets leave after both, and are freed after both.
 
 #![deny(unsafe_code)]
 
 use crate::rdma::{
     ah::AddressVector,
+    bh,
     device::{now_ns, Device},
 };
 use crate::soft::skb::TxSkBuff;
 use crate::{
+    counters::Counter,
     hca::Roxe,
     net::{self, udp_sport},
-    proto::psn::Psn,
-    qp::{HeldAck, RoxeQp},
+    proto::{
+        psn::Psn,
+        resp::{Hold, Next, Offer},
+    },
+    qp::{HeldAck, Queued, RoxeQp},
 };
 use kernel::{prelude::*, sync::atomic::Relaxed};
 
@@ -34,12 +41,12 @@ use kernel::{prelude::*, sync::atomic::Relaxed};
 /// QP start holding (`requester_sending`).
 pub(crate) const ACK_HOLD_US: u32 = 200;
 
-/// Sends a request's responses: an ACK held from before first (responses leave in PSN order),
-/// then `ack`, then `packets`. A positive ACK that travels alone to an IPv4 peer is held instead
-/// (`RoxeQp::held_ack`) while the QP answers its peer quickly (`RoxeQp::hold_acks`), for the
-/// requester to send with its next batch (`req::run`) or the device's short timer
-/// (`hold_timer_expired`). Of two held ACKs the later one is kept: an ACK acknowledges every
-/// request before its PSN too (ACKs are cumulative, IBA 9.7.5.1.2).
+/// Sends a request's responses: `ack`, then `packets`, after any ACK held from before
+/// (responses leave in PSN order, IBA 9.5). A positive ACK that travels alone to an IPv4 peer
+/// is held instead (`ResponseTx::hold`) while the QP answers its peer quickly
+/// (`RoxeQp::hold_acks`), for the requester to send with its next batch ([`batch_held_ack`])
+/// or the device's short timer ([`hold_timer_expired`]). While another context sends this QP's
+/// responses, these wait for it to send them (`proto::resp::ResponseTx`).
 pub(crate) fn send_responses(
     dev: &Device<Roxe>,
     qp: &RoxeQp,
@@ -47,83 +54,191 @@ pub(crate) fn send_responses(
     mut ack: Option<(Psn, TxSkBuff)>,
     packets: KVec<TxSkBuff>,
 ) {
-    if packets.is_empty() && ack.is_none() && !qp.hold_acks.load(Relaxed) {
-        // Nothing to send (a WRITE's middle packets), and no ACK held to send with it.
+    let hold_acks = qp.hold_acks.load(Relaxed);
+    if packets.is_empty() && ack.is_none() {
+        // Nothing to send (a WRITE's middle packets): a held ACK goes, the peer sends on.
+        if hold_acks {
+            send_held_ack(dev, qp);
+        }
         return;
     }
-    if packets.is_empty() && ack.is_some() && net::batch_addresses(av).is_some() {
-        if !qp.hold_acks.load(Relaxed) {
-            // Leaves at once; should the requester answer soon, the next ones wait for it.
-            qp.unheld_ack_ns.store(now_ns(), Relaxed);
-        } else if let Some((psn, skb)) = ack.take() {
-            hold_ack(dev, qp, HeldAck { psn, skb, av: *av });
-            return;
-        }
+    let lone_ack = packets.is_empty() && ack.is_some() && net::batch_addresses(av).is_some();
+    if lone_ack && !hold_acks {
+        // Leaves at once; should the requester answer soon, the next ones wait for it.
+        qp.unheld_ack_ns.store(now_ns(), Relaxed);
     }
-    // The responses leave together (`net::TxBatch`), as the requester's packets do: an RDMA
-    // READ's burst of responses pays the stack and the device's doorbell once per batch
-    // instead of once per packet.
-    let sport = udp_sport(qp.qpn);
-    let mut batch = net::TxBatch::new();
-    batch_held_ack(dev, qp, &mut batch);
-    if let Some((_, skb)) = ack {
-        batch.add(dev, av, sport, skb);
-    }
-    for skb in packets {
-        batch.add(dev, av, sport, skb);
-    }
-    batch.flush(dev);
-}
-
-/// Holds `ack` in `qp` (see [`send_responses`]); of two, the later is kept.
-fn hold_ack(dev: &Device<Roxe>, qp: &RoxeQp, ack: HeldAck) {
-    let superseded = {
-        let mut held = qp.held_ack.lock();
-        match (*held).as_mut() {
-            Some(h) if h.psn.cmp_seq(ack.psn) == core::cmp::Ordering::Greater => Some(ack),
-            Some(h) => Some(core::mem::replace(h, ack)),
-            None => {
-                *held = Some(ack);
-                let mut acks = dev.data().held_acks.lock();
-                acks.count += 1;
-                if !acks.timer_armed {
-                    acks.timer_armed = true;
-                    dev.start_short_timer(ACK_HOLD_US);
+    if lone_ack && hold_acks {
+        if let Some((psn, skb)) = ack.take() {
+            match hold(dev, qp, psn, HeldAck { skb, av: *av }) {
+                // Freed outside the locks.
+                Ok(free) => {
+                    drop(free);
+                    return;
                 }
-                None
+                Err(busy) => ack = Some((psn, busy.skb)),
             }
         }
+    }
+    let group = Queued {
+        av: *av,
+        ack: ack.map(|(_, skb)| skb),
+        packets,
     };
-    // Freed outside the locks.
-    drop(superseded);
-}
-
-/// Puts the ACK `qp` holds, if any, into `batch`: it leaves with the packets that follow it.
-pub(crate) fn batch_held_ack(dev: &Device<Roxe>, qp: &RoxeQp, batch: &mut net::TxBatch) {
-    if let Some(held) = take_held_ack(dev, qp) {
-        batch.add(dev, &held.av, udp_sport(qp.qpn), held.skb);
+    let n = group.packets.len() + usize::from(group.ack.is_some());
+    let offer = {
+        let mut tx = qp.resp_tx.lock();
+        let offer = tx.offer(group, n);
+        if let Offer::Send { held, unparked, .. } = &offer {
+            // Each of a held ACK and parked responses was counted for the short timer.
+            for _ in 0..u8::from(held.is_some()) + u8::from(*unparked) {
+                waiting_ended(dev);
+            }
+        }
+        offer
+    };
+    match offer {
+        Offer::Queued => {}
+        Offer::Full(lost) => {
+            dev.data().counters.add(Counter::SendErr, n as u64);
+            drop(lost);
+        }
+        Offer::Send {
+            held,
+            group,
+            dropped,
+            ..
+        } => {
+            if dropped.is_some() {
+                dev.data().counters.add(Counter::SendErr, n as u64);
+            }
+            drop(dropped);
+            // The responses leave together (`net::TxBatch`), as the requester's packets do: an
+            // RDMA READ's burst of responses pays the stack and the device's doorbell once per
+            // batch instead of once per packet.
+            let mut batch = net::TxBatch::new();
+            let sport = udp_sport(qp.qpn);
+            if let Some(h) = held {
+                batch.add(dev, &h.av, sport, h.skb);
+            }
+            if let Some(g) = group {
+                add_group(dev, &mut batch, sport, g);
+            }
+            batch.flush(dev);
+            end_turn(dev, qp);
+        }
     }
 }
 
-/// Takes the ACK `qp` holds, if any, to send it or drop it.
-fn take_held_ack(dev: &Device<Roxe>, qp: &RoxeQp) -> Option<HeldAck> {
-    let mut held = qp.held_ack.lock();
-    let ack = held.take()?;
+/// Holds `ack` (see [`send_responses`]): `Ok` with what is to be freed outside the locks (an
+/// older held ACK, or this one if a later one is held), or `Err` with the ACK if it must be
+/// sent instead (another context sends, or responses wait).
+fn hold(
+    dev: &Device<Roxe>,
+    qp: &RoxeQp,
+    psn: Psn,
+    ack: HeldAck,
+) -> Result<Option<HeldAck>, HeldAck> {
+    let mut tx = qp.resp_tx.lock();
+    match tx.hold(psn, ack) {
+        Hold::Held {
+            superseded,
+            started,
+        } => {
+            if started {
+                waiting_started(dev);
+            }
+            Ok(superseded)
+        }
+        Hold::Older(ack) => Ok(Some(ack)),
+        Hold::Busy(ack) => Err(ack),
+    }
+}
+
+/// Queues `g`'s packets into `batch`, the ACK first.
+fn add_group(dev: &Device<Roxe>, batch: &mut net::TxBatch, sport: u16, mut g: Queued) {
+    if let Some(skb) = g.ack.take() {
+        batch.add(dev, &g.av, sport, skb);
+    }
+    for skb in g.packets.drain_all() {
+        batch.add(dev, &g.av, sport, skb);
+    }
+}
+
+/// A QP holds an ACK, or parked responses, for the short timer: counted, and the timer
+/// started if it does not run. Under the QP's `resp_tx` lock.
+fn waiting_started(dev: &Device<Roxe>) {
+    let mut acks = dev.data().held_acks.lock();
+    acks.count += 1;
+    if !acks.timer_armed {
+        acks.timer_armed = true;
+        dev.start_short_timer(ACK_HOLD_US);
+    }
+}
+
+/// A QP's held ACK or parked responses were taken; the timer stops with the last. Under the
+/// QP's `resp_tx` lock.
+fn waiting_ended(dev: &Device<Roxe>) {
     let mut acks = dev.data().held_acks.lock();
     acks.count = acks.count.saturating_sub(1);
     // A timer whose callback already runs stays marked armed: the callback clears the mark.
     if acks.count == 0 && acks.timer_armed && dev.try_cancel_short_timer() {
         acks.timer_armed = false;
     }
-    Some(ack)
 }
 
-/// Sends the ACK `qp` holds, if any, now. Returns whether there was one.
-pub(crate) fn send_held_ack(dev: &Device<Roxe>, qp: &RoxeQp) -> bool {
-    let Some(held) = take_held_ack(dev, qp) else {
-        return false;
+/// Ends the caller's turn once it has handed what it took to the network: sends the groups
+/// other contexts queued meanwhile, in order, at most `TURN_GROUPS` of them
+/// (`ResponseTx::next`); the rest waits for the next context or the short timer.
+pub(crate) fn end_turn(dev: &Device<Roxe>, qp: &RoxeQp) {
+    let sport = udp_sport(qp.qpn);
+    loop {
+        let next = {
+            let mut tx = qp.resp_tx.lock();
+            let next = tx.next();
+            if matches!(next, Next::Park) {
+                waiting_started(dev);
+            }
+            next
+        };
+        let Next::Again(group) = next else { return };
+        let mut batch = net::TxBatch::new();
+        add_group(dev, &mut batch, sport, group);
+        batch.flush(dev);
+    }
+}
+
+/// Puts the ACK `qp` holds, if any, into `batch`, and with it the turn to send the QP's
+/// responses (or takes the turn for responses a parked turn left waiting): the caller flushes
+/// `batch`, then calls [`end_turn`]. Returns whether it did.
+pub(crate) fn batch_held_ack(dev: &Device<Roxe>, qp: &RoxeQp, batch: &mut net::TxBatch) -> bool {
+    let claim = {
+        let mut tx = qp.resp_tx.lock();
+        let Some(claim) = tx.claim() else {
+            return false;
+        };
+        for _ in 0..u8::from(claim.held.is_some()) + u8::from(claim.unparked) {
+            waiting_ended(dev);
+        }
+        claim
     };
-    let _ = net::xmit(dev, &held.av, udp_sport(qp.qpn), held.skb);
+    if let Some(held) = claim.held {
+        batch.add(dev, &held.av, udp_sport(qp.qpn), held.skb);
+    }
+    true
+}
+
+/// Sends the ACK `qp` holds, if any, and what a parked turn left waiting, now. Returns whether
+/// there was any. Bottom halves are off for the turn, so that no context that would queue
+/// behind it runs meanwhile on this CPU (in process context, a preempted turn would hold every
+/// response of the QP back).
+pub(crate) fn send_held_ack(dev: &Device<Roxe>, qp: &RoxeQp) -> bool {
+    let _bh = bh::disable();
+    let mut batch = net::TxBatch::new();
+    if !batch_held_ack(dev, qp, &mut batch) {
+        return false;
+    }
+    batch.flush(dev);
+    end_turn(dev, qp);
     true
 }
 

@@ -42,6 +42,7 @@ use crate::{
             AttrMask, AttrValues, ModifyRequest, PostVerdict, QpState, QpType,
         },
         req::{ReqConfig, WqeProgress},
+        resp::{ResponseTx, QUEUED_GROUPS},
         wqe::{recv_layout, send_flags, send_layout, SendOpcode, SendWqe, SqLimits, SGE_SIZE},
     },
     qp::resp_state::RespState,
@@ -335,11 +336,11 @@ pub(crate) struct RoxeQp {
     /// The flush of this QP in the error state was cut short by its budget: the device's
     /// process work goes on with it ([`continue_flush`]).
     pub(crate) flush_pending: AtomicFlag,
-    /// An ACK the responder holds back so that it leaves with the requester's next packets to
-    /// the same peer, in one batch (`ack::send_responses`); the device's short timer sends it
-    /// if none come. Taken before the device's `held_acks` lock.
+    /// Who sends the QP's responses, an ACK the responder holds back so that it leaves with the
+    /// requester's next packets to the same peer, and the responses that wait for their turn
+    /// (`net::ack`). Taken before the device's `held_acks` lock.
     #[pin]
-    pub(crate) held_ack: SpinLockIrq<Option<HeldAck>>,
+    pub(crate) resp_tx: SpinLockIrq<RespTx>,
     /// Whether the responder holds ACKs back: set when the requester sends soon after an ACK
     /// (`ack::requester_sending`), cleared when a held ACK had to leave on its own, so that a
     /// QP that only receives, or answers slowly, ACKs at once.
@@ -348,10 +349,20 @@ pub(crate) struct RoxeQp {
     pub(crate) unheld_ack_ns: Atomic<u64>,
 }
 
-/// An acknowledgement waiting to leave (see [`RoxeQp::held_ack`]).
+/// The QP's outgoing responses (see [`RoxeQp::resp_tx`]): whose turn it is to send them, the
+/// held ACK, and the groups of responses that wait for the turn.
+pub(crate) type RespTx = ResponseTx<HeldAck, Queued, QUEUED_GROUPS>;
+
+/// Responses of one request, or one burst of a READ reply, waiting for their turn
+/// (`RespTx::offer`).
+pub(crate) struct Queued {
+    pub(crate) av: AddressVector,
+    pub(crate) ack: Option<TxSkBuff>,
+    pub(crate) packets: KVec<TxSkBuff>,
+}
+
+/// An acknowledgement waiting to leave (`RespTx::hold`).
 pub(crate) struct HeldAck {
-    /// The BTH PSN of the ACK: a later ACK acknowledges everything this one does.
-    pub(crate) psn: Psn,
     pub(crate) skb: TxSkBuff,
     pub(crate) av: AddressVector,
 }
@@ -564,7 +575,7 @@ pub(crate) fn create(
         req_running: Atomic::new(0),
         kick_pending: AtomicFlag::new(false),
         flush_pending: AtomicFlag::new(false),
-        held_ack <- crate::compat::sync::new_spinlock_irq!(None, "roxe_qp_held_ack"),
+        resp_tx <- crate::compat::sync::new_spinlock_irq!(ResponseTx::new(), "roxe_qp_resp_tx"),
         hold_acks: AtomicFlag::new(false),
         unheld_ack_ns: Atomic::new(0),
     }? Error))?;

@@ -30,12 +30,14 @@
 mod check;
 mod commit;
 mod error;
+mod order;
 mod read;
 mod resources;
 
 pub use check::*;
 pub use commit::*;
 pub use error::*;
+pub use order::*;
 pub use read::*;
 pub use resources::*;
 
