@@ -90,6 +90,8 @@ else
 	barrier initiator-done $((1800 + 15 * DISK_MIB))
 fi
 sent_after=$(cat /sys/class/infiniband/$RDMA_DEV/ports/1/hw_counters/sent_pkts 2>/dev/null || echo 0)
+# The device's counters (retransmissions, drops) for a look afterwards.
+rdma statistic show link "$RDMA_DEV/1" 2>/dev/null | tee /out/hca-stats.txt
 check "$TAG-device-sent-vm$ROXE_VM" 5 test $((sent_after - sent_before)) -ge 1000
 check "$DRV-unload-vm$ROXE_VM" 60 unload_driver "$DRV"
 [ "$DRV" = roxe ] && kmemleak_check
