@@ -27,6 +27,15 @@ arrive at a socket bound to PEER_ADDR:4791 there.
     the namespace received: READ responses) is at most 16 packets per duplicate counted.
     Answering each duplicate with an inline burst of up to 256 responses gives about 256.
 - after: R is still in RTS, and a new 4 KiB READ at the next PSN gets its responses.
+- dup-send-behind-read: R is reset to its first PSN and gets a 64-byte SEND, then a 1 MiB
+  READ; once the first READ response has arrived, the SEND again, as a requester whose
+  retransmission timer fired before the SEND's ACK came sends it (followed by the READ, which
+  this case leaves out). The READ's responses implicitly acknowledge the SEND; an ACK of the
+  duplicate would be older than them, out of request order (IBA 9.5), and rdma_rxe's
+  completer, in the middle of that READ, takes such an ACK for the READ's end and fails the
+  QP with a WARN (rxe_comp.c, COMPST_ERROR). So: all READ responses arrive, at most one ACK
+  with the SEND's PSN arrives (the SEND's own), the receive completes once with the SEND's
+  bytes, duplicate_request rises, and R stays in RTS.
 
 MARK is a file created when the flood starts, holding the time (the guest script runs
 ibv_rc_pingpong beside the flood and creates STOP when it is done).
@@ -35,12 +44,14 @@ One PASS/FAIL line per check.
 import errno, os, socket, struct, sys, time
 import pyverbs.enums as e
 from pyverbs.mr import MR
+from pyverbs.wr import RecvWR, SGE
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ringlib import ROCE_PORT, Counters, Env, ForgedPeer, Report, bth, icrc_known_answers, in_netns, qp_state, reth
+from ringlib import (ROCE_PORT, Counters, Env, ForgedPeer, Report, bth, icrc_known_answers, in_netns, poll, qp_state,
+                     reth)
 
 # BTH opcodes (IBA 9.2, drivers/infiniband/sw/roxe/proto/opcode.rs).
-RC_READ_REQUEST = 0x0c
+RC_SEND_ONLY, RC_READ_REQUEST, RC_ACK = 0x04, 0x0c, 0x11
 READ_RESPONSES = {0x0d: 'FIRST', 0x0e: 'MIDDLE', 0x0f: 'LAST', 0x10: 'ONLY'}
 SIZE = 1 << 20
 MTU = 1024
@@ -206,6 +217,60 @@ class Test:
                 return True, f'answered on attempt {attempt + 1}'
         return False, '; '.join(problems)
 
+    def dup_send_behind_read(self):
+        """A duplicate SEND behind a READ executed after it gets no ACK (module docstring)."""
+        self.peer.rearm()
+        self.peer.drain()
+        rbuf = MR(self.env.pd, 4096, e.IBV_ACCESS_LOCAL_WRITE)
+        self.qp.post_recv(RecvWR(wr_id=0x5e, num_sge=1, sg=[SGE(rbuf.buf, 4096, rbuf.lkey)]))
+        payload = bytes((0x5a ^ i) & 0xff for i in range(64))
+        send = bth(RC_SEND_ONLY, self.qp.qp_num, PSN0) + payload
+        read_psn = (PSN0 + 1) & 0xffffff
+        before = self.snapshot()
+        self.tx.send(send)
+        self.tx.send(bth(RC_READ_REQUEST, self.qp.qp_num, read_psn) + reth(self.mr.buf, self.mr.rkey, SIZE))
+        got, seen, dup_sent = {}, [], False
+        end = time.time() + SLOW
+        # Until every response is in, then a second for anything sent late.
+        while time.time() < end:
+            self.rx.settimeout(max(0.01, end - time.time()))
+            try:
+                pkt = self.rx.recv(4096)
+            except socket.timeout:
+                break
+            op, flags, _pkey, _qpn, psn = struct.unpack('!BBHII', pkt[:12])
+            psn &= 0xffffff
+            seen.append((op, psn))
+            if op in READ_RESPONSES:
+                hdr = 12 + (4 if READ_RESPONSES[op] != 'MIDDLE' else 0)
+                got[(psn - read_psn) & 0xffffff] = pkt[hdr:len(pkt) - 4 - ((flags >> 4) & 3)]
+                if not dup_sent:
+                    self.tx.send(send)
+                    dup_sent = True
+            if len(got) >= COUNT and end - time.time() > 1:
+                end = time.time() + 1
+        problems = []
+        if len(got) < COUNT:
+            problems.append(f'{len(got)} of {COUNT} READ responses arrived')
+        elif b''.join(got.get(i, b'') for i in range(COUNT)) != self.data:
+            problems.append('the READ responses do not carry the MR\'s bytes')
+        acks = [psn for op, psn in seen if op == RC_ACK]
+        if sum(1 for psn in acks if psn == PSN0) > 1:
+            problems.append(f'the duplicate SEND was acknowledged behind READ responses: ACKs {[hex(a) for a in acks]}')
+        wcs = poll(self.peer.cq, n=2, timeout=0.5)
+        recv = [w for w in wcs if w.wr_id == 0x5e]
+        if len(recv) != 1 or recv[0].status != e.IBV_WC_SUCCESS or recv[0].byte_len != len(payload):
+            problems.append(f'receive completions {[(w.wr_id, w.status, w.byte_len) for w in wcs]}, want one of 64 bytes')
+        elif rbuf.read(len(payload), 0) != payload:
+            problems.append('the receive buffer does not hold the SEND\'s bytes')
+        d = self.deltas(before)
+        if not d['duplicate_request']:
+            problems.append(f'duplicate_request +{d["duplicate_request"]}: the duplicate did not reach R')
+        if qp_state(self.qp) != e.IBV_QPS_RTS:
+            problems.append(f'R state {qp_state(self.qp)}')
+        return not problems, '; '.join(problems or [f'{len(got)} READ responses, ACKs {[hex(a) for a in acks]}, '
+                                                    f'duplicate_request +{d["duplicate_request"]}'])
+
 
 def main():
     dev, gid_index, netns, addr, peer = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
@@ -229,6 +294,7 @@ def main():
               f'{d["egress"]} packets sent towards the peer for {dups} duplicates: {per:.1f} per duplicate, '
               f'want <= {MAX_PER_DUP}; sent_pkts +{d["sent_pkts"]}, vpc0 tx_dropped +{d["tx_dropped"]}')
     rep.run('after', t.after)
+    rep.run('dup-send-behind-read', t.dup_send_behind_read)
     rep.finish()
 
 

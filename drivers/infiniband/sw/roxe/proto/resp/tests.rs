@@ -1091,9 +1091,26 @@ fn duplicate_send_after_a_read_does_not_ack_the_read() {
     )
     .unwrap();
     assert_eq!(st.expected_psn(), Psn::new(5));
+    // An ACK of PSN 0 would reach the requester after READ responses: no answer (the READ's
+    // responses, sent or replayed, acknowledge the SEND).
+    let dup_send = req(Opcode::RC_SEND_ONLY, 0, 1);
+    assert_eq!(handle_duplicate(&st, &cache, &c, &dup_send), Response::None);
+    let dup_write = with_reth(req(Opcode::RC_RDMA_WRITE_ONLY, 0, 8), 0, 1, 8);
     assert_eq!(
-        handle_duplicate(&st, &cache, &c, &req(Opcode::RC_SEND_ONLY, 0, 1)),
-        Response::Ack { psn: Psn::new(0) }
+        handle_duplicate(&st, &cache, &c, &dup_write),
+        Response::None
+    );
+    // A later SEND executed: duplicates are acknowledged again, with its PSN.
+    run(&mut st, &mut cache, &c, &req(Opcode::RC_SEND_ONLY, 5, 1)).unwrap();
+    assert_eq!(
+        handle_duplicate(&st, &cache, &c, &dup_send),
+        Response::Ack { psn: Psn::new(5) }
+    );
+    // So is a duplicate after modify QP sets a new expected PSN.
+    st.set_expected_psn(Psn::new(9));
+    assert_eq!(
+        handle_duplicate(&st, &cache, &c, &dup_send),
+        Response::Ack { psn: Psn::new(8) }
     );
 }
 
