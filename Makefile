@@ -166,10 +166,14 @@ sweep: deps
 matrix: deps
 	$(Q)/matrix.sh
 
-# roxe against rdma_rxe and siw on the stock kernel, one and two VMs, with the guest's memcpy,
-# iperf3's TCP, CPU per GiB and QP scaling: Documentation/bench/.
+# roxe against rdma_rxe and siw, one and two VMs, with the guest's memcpy, iperf3's TCP, CPU per
+# GiB, QP scaling and every 64 KiB figure checked by a second method: on the stock kernel
+# (Documentation/bench/) and on a second kernel of the matrix (Documentation/bench/RELEASE/).
+BENCH_ROUNDS ?= 5
+BENCH_SECOND_KERNEL ?= 7.2.12+deb13-amd64
 bench: deps
-	tools/bench.sh
+	tools/bench.sh --rounds $(BENCH_ROUNDS)
+	tools/bench.sh --rounds $(BENCH_ROUNDS) --kernel $(BENCH_SECOND_KERNEL)
 
 test: deps
 	$(Q)/test-all.sh

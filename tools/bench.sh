@@ -7,28 +7,49 @@
 # the medians of the rounds, roxe's ratios to both, the share of the guest's memcpy (one VM) or
 # of iperf3's TCP (two VMs), CPU time per GiB, QP scaling and the goals with their verdicts.
 # Writes Documentation/bench/{bench.csv,bench.md,bench.png,commits.txt}; with --one-vm-only or
-# --two-vm-only the other setup's rows are kept from the previous table.
-#   tools/bench.sh [--rounds N] [--quick] [--one-vm-only | --two-vm-only]
+# --two-vm-only the other setup's rows are kept from the previous table. --kernel RELEASE runs
+# on that Debian kernel of `make matrix` instead (qemu/kernel-stock.sh RELEASE), into
+# Documentation/bench/RELEASE/.
+# A benchmark is only comparable on an otherwise idle host: the script refuses to start while
+# another QEMU runs (--busy-ok overrides, for a trial), and the report gives the host's load
+# average before and after.
+#   tools/bench.sh [--rounds N] [--quick] [--one-vm-only | --two-vm-only] [--kernel RELEASE]
+#                  [--busy-ok]
 set -euo pipefail
 args="$*"
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
-rounds=3 quick=0 one=1 two=1
+rounds=3 quick=0 one=1 two=1 release="" busy_ok=0
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--rounds) rounds=$2; shift ;;
 	--quick) quick=1 ;;
 	--one-vm-only) two=0 ;;
 	--two-vm-only) one=0 ;;
+	--kernel) release=$2; shift ;;
+	--busy-ok) busy_ok=1 ;;
 	*) echo "unknown option $1" >&2; exit 2 ;;
 	esac
 	shift
 done
-out=Documentation/bench; mkdir -p "$out"
-qemu/kernel-stock.sh >/dev/null
+if [ $busy_ok = 0 ] && pgrep -x 'qemu-system-x86_64' >/dev/null; then
+	echo "bench: another QEMU is running; its load would lower every figure (--busy-ok to run anyway)" >&2
+	exit 1
+fi
+flavour=stock out=Documentation/bench
+if [ -n "$release" ]; then
+	flavour=stock-$release out=Documentation/bench/$release
+	qemu/kernel-stock.sh "$release" >/dev/null
+else
+	qemu/kernel-stock.sh >/dev/null
+fi
+mkdir -p "$out"
 qemu/guest-image.sh >/dev/null
-qemu/build-module.sh stock >/dev/null
-qemu/soft-rdma-build.sh stock >/dev/null
+qemu/build-module.sh "$flavour" >/dev/null
+qemu/soft-rdma-build.sh "$flavour" >/dev/null
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+# The kernel release the guests boot (its modules directory's name).
+kernel=$(. qemu/lib.sh && ls "$(flavour_kernel "$flavour")/modules/lib/modules")
 tmo=$((rounds * (quick ? 1200 : 3600)))
 # A run of one setup keeps the other setup's rows and the commit they were measured at
 # (commits.txt: "SETUP COMMIT" lines; a table made before that file existed names its commit in
@@ -50,7 +71,7 @@ cat "$kept" >>"$out/bench.csv"
 mv "$commits" "$out/commits.txt"
 rm -f "$kept"
 if [ $one = 1 ]; then
-	qemu/run-vm.sh --flavour stock --script qemu/tests/bench.sh --name bench-1vm --timeout "$tmo" --args "$rounds,$quick" || true
+	qemu/run-vm.sh --flavour "$flavour" --script qemu/tests/bench.sh --name bench-1vm --timeout "$tmo" --args "$rounds,$quick" || true
 	tail -n +2 build/vm/bench-1vm/vm0/bench.csv | sed "s/^/1vm,/" >>"$out/bench.csv"
 fi
 if [ $two = 1 ]; then
@@ -59,7 +80,7 @@ if [ $two = 1 ]; then
 	for r in $(seq 1 "$rounds"); do
 		for drv in rxe siw roxe; do
 			name=bench-2vm-$r-$drv
-			qemu/run-vm.sh --flavour stock --two-vm --script qemu/tests/bench.sh --name "$name" \
+			qemu/run-vm.sh --flavour "$flavour" --two-vm --script qemu/tests/bench.sh --name "$name" \
 				--timeout $((quick ? 900 : 1800)) --args "1,$quick,$drv,$r" || true
 			tail -n +2 "build/vm/$name/vm1/bench.csv" | sed "s/^/2vm,/" >>"$out/bench.csv"
 			# The serving VM's CPU time over the 64 KiB runs (the report adds both VMs').
@@ -68,5 +89,7 @@ if [ $two = 1 ]; then
 		done
 	done
 fi
-BENCH_COMMAND="tools/bench.sh${args:+ $args}" python3 tools/bench_report.py "$out/bench.csv" "$out"
+BENCH_COMMAND="tools/bench.sh${args:+ $args}" BENCH_KERNEL="$kernel" \
+	BENCH_LOAD="$load_before, then $(cut -d' ' -f1-3 /proc/loadavg)" \
+	python3 tools/bench_report.py "$out/bench.csv" "$out"
 cat "$out/bench.md"

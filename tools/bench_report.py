@@ -68,7 +68,7 @@ def pct(r):
 
 
 setups = sorted({k[0] for k in vals})
-main = sorted({k[:3] for k in vals if not k[1].startswith(('qps_', 'idle_'))},
+main = sorted({k[:3] for k in vals if not k[1].startswith(('qps_', 'idle_', 'check_'))},
               key=lambda k: (k[0], k[1], k[2]))
 tcp = {s: statistics.median(wire[(s, 'iperf3_tcp')]) for s in setups if wire.get((s, 'iperf3_tcp'))}
 lines = ['| setup | test | size (B) | rdma_rxe | siw | roxe | roxe/rxe | roxe/siw | of the ceiling |',
@@ -115,6 +115,37 @@ for s, op in sorted({(k[0], k[1]) for k in cpu_per_gib}):
     least = min(have, key=have.get) if have else None
     cpu_least[(s, op)] = least
     cpu_lines.append(f'| {s} | {op} | {fmt(m["rxe"])} | {fmt(m["siw"])} | {fmt(m["roxe"])} | {NAMES.get(least, "-")} |')
+
+# The second method (qemu/tests/bench.sh, check_OP): the 64 KiB bandwidth of a run of N messages
+# timed by the script, less a one-message run; iperf3 against the bytes its netdev sent.
+AGREE = (0.8, 1.25)
+
+
+def spread(v):
+    return '-' if not v else f'{statistics.median(v):.1f} ({min(v):.1f}-{max(v):.1f})'
+
+
+second = ['', 'Every bandwidth figure of 64 KiB messages checked by a second method: a run of N messages '
+          '(N sized to last the `-D` run\'s time at its rate) timed by the guest script on the client, '
+          'less the time of a one-message run (start, connection, stop), so that neither perftest\'s '
+          'clock nor its arithmetic enters; iperf3 against the bytes the client\'s netdev sent over '
+          'the run (headers included: about 4% above the payload). MiB/s, median (range) of the rounds; '
+          f'"agree": the ratio of the medians within {AGREE[0]}-{AGREE[1]}.', '',
+          '| setup | test | driver | perftest / iperf3 | second method | ratio | agree |', '|---|---|---|---|---|---|---|']
+for s in setups:
+    for test in ('write_bw', 'read_bw', 'send_bw'):
+        for d in DRIVERS:
+            a, b = vals.get((s, test, BULK, d)), vals.get((s, 'check_' + test, BULK, d))
+            if not a and not b:
+                continue
+            r = ratio(statistics.median(b), statistics.median(a)) if a and b else None
+            ok = '-' if r is None else ('yes' if AGREE[0] <= r <= AGREE[1] else 'no')
+            second.append(f'| {s} | {test} 64 KiB | {NAMES[d]} | {spread(a)} | {spread(b)} | {x(r) or "-"} | {ok} |')
+    a, b = wire.get((s, 'iperf3_tcp')), wire.get((s, 'iperf3_netdev'))
+    if a or b:
+        r = ratio(statistics.median(b), statistics.median(a)) if a and b else None
+        ok = '-' if r is None else ('yes' if AGREE[0] <= r <= AGREE[1] else 'no')
+        second.append(f'| {s} | TCP | iperf3 | {spread(a)} | {spread(b)} | {x(r) or "-"} | {ok} |')
 
 # Scaling: 64 KiB WRITE bandwidth summed over N QPs, and one QP beside idle connected ones.
 scale = ['', '64 KiB WRITE bandwidth (MiB/s) over N QPs (`-q N`), and one active QP with N more '
@@ -191,8 +222,10 @@ try:
         at = f'at commit {pairs[0][1]}'
 except OSError:
     pass
-head = [f'Made by `{os.environ.get("BENCH_COMMAND", "tools/bench.sh")}` {at}: Debian\'s stock',
-        'kernel under QEMU TCG, rdma_rxe, siw and roxe in turn (1vm: one boot; 2vm: a boot per round and',
+kernel = os.environ.get('BENCH_KERNEL', '')
+load = os.environ.get('BENCH_LOAD')
+head = [f'Made by `{os.environ.get("BENCH_COMMAND", "tools/bench.sh")}` {at}: Debian\'s kernel',
+        f'{kernel + " " if kernel else ""}under QEMU TCG, rdma_rxe, siw and roxe in turn (1vm: one boot; 2vm: a boot per round and',
         f'driver), {rounds} round(s),',
         'medians. perftest through rdma_cm (`-R`, as siw requires), RC, MTU 1024 from the 1500-byte netdev,',
         '`-F`; bandwidth runs of 20000 messages or 64 MiB, whichever is less (at least 100), 64 KiB runs',
@@ -200,9 +233,11 @@ head = [f'Made by `{os.environ.get("BENCH_COMMAND", "tools/bench.sh")}` {at}: De
         '1vm: loopback through the device\'s own address, two vCPUs; 2vm: two VMs (one vCPU each) on',
         'QEMU\'s `dgram` netdev. siw has no atomics. Ratios: bandwidth higher is better, latency lower.',
         'Rounds with results: ' + '; '.join(
-            f'{s}: ' + ', '.join(f'{NAMES[d]} {len(done[(s, d)])}' for d in DRIVERS) for s in setups) + '.',
-        '']
-md = '\n'.join(head + lines + cpu_lines + scale + goals) + '\n'
+            f'{s}: ' + ', '.join(f'{NAMES[d]} {len(done[(s, d)])}' for d in DRIVERS) for s in setups) + '.']
+if load:
+    head.append(f'The host\'s load average (1, 5, 15 min) before and after: {load}.')
+head.append('')
+md = '\n'.join(head + lines + second + cpu_lines + scale + goals) + '\n'
 open(os.path.join(outdir, 'bench.md'), 'w').write(md)
 
 # One panel per (setup, test), the three drivers against message size (log scale).
@@ -218,7 +253,7 @@ cols = 3
 rows = (len(panels) + cols - 1) // cols
 gp = [f'set terminal pngcairo noenhanced size {cols * 420},{rows * 300} font ",9"',
       f'set output "{os.path.join(outdir, "bench.png")}"',
-      f'set multiplot layout {rows},{cols} title "roxe, rdma_rxe and siw (medians, Debian stock kernel, QEMU TCG)"',
+      f'set multiplot layout {rows},{cols} title "roxe, rdma_rxe and siw (medians, Debian {kernel or "stock"} kernel, QEMU TCG)"',
       'set logscale x 2', 'set key top left', 'set grid']
 
 

@@ -17,8 +17,14 @@
 # - qps_write_bw, size N: 64 KiB WRITE bandwidth summed over N QPs (perftest -q N);
 #   idle_write_bw: one QP's 64 KiB WRITEs with IDLE_QPS more connected QPs idle on the device
 #   (qemu/tests/py/idle_qps.py; not siw, whose QPs connect through the iWARP CM only).
+# - check_<op> (the 64 KiB bandwidth runs): the same bandwidth by a second method, which neither
+#   perftest's clock nor its arithmetic enters: a run of N messages (-n N, N sized to last about
+#   BULK_SECS at the -D run's rate) timed by this script on the client's side, less the time of a
+#   short run (the tool's start, connection and stop): N * 64 KiB over the difference (check()).
 # And once: the guest's memcpy bandwidth for 64 KiB and 64 MiB buffers (tools/memcpy-bench.c),
-# and between two VMs, per round, iperf3's TCP bandwidth and ping's round trip, drivers unloaded.
+# and between two VMs, per round, iperf3's TCP bandwidth and ping's round trip, drivers unloaded;
+# iperf3's figure is checked by the bytes the client's netdev sent over the run's time
+# (iperf3_netdev: headers included, about 4% above the payload at a 1500-byte MTU).
 . /roxe/qemu/guest/lib.sh
 ROUNDS=${1:-3} QUICK=${2:-0} DRIVERS=${3:-rxe+siw+roxe} ROUND=${4:-}
 DRIVERS=${DRIVERS//+/ }
@@ -51,9 +57,13 @@ if [ $TWO = 0 ]; then DEST=$SELF_IP; else DEST=$PEER_IP; fi
 # busy: jiffies (USER_HZ) all CPUs spent on anything but idle and iowait.
 busy() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat; }
 HZ=$(getconf CLK_TCK)
-k=0
+k=0 RUN_RC=1 RUN_WALL=0 RUN_T0=0 CHECK_BASE=200
+now() { date +%s.%N; }
+# stamped CMD...: CMD, with RUN_T0 set to the time it started (retry_client's last attempt).
+stamped() { RUN_T0=$(now); "$@"; }
 # run DRV TOOL SIZE ARGS...: one perftest run, server and client; the client's output goes to
-# /tmp/run.out and RUN_BUSY is this VM's busy jiffies right after it. Between two VMs, VM 0
+# /tmp/run.out, RUN_BUSY is this VM's busy jiffies right after it, RUN_RC the client's status
+# and RUN_WALL the seconds its last attempt took (VM 1's, between two VMs). Between two VMs, VM 0
 # serves and its /tmp/run.out is empty.
 run() {
 	local drv=$1 tool=$2 size=$3; shift 3
@@ -66,8 +76,10 @@ run() {
 		timeout 150 $tool "${args[@]}" >/dev/null 2>&1 &
 		local srv=$!
 		wait_listening
-		retry_client 20 timeout 150 $tool "${args[@]}" "$DEST" >/tmp/run.out 2>/dev/null
+		retry_client 20 stamped timeout 150 $tool "${args[@]}" "$DEST" >/tmp/run.out 2>/dev/null
+		RUN_RC=$?
 		RUN_BUSY=$(busy)
+		RUN_WALL=$(awk -v a="$RUN_T0" -v b="$(now)" 'BEGIN { print b - a }')
 		wait $srv
 	elif [ "$ROXE_VM" = 0 ]; then
 		peer_sync "b$k" 120
@@ -81,8 +93,10 @@ run() {
 	else
 		peer_sync "b$k" 120
 		peer_sync "l$k" 120
-		retry_client 30 timeout 150 $tool "${args[@]}" "$DEST" >/tmp/run.out 2>/dev/null
+		retry_client 30 stamped timeout 150 $tool "${args[@]}" "$DEST" >/tmp/run.out 2>/dev/null
+		RUN_RC=$?
 		RUN_BUSY=$(busy)
+		RUN_WALL=$(awk -v a="$RUN_T0" -v b="$(now)" 'BEGIN { print b - a }')
 		peer_sync "e$k" 240
 	fi
 	# Between two VMs only VM 1 reports; VM 0's part ends here.
@@ -101,7 +115,7 @@ bw_value() {
 		END { if (v != "" && v > 0) print v }' /tmp/run.out
 }
 bulk() { # bulk ROUND DRV OP: 64 KiB for BULK_SECS, with the CPU time it took
-	local r=$1 drv=$2 op=$3 cpu0 v
+	local r=$1 drv=$2 op=$3 cpu0 v=""
 	[ $LOST = 0 ] || return 0
 	cpu0=$(busy)
 	if run "$drv" "ib_$op" 65536 -D "$BULK_SECS"; then
@@ -110,6 +124,28 @@ bulk() { # bulk ROUND DRV OP: 64 KiB for BULK_SECS, with the CPU time it took
 		[ -n "$v" ] && row "$r" "$drv" "moved_$op" 65536 "$(awk -v m="$v" -v t="$BULK_SECS" 'BEGIN { print m * t / 1024 }')" GiB
 	fi
 	row "$r" "$drv" "cpu_s_$op" 65536 "$(awk -v b="$((RUN_BUSY - cpu0))" -v hz="$HZ" 'BEGIN { print b / hz }')" s
+	check "$r" "$drv" "$op" "$v"
+}
+# check ROUND DRV OP MIBS: the 64 KiB bandwidth again, timed here (check_OP): N more messages
+# over the time a run of CHECK_BASE + N took more than one of CHECK_BASE (perftest's least
+# useful count: it wants at least a send queue's worth). Between two VMs both call it, and VM 1,
+# which measured MIBS, tells VM 0 how many messages (0: none).
+check() {
+	local r=$1 drv=$2 op=$3 n=0 one f=/sync/n-$1-$2-$3
+	[ -n "$4" ] && n=$(awk -v m="$4" -v t="$BULK_SECS" 'BEGIN { n = int(m * 16 * t); print (n < 100 ? 100 : n) }')
+	if [ $TWO = 1 ]; then
+		[ "$ROXE_VM" = 1 ] && echo "$n" >$f.tmp && mv $f.tmp $f
+		peer_sync "n-$r-$drv-$op" 120 || return 0
+		n=$(cat $f 2>/dev/null || echo 0)
+	fi
+	[ "$n" -gt 0 ] || return 0
+	# Both runs on both VMs, whatever the first gave: VM 0's part of a run always "fails".
+	run "$drv" "ib_$op" 65536 -n $CHECK_BASE
+	one=$RUN_WALL; [ $RUN_RC = 0 ] || one=""
+	run "$drv" "ib_$op" 65536 -n $((n + CHECK_BASE)) || return 0
+	[ $RUN_RC = 0 ] && [ -n "$one" ] || { kept "$drv-$op-check"; return 0; }
+	row "$r" "$drv" "check_$op" 65536 "$(awk -v n="$n" -v w="$RUN_WALL" -v o="$one" 'BEGIN {
+		if (w > o) printf "%.2f", n / 16 / (w - o); else print "nan" }')" MiB/s
 }
 small() { # small ROUND DRV OP SIZE: a bandwidth run of bw_iters messages
 	local r=$1 drv=$2 op=$3 size=$4 v
@@ -159,9 +195,13 @@ wire() { # wire ROUND: iperf3's TCP bandwidth and ping's round trip between the 
 		return
 	fi
 	peer_sync "ws-$1" 120
-	local t
-	t=$(retry_client 20 timeout 40 iperf3 -c "$PEER_IP" -t "$BULK_SECS" -J 2>/dev/null |
-		python3 -c "import json, sys; print(round(json.load(sys.stdin)['end']['sum_received']['bits_per_second'] / 8 / 2**20, 2))" 2>/dev/null)
+	local t tx=/sys/class/net/$NETDEV/statistics/tx_bytes b0
+	b0=$(cat $tx)
+	retry_client 20 stamped timeout 40 iperf3 -c "$PEER_IP" -t "$BULK_SECS" -J >/tmp/iperf3.json 2>/dev/null
+	# The netdev's bytes over the client's last attempt (its connection and end included).
+	row "$1" wire iperf3_netdev 0 "$(awk -v b="$(($(cat $tx) - b0))" -v a="$RUN_T0" -v e="$(now)" 'BEGIN {
+		printf "%.2f", b / (e - a) / 1048576 }')" MiB/s
+	t=$(python3 -c "import json, sys; print(round(json.load(sys.stdin)['end']['sum_received']['bits_per_second'] / 8 / 2**20, 2))" </tmp/iperf3.json 2>/dev/null)
 	row "$1" wire iperf3_tcp 0 "$t" MiB/s
 	local rtt
 	rtt=$(ping -c 100 -i 0.02 -q "$PEER_IP" 2>/dev/null | awk -F'[/ ]' '/^rtt/ { print $7 * 1000, $8 * 1000 }')
