@@ -32,7 +32,7 @@ while [ $# -gt 0 ]; do
 	esac
 	shift
 done
-if [ $busy_ok = 0 ] && pgrep -x 'qemu-system-x86_64' >/dev/null; then
+if [ $busy_ok = 0 ] && pgrep -x 'qemu-system-x86' >/dev/null; then
 	echo "bench: another QEMU is running; its load would lower every figure (--busy-ok to run anyway)" >&2
 	exit 1
 fi
