@@ -32,6 +32,8 @@ else
 	barrier done $((600 + 10 * ROUNDS))
 fi
 sent_after=$(cat /sys/class/infiniband/$RDMA_DEV/ports/1/hw_counters/sent_pkts 2>/dev/null || echo 0)
+# The device's counters and QPs (retransmissions, RNR, states) for a look afterwards.
+{ rdma statistic show link "$RDMA_DEV/1"; rdma resource show qp link "$RDMA_DEV/1"; } 2>&1 | tee /out/hca-stats.txt
 check "$TAG-device-sent-vm$ROXE_VM" 5 test $((sent_after - sent_before)) -ge $count
 # The device goes first: its removal makes rds_rdma tear its connections down (their receive
 # rings flushed by the driver). rds_rdma stays loaded: unloading it while a connection it made is
