@@ -127,7 +127,7 @@ def spread(v):
 
 second = ['', 'Every bandwidth figure of 64 KiB messages checked by a second method: a run of N messages '
           '(N sized to last the `-D` run\'s time at its rate) timed by the guest script on the client, '
-          'less the time of a one-message run (start, connection, stop), so that neither perftest\'s '
+          'less the time of a 200-message run (start, connection, stop), so that neither perftest\'s '
           'clock nor its arithmetic enters; iperf3 against the bytes the client\'s netdev sent over '
           'the run (headers included: about 4% above the payload). MiB/s, median (range) of the rounds; '
           f'"agree": the ratio of the medians within {AGREE[0]}-{AGREE[1]}.', '',
