@@ -45,7 +45,7 @@ pub const fn ack_syndrome() -> Syndrome {
 ///
 /// A SEND or WRITE is not executed again: it gets an ACK of the last SEND, WRITE, atomic, ATOMIC
 /// WRITE or FLUSH executed, which covers the duplicate and everything up to the latest request
-/// (rxe cites C9-105), unless a READ was executed after that request: then nothing is sent (see
+/// (rxe cites C9-105), unless the last request executed was a READ: then nothing is sent (see
 /// below). A READ is replayed from the cache when it names a part of the original
 /// (same R_Key, range inside it, responses within the original PSNs); an atomic gets its saved
 /// original value; an ATOMIC WRITE or FLUSH its empty read response. A request the cache no
@@ -54,13 +54,14 @@ pub const fn ack_syndrome() -> Syndrome {
 ///
 /// The ACK of a duplicate SEND or WRITE cannot name a READ executed after the last acknowledged
 /// request: the requester may not have its responses. With such a READ the ACK would be older
-/// than READ responses already sent, out of request order (IBA 9.5), and a requester in the
-/// middle of that READ may take it as its end: rdma_rxe's completer does (`check_psn` passes
-/// it to `check_ack`, whose ACK case resets `comp.opcode`), then fails the QP on the READ's
-/// next MIDDLE response with a WARN (`COMPST_ERROR` with no error status). So the duplicate
-/// gets no answer. The READ's responses acknowledge it implicitly (IBA 9.7.5.1.2): the
-/// requester has them, or asks for the READ again behind the duplicate, since it retries from
-/// its oldest unacknowledged request on.
+/// than READ responses already sent. A requester should ignore such a stale ACK, but one in
+/// the middle of that READ may take it as its end: rdma_rxe's completer does (`check_psn`
+/// passes it to `check_ack`, whose ACK case leads to `COMPST_UPDATE_COMP`, which resets
+/// `comp.opcode`), then fails the QP on the READ's next MIDDLE response with a WARN
+/// (`COMPST_ERROR` with no error status). So the duplicate gets no answer. The READ's responses
+/// acknowledge it implicitly (IBA 9.7.5.1.2): the requester has them, or asks for the READ
+/// again behind the duplicate, since it retries from its oldest unacknowledged request on, as
+/// rdma_rxe and roxe do.
 pub fn handle_duplicate<const N: usize>(
     state: &RespState,
     cache: &ResponderResources<N>,
