@@ -59,6 +59,7 @@ busy() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat; }
 HZ=$(getconf CLK_TCK)
 k=0 RUN_RC=1 RUN_WALL=0 RUN_T0=0 CHECK_BASE=200
 now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { print b - a }'; } # since T0: seconds from T0 to now
 # stamped CMD...: CMD, with RUN_T0 set to the time it started (retry_client's last attempt).
 stamped() { RUN_T0=$(now); "$@"; }
 # run DRV TOOL SIZE ARGS...: one perftest run, server and client; the client's output goes to
@@ -79,7 +80,7 @@ run() {
 		retry_client 20 stamped timeout 150 $tool "${args[@]}" "$DEST" >/tmp/run.out 2>/dev/null
 		RUN_RC=$?
 		RUN_BUSY=$(busy)
-		RUN_WALL=$(awk -v a="$RUN_T0" -v b="$(now)" 'BEGIN { print b - a }')
+		RUN_WALL=$(since "$RUN_T0")
 		wait $srv
 	elif [ "$ROXE_VM" = 0 ]; then
 		peer_sync "b$k" 120
@@ -96,7 +97,7 @@ run() {
 		retry_client 30 stamped timeout 150 $tool "${args[@]}" "$DEST" >/tmp/run.out 2>/dev/null
 		RUN_RC=$?
 		RUN_BUSY=$(busy)
-		RUN_WALL=$(awk -v a="$RUN_T0" -v b="$(now)" 'BEGIN { print b - a }')
+		RUN_WALL=$(since "$RUN_T0")
 		peer_sync "e$k" 240
 	fi
 	# Between two VMs only VM 1 reports; VM 0's part ends here.
@@ -199,8 +200,8 @@ wire() { # wire ROUND: iperf3's TCP bandwidth and ping's round trip between the 
 	b0=$(cat $tx)
 	retry_client 20 stamped timeout 40 iperf3 -c "$PEER_IP" -t "$BULK_SECS" -J >/tmp/iperf3.json 2>/dev/null
 	# The netdev's bytes over the client's last attempt (its connection and end included).
-	row "$1" wire iperf3_netdev 0 "$(awk -v b="$(($(cat $tx) - b0))" -v a="$RUN_T0" -v e="$(now)" 'BEGIN {
-		printf "%.2f", b / (e - a) / 1048576 }')" MiB/s
+	row "$1" wire iperf3_netdev 0 "$(awk -v b="$(($(cat $tx) - b0))" -v t="$(since "$RUN_T0")" 'BEGIN {
+		printf "%.2f", b / t / 1048576 }')" MiB/s
 	t=$(python3 -c "import json, sys; print(round(json.load(sys.stdin)['end']['sum_received']['bits_per_second'] / 8 / 2**20, 2))" </tmp/iperf3.json 2>/dev/null)
 	row "$1" wire iperf3_tcp 0 "$t" MiB/s
 	local rtt

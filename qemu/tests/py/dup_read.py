@@ -235,7 +235,7 @@ class Test:
                 or first[12] >> 5 != 0:
             return False, f'the SEND got {first[:16].hex() if first else "no answer"}, want its ACK'
         self.tx.send(bth(RC_READ_REQUEST, self.qp.qp_num, read_psn) + reth(self.mr.buf, self.mr.rkey, SIZE))
-        got, seen, dup_sent, late = {}, [], False, []
+        got, acks, dup_sent, late = {}, [], False, []
         end = time.time() + SLOW
         # Until every response is in, then a second for anything sent late.
         while time.time() < end:
@@ -246,9 +246,10 @@ class Test:
                 break
             op, flags, _pkey, _qpn, psn = struct.unpack('!BBHII', pkt[:12])
             psn &= 0xffffff
-            seen.append((op, psn))
-            if op == RC_ACK and got and ((psn - read_psn) & 0xffffff) >= 1 << 23:
-                late.append(psn)
+            if op == RC_ACK:
+                acks.append(psn)
+                if got and ((psn - read_psn) & 0xffffff) >= 1 << 23:
+                    late.append(psn)
             if op in READ_RESPONSES:
                 hdr = 12 + (4 if READ_RESPONSES[op] != 'MIDDLE' else 0)
                 got[(psn - read_psn) & 0xffffff] = pkt[hdr:len(pkt) - 4 - ((flags >> 4) & 3)]
@@ -262,7 +263,6 @@ class Test:
             problems.append(f'{len(got)} of {COUNT} READ responses arrived')
         elif b''.join(got.get(i, b'') for i in range(COUNT)) != self.data:
             problems.append('the READ responses do not carry the MR\'s bytes')
-        acks = [psn for op, psn in seen if op == RC_ACK]
         if late:
             problems.append(f'the duplicate SEND was acknowledged behind READ responses: ACKs {[hex(a) for a in acks]}')
         wcs = poll(self.peer.cq, n=2, timeout=0.5)
