@@ -14,7 +14,8 @@
 # connects an RC QP to that peer, sends it a 1 MiB READ from the namespace (checking every
 # response), floods it with the READ's duplicate and checks that the flood reached the
 # responder (duplicate_request rose by at least half the duplicates sent) and that the device
-# sent at most 16 packets towards the peer per duplicate counted. Beside the flood (which goes
+# sent at most 16 packets towards the peer per duplicate counted; afterwards, that READs sent
+# behind a long one are held and answered in order (reads-queued). Beside the flood (which goes
 # on until it is over), ibv_rc_pingpong between two other QPs of the device (loopback through
 # its own GID), on a CPU other than the flood's sender, must keep within 3x of its usec/iter
 # without the flood: the slowest of three runs in the same boot, just before the flood, beside a

@@ -37,6 +37,14 @@ arrive at a socket bound to PEER_ADDR:4791 there.
   ACKNOWLEDGE with a PSN before the READ's arrives after its first response, the receive
   completes once with the SEND's bytes, duplicate_request rises, and R stays in RTS.
 
+- reads-queued: R is reset to its first PSN, with a responder depth of 4, and gets three READ
+  requests back to back: 1 MiB, 4 KiB and 64 bytes. The first one's reply goes out in paced
+  bursts, and the two behind it arrive while it does; they wait for it, and their responses
+  follow its last one (IBA 9.5). So: every response of the three arrives, once, in PSN order,
+  with the MR's bytes, no other packet (a NAK) comes, nothing counts as a duplicate (each
+  request was sent once), and R stays in RTS. A responder that drops requests behind a READ
+  reply leaves the last two unanswered until the requester asks again.
+
 MARK is a file created when the flood starts, holding the time (the guest script runs
 ibv_rc_pingpong beside the flood and creates STOP when it is done).
 One PASS/FAIL line per check.
@@ -74,6 +82,17 @@ def udp_received(snmp):
     return udp['InDatagrams'] + udp['NoPorts'] + udp['InErrors']
 
 
+def response_of(pkt):
+    """(opcode, BTH PSN, payload) of an answer from the device: the payload of a READ response
+    without its AETH, pad and ICRC; None for any other answer."""
+    op, flags, _pkey, _qpn, psn = struct.unpack('!BBHII', pkt[:12])
+    payload = None
+    if op in READ_RESPONSES:
+        hdr = 12 + (4 if READ_RESPONSES[op] != 'MIDDLE' else 0)
+        payload = pkt[hdr:len(pkt) - 4 - ((flags >> 4) & 3)]
+    return op, psn & 0xffffff, payload
+
+
 def tx_dropped(name='vpc0'):
     """Batches the veth dropped on transmit (its peer's receive queue had no room)."""
     with open(f'/sys/class/net/{name}/statistics/tx_dropped') as f:
@@ -106,19 +125,22 @@ class Test:
         after = self.snapshot()
         return {n: (None if before[n] is None or after[n] is None else after[n] - before[n]) for n in before}
 
+    def answers(self, end, more):
+        """The device's answers as they arrive, while `more()` holds and until time `end`."""
+        while more() and time.time() < end:
+            self.rx.settimeout(max(0.01, end - time.time()))
+            try:
+                yield self.rx.recv(4096)
+            except socket.timeout:
+                return
+
     def read_reply(self, first_psn, va_offset, length, timeout):
         """Collects the READ responses to a READ of `length` bytes at PSN `first_psn`; returns
         a list of problems (empty when every response arrived, in order, with the MR's bytes
         from `va_offset` on)."""
         count = max(1, -(-length // MTU))
         got, problems, others = {}, [], 0
-        end = time.time() + timeout
-        while len(got) < count and time.time() < end:
-            self.rx.settimeout(max(0.01, end - time.time()))
-            try:
-                pkt = self.rx.recv(4096)
-            except socket.timeout:
-                break
+        for pkt in self.answers(time.time() + timeout, lambda: len(got) < count):
             if len(pkt) < 16:
                 others += 1
                 continue
@@ -244,15 +266,13 @@ class Test:
                 pkt = self.rx.recv(4096)
             except socket.timeout:
                 break
-            op, flags, _pkey, _qpn, psn = struct.unpack('!BBHII', pkt[:12])
-            psn &= 0xffffff
+            op, psn, data = response_of(pkt)
             if op == RC_ACK:
                 acks.append(psn)
                 if got and ((psn - read_psn) & 0xffffff) >= 1 << 23:
                     late.append(psn)
-            if op in READ_RESPONSES:
-                hdr = 12 + (4 if READ_RESPONSES[op] != 'MIDDLE' else 0)
-                got[(psn - read_psn) & 0xffffff] = pkt[hdr:len(pkt) - 4 - ((flags >> 4) & 3)]
+            if data is not None:
+                got[(psn - read_psn) & 0xffffff] = data
                 if not dup_sent:
                     self.tx.send(send)
                     dup_sent = True
@@ -279,6 +299,49 @@ class Test:
         return not problems, '; '.join(problems or [f'{len(got)} READ responses, ACKs {[hex(a) for a in acks]}, '
                                                     f'duplicate_request +{d["duplicate_request"]}'])
 
+    def reads_queued(self):
+        """Pipelined READs behind a long one are answered in order, each asked for once (module
+        docstring)."""
+        self.peer.attr.max_dest_rd_atomic = 4
+        self.peer.rearm()
+        self.peer.drain()
+        plan, psn = [], PSN0
+        for off, length in ((0, SIZE), (8192, 4096), (64, 64)):
+            plan.append((psn, off, length))
+            psn = (psn + max(1, -(-length // MTU))) & 0xffffff
+        total = (psn - PSN0) & 0xffffff
+        before = self.snapshot()
+        for p, off, length in plan:
+            self.tx.send(bth(RC_READ_REQUEST, self.qp.qp_num, p) + reth(self.mr.buf + off, self.mr.rkey, length))
+        got, order, others = {}, [], []
+        for pkt in self.answers(time.time() + SLOW, lambda: len(got) < total):
+            op, p, payload = response_of(pkt)
+            i = (p - PSN0) & 0xffffff
+            if payload is None or i >= total:
+                others.append(f'{op:#x}@{p:#x}')
+                continue
+            got[i] = payload
+            order.append(i)
+        problems = []
+        for p, off, length in plan:
+            first = (p - PSN0) & 0xffffff
+            n = max(1, -(-length // MTU))
+            parts = [got.get(first + k) for k in range(n)]
+            if None in parts:
+                problems.append(f'READ at PSN {p:#x}: {n - parts.count(None)} of {n} responses arrived')
+            elif b''.join(parts) != self.data[off:off + length]:
+                problems.append(f'READ at PSN {p:#x}: the responses do not carry the MR\'s bytes')
+        if order != sorted(set(order)):
+            problems.append('responses out of PSN order or repeated')
+        if others:
+            problems.append(f'other packets: {others[:8]}')
+        d = self.deltas(before)
+        if d['duplicate_request']:
+            problems.append(f'duplicate_request +{d["duplicate_request"]}: a request was handled twice')
+        if qp_state(self.qp) != e.IBV_QPS_RTS:
+            problems.append(f'R state {qp_state(self.qp)}')
+        return not problems, '; '.join(problems or [f'{len(got)} responses to {len(plan)} READs, in order'])
+
 
 def main():
     dev, gid_index, netns, addr, peer = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
@@ -303,6 +366,7 @@ def main():
               f'want <= {MAX_PER_DUP}; sent_pkts +{d["sent_pkts"]}, vpc0 tx_dropped +{d["tx_dropped"]}')
     rep.run('after', t.after)
     rep.run('dup-send-behind-read', t.dup_send_behind_read)
+    rep.run('reads-queued', t.reads_queued)
     rep.finish()
 
 

@@ -63,9 +63,8 @@ struct Outgoing {
     packet: Built,
     av: AddressVector,
     /// Whether the packet may wait in the run's batch (`net::TxBatch`): SEND and WRITE
-    /// packets. A READ or atomic request leaves at once: it starts a reply from the responder,
-    /// which answers one READ at a time and drops requests that arrive while a long READ reply
-    /// is still going out, so requests arriving in a burst would each wait for a retransmission.
+    /// packets. A READ or atomic request leaves at once: the responder answers it with a reply
+    /// of its own, which starts sooner than if it waited for the rest of the run.
     batch: bool,
 }
 

@@ -830,7 +830,11 @@ pub(crate) fn timers_armed(qp: &RoxeQp) -> bool {
         let sq = qp.sq_state.lock();
         sq.ack_deadline_ms != 0 || sq.rnr_until_ms != 0
     };
-    sq_armed || qp.resp_state.lock().read.has_pending()
+    if sq_armed {
+        return true;
+    }
+    let rs = qp.resp_state.lock();
+    rs.read.has_pending() || !rs.held.is_empty()
 }
 
 /// Puts an RC QP on the tick's list after a stage that may have armed one of its timers ran

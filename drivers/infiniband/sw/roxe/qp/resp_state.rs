@@ -2,16 +2,17 @@
 
 //! The responder's state of one QP, which the QP owns (under its `resp_state` lock) and the
 //! responder stage (`resp/`) updates: the protocol state, the responder resources cache, the
-//! receive WQE the current message fills and the paced READ reply. Modify QP sets it up here;
-//! every packet-driven change is the responder's.
+//! receive WQE the current message fills, the paced READ reply and the requests held behind it.
+//! Modify QP sets it up here; every packet-driven change is the responder's.
 
 #![deny(unsafe_code)]
 
 use crate::proto::{
     psn::Psn,
-    resp::{self as presp, ReadStream, ResponderResources},
+    resp::{self as presp, HeldRequests, ReadStream, ResponderResources},
     wqe::RecvWqe,
 };
+use crate::rdma::ah::Network;
 use kernel::prelude::*;
 
 /// Slots of the responder resources cache: the device's `max_qp_rd_atom`, so that every READ or
@@ -29,6 +30,16 @@ pub(crate) struct RecvEntry {
     pub(crate) slot: KVec<u8>,
 }
 
+/// Where a request held behind a READ reply came from: what the responder may need of the
+/// packet's addresses once it runs (`net::Source`, less what only a packet in hand has: it is
+/// no longer in the loopback drainer's hands, and it was never handed back by ODP).
+#[derive(Clone, Copy)]
+pub(crate) struct HeldFrom {
+    pub(crate) sgid: [u8; 16],
+    pub(crate) dgid: [u8; 16],
+    pub(crate) network: Network,
+}
+
 /// The responder's state of one QP: the protocol state, the resources cache (boxed: it is a few
 /// kilobytes) and the receive WQE the current message fills.
 pub(crate) struct RespState {
@@ -42,6 +53,9 @@ pub(crate) struct RespState {
     /// time, paced ([`presp::ReadStream`]): the first burst of a new READ at once, the rest
     /// and every replay from the device tick, at most one burst per interval.
     pub(crate) read: ReadStream,
+    /// READ and atomic requests that arrived in sequence while [`RespState::read`] was active,
+    /// in order: they run once its responses are out (`resp::held`).
+    pub(crate) held: HeldRequests<HeldFrom>,
 }
 
 impl RespState {
@@ -53,6 +67,7 @@ impl RespState {
             recv: None,
             spare_slot: None,
             read: ReadStream::default(),
+            held: HeldRequests::default(),
         })
     }
 
@@ -60,6 +75,7 @@ impl RespState {
     pub(crate) fn set_rq_psn(&mut self, psn: Psn) {
         self.proto.set_expected_psn(psn);
         self.read.clear();
+        self.held.clear();
     }
 
     /// Modify QP set `max_dest_rd_atomic`: the cache starts over with that many slots.
@@ -74,5 +90,6 @@ impl RespState {
         self.cache.reset(u32::from(max_dest_rd_atomic));
         self.recv = None;
         self.read.clear();
+        self.held.clear();
     }
 }

@@ -14,6 +14,7 @@
 
 #![deny(unsafe_code)]
 
+mod held;
 pub(crate) mod read_reply;
 pub(crate) mod response;
 
@@ -115,6 +116,8 @@ struct Ctx<'a> {
     src: &'a Source,
     path: &'a PathInfo,
     cfg: &'a RespConfig,
+    /// The request was held behind a READ reply and runs now ([`held::run_held`]).
+    held: bool,
 }
 
 /// Queues an ACKNOWLEDGE (ACK or NAK) with BTH PSN `psn`.
@@ -205,43 +208,55 @@ fn grh_bytes(src: &Source) -> [u8; UD_GRH_LEN as usize] {
     g
 }
 
-/// Handles a request packet for `qp`.
-pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src: &Source) {
-    // One look at the QP's attributes per packet: the path and the responder's configuration.
-    let (path, cfg, qkey) = {
-        let st = qp.state.lock();
-        let a = &st.attr;
-        let path = PathInfo::of(&st);
-        let cfg = RespConfig {
-            qp_type: qp.qp_type,
-            access_flags: a.qp_access_flags,
-            mtu: st.segment(),
-            max_dest_rd_atomic: a.max_dest_rd_atomic,
-            min_rnr_timer: a.min_rnr_timer,
-        };
-        (path, cfg, a.qkey)
+/// The QP's path and responder configuration, and its Q_Key: one look at its attributes per
+/// packet. `None` when the QP does not receive (IBA 10.3.1: from RTR on; in RESET, INIT or ERR
+/// packets are dropped).
+fn qp_view(qp: &RoxeQp) -> Option<(PathInfo, RespConfig, u32)> {
+    let st = qp.state.lock();
+    let a = &st.attr;
+    let path = PathInfo::of(&st);
+    let cfg = RespConfig {
+        qp_type: qp.qp_type,
+        access_flags: a.qp_access_flags,
+        mtu: st.segment(),
+        max_dest_rd_atomic: a.max_dest_rd_atomic,
+        min_rnr_timer: a.min_rnr_timer,
     };
-    // IBA 10.3.1: a QP receives from RTR on; in RESET, INIT or ERR packets are dropped.
-    if !matches!(
+    let receiving = matches!(
         path.state,
         QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe
-    ) {
+    );
+    receiving.then_some((path, cfg, a.qkey))
+}
+
+/// Handles a request packet for `qp`, and then the requests held behind a READ reply that its
+/// responses let go ([`held::run_held`]).
+pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src: &Source) {
+    let Some((path, cfg, qkey)) = qp_view(qp) else {
         dev.data().counters.inc(Counter::RcvdDrops);
         return;
-    }
+    };
     let mut fx = Effects::new(dev, src.local);
-    {
-        let mut rs = qp.resp_state.lock();
-        let cx = Ctx {
-            dev,
-            qp,
-            pkt,
-            src,
-            path: &path,
-            cfg: &cfg,
-        };
-        handle(&cx, qkey, &mut rs, &mut fx);
+    let cx = Ctx {
+        dev,
+        qp,
+        pkt,
+        src,
+        path: &path,
+        cfg: &cfg,
+        held: false,
+    };
+    handle(&cx, qkey, &mut qp.resp_state.lock(), &mut fx);
+    if finish(&cx, fx) {
+        held::run_held(dev, qp);
     }
+}
+
+/// Posts, sends and raises what handling a request left in `fx`, with the responder's lock
+/// released. Returns whether a burst of a READ reply went out: the reply may be complete, and
+/// requests held behind it may run.
+fn finish(cx: &Ctx<'_>, mut fx: Effects) -> bool {
+    let Ctx { dev, qp, path, .. } = *cx;
     // The receive completion first, then the response; the QP goes to error after both.
     if let Some(cqe) = fx.recv_cqe {
         if cqe.status == WcStatus::Success {
@@ -253,7 +268,7 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src:
             // Kernel consumers learn the network header type from `ib_wc` (the MAD layer needs
             // it to build a reply's address); the byte is reserved in the user ABI's CQE.
             if let Some(b) = bytes.get_mut(47) {
-                *b = match src.network {
+                *b = match cx.src.network {
                     Network::Ipv4 => crate::rdma::kverbs::NETWORK_IPV4,
                     Network::Ipv6 => crate::rdma::kverbs::NETWORK_IPV6,
                 };
@@ -275,8 +290,9 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src:
     if let Some(av) = path.av {
         crate::net::ack::send_responses(dev, qp, &av, fx.ack, fx.packets);
     }
+    let burst = fx.read_burst.is_some();
     if let Some(mr) = fx.read_burst {
-        send_read_burst(dev, qp, &path, cfg.mtu, mr);
+        send_read_burst(dev, qp, path, cx.cfg.mtu, mr);
     }
     if fx.access_event {
         // C9-222.1: an access error no receive completion reports.
@@ -286,10 +302,11 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src:
         crate::qp::move_to_error(qp);
         qp::flush_recv(dev, qp);
         req::run(dev, qp);
-    } else if path.state == QpState::Rtr && pkt.info().starts_message() {
+    } else if path.state == QpState::Rtr && cx.pkt.info().starts_message() {
         // IBA 11.6.3.1: the first packet received in RTR establishes communication.
         qp.notifier.event(QpEvent::CommEstablished);
     }
+    burst
 }
 
 fn handle(cx: &Ctx<'_>, qkey: u32, rs: &mut RespState, fx: &mut Effects) {
@@ -309,15 +326,11 @@ fn handle(cx: &Ctx<'_>, qkey: u32, rs: &mut RespState, fx: &mut Effects) {
         }
     }
     let req = Request::from_packet(pkt);
+    if !cx.held && (rs.read.active() || !rs.held.is_empty()) && held::hold(cx, &req, rs) {
+        return;
+    }
     match check_psn(&mut rs.proto, cfg, &req) {
-        PsnVerdict::Expected | PsnVerdict::Resync => {
-            if rs.read.active() {
-                // Responses go out in request order (IBA 9.5): an answer to this request would
-                // overtake the READ responses still to come and acknowledge them implicitly.
-                // Drop it; the requester sends it again once the READ has completed.
-                return;
-            }
-        }
+        PsnVerdict::Expected | PsnVerdict::Resync => {}
         PsnVerdict::Duplicate => {
             dev.data().counters.inc(Counter::DuplicateRequest);
             match handle_duplicate(&rs.proto, &rs.cache, cfg, &req) {
@@ -429,6 +442,7 @@ fn page_fault(cx: &Ctx<'_>, req: &Request, rs: &mut RespState, fx: &mut Effects)
         src,
         path,
         cfg,
+        ..
     } = *cx;
     match rs.proto.page_fault(cfg) {
         PageFaultAction::Reply(syndrome) => {

@@ -4,7 +4,8 @@
 //! the first at once, the rest (and replays asked for by duplicates) from the device tick as
 //! `proto::resp::ReadStream` paces them; each burst is built and sent outside the responder's
 //! lock. A reply to a requester on this device is delivered by the loopback drainer straight
-//! from one buffer ([`LocalReply`]).
+//! from one buffer ([`LocalReply`]). Requests held behind a reply run once its last burst is
+//! out (`resp::held`).
 
 #![deny(unsafe_code)]
 
@@ -123,9 +124,20 @@ impl<'a> LocalPackets<'a> {
 }
 
 /// Sends the next burst of a READ reply when it is due (from the device tick, softirq): the
-/// rest of a long reply, or a replay a duplicate READ asked for.
+/// rest of a long reply, or a replay a duplicate READ asked for; then the requests held behind
+/// the reply, if it is out.
 pub(crate) fn tick(dev: &Device<Roxe>, qp: &RoxeQp, now: u64) {
-    if qp.qp_type != QpType::Rc || !qp.resp_state.lock().read.due(now) {
+    if qp.qp_type != QpType::Rc {
+        return;
+    }
+    let (due, held) = {
+        let rs = qp.resp_state.lock();
+        (rs.read.due(now), !rs.held.is_empty())
+    };
+    if !due {
+        if held {
+            super::held::run_held(dev, qp);
+        }
         return;
     }
     let path = crate::qp::path_info(qp);
@@ -137,6 +149,7 @@ pub(crate) fn tick(dev: &Device<Roxe>, qp: &RoxeQp, now: u64) {
     }
     let mtu = qp.state.lock().segment();
     send_read_burst(dev, qp, &path, mtu, None);
+    super::held::run_held(dev, qp);
 }
 
 /// Builds and sends the next burst of the QP's READ reply (at most [`READ_REPLY_BURST`]

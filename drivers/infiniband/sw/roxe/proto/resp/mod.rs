@@ -30,6 +30,7 @@
 mod check;
 mod commit;
 mod error;
+mod held;
 mod order;
 mod read;
 mod resources;
@@ -37,6 +38,7 @@ mod resources;
 pub use check::*;
 pub use commit::*;
 pub use error::*;
+pub use held::*;
 pub use order::*;
 pub use read::*;
 pub use resources::*;

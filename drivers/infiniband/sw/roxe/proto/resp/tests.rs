@@ -1235,3 +1235,111 @@ fn request_from_a_packet() {
     );
     assert_eq!(r.info.opcode(), Opcode::RC_RDMA_WRITE_ONLY);
 }
+
+fn held_read(psn: u32, len: u32) -> Request {
+    with_reth(req(Opcode::RC_RDMA_READ_REQUEST, psn, 0), 0x1000, 7, len)
+}
+
+#[test]
+fn held_requests_take_the_next_psn_in_sequence() {
+    let c = cfg(QpType::Rc);
+    let mut h = HeldRequests::<u8>::default();
+    let expected = Psn::new(100);
+    // MTU 256: a READ of 1000 bytes takes 4 PSNs.
+    let a = held_read(100, 1000);
+    assert_eq!(h.verdict(expected, &c, &a), HoldVerdict::Hold);
+    assert!(h.push(&c, &a, &[1, 2, 3], 9));
+    assert_eq!(h.next_psn(expected), Psn::new(104));
+    // Sent again while held: nothing to do.
+    assert_eq!(h.verdict(expected, &c, &a), HoldVerdict::AlreadyHeld);
+    assert_eq!(
+        h.verdict(expected, &c, &held_read(103, 8)),
+        HoldVerdict::AlreadyHeld
+    );
+    // An atomic next: held, one PSN.
+    let mut cas = req(Opcode::RC_COMPARE_SWAP, 104, 0);
+    cas.reth = None;
+    assert_eq!(h.verdict(expected, &c, &cas), HoldVerdict::Hold);
+    assert!(h.push(&c, &cas, &[4; HELD_BYTES], 10));
+    // A SEND in sequence behind them would be acknowledged before the READ's responses.
+    let send = req(Opcode::RC_SEND_ONLY, 105, 8);
+    assert_eq!(h.verdict(expected, &c, &send), HoldVerdict::Drop);
+    // Duplicates of executed requests and PSNs past the hold go to the PSN check.
+    assert_eq!(
+        h.verdict(expected, &c, &held_read(99, 8)),
+        HoldVerdict::Check
+    );
+    assert_eq!(
+        h.verdict(expected, &c, &held_read(106, 8)),
+        HoldVerdict::Check
+    );
+    // Out in order, with what they carried.
+    let first = h.pop().unwrap();
+    assert_eq!((first.bytes(), first.src), (&[1u8, 2, 3][..], 9));
+    assert_eq!(h.next_psn(Psn::new(104)), Psn::new(105));
+    let second = h.pop().unwrap();
+    assert_eq!((second.bytes().len(), second.src), (HELD_BYTES, 10));
+    assert!(h.pop().is_none() && h.is_empty());
+    assert_eq!(h.next_psn(Psn::new(105)), Psn::new(105));
+}
+
+#[test]
+fn held_requests_are_bounded() {
+    // Never more than max_dest_rd_atomic (4 here) less the READ being answered, nor a packet
+    // longer than a slot.
+    let c = cfg(QpType::Rc);
+    let mut h = HeldRequests::<()>::default();
+    let mut psn = 0;
+    for _ in 0..3 {
+        let r = held_read(psn, 8);
+        assert_eq!(h.verdict(Psn::new(0), &c, &r), HoldVerdict::Hold);
+        assert!(h.push(&c, &r, &[0; 32], ()));
+        psn += 1;
+    }
+    assert_eq!(
+        h.verdict(Psn::new(0), &c, &held_read(psn, 8)),
+        HoldVerdict::Drop
+    );
+    let deep = RespConfig {
+        max_dest_rd_atomic: 128,
+        ..c
+    };
+    for _ in 3..HELD_SLOTS {
+        let r = held_read(psn, 8);
+        assert_eq!(h.verdict(Psn::new(0), &deep, &r), HoldVerdict::Hold);
+        assert!(h.push(&deep, &r, &[0; 32], ()));
+        psn += 1;
+    }
+    assert_eq!(h.len(), HELD_SLOTS);
+    let r = held_read(psn, 8);
+    assert_eq!(h.verdict(Psn::new(0), &deep, &r), HoldVerdict::Drop);
+    assert!(!h.push(&deep, &r, &[0; 32], ()));
+    h.clear();
+    assert!(h.is_empty() && !h.push(&c, &r, &[0; HELD_BYTES + 1], ()));
+    // UC and UD hold nothing.
+    for t in [QpType::Uc, QpType::Ud] {
+        assert_eq!(
+            h.verdict(Psn::new(0), &cfg(t), &held_read(0, 8)),
+            HoldVerdict::Check
+        );
+    }
+}
+
+#[test]
+fn held_psns_wrap() {
+    let c = cfg(QpType::Rc);
+    let mut h = HeldRequests::<()>::default();
+    let top = (1 << 24) - 2;
+    let r = held_read(top, 1024);
+    assert_eq!(h.verdict(Psn::new(top), &c, &r), HoldVerdict::Hold);
+    assert!(h.push(&c, &r, &[0; 32], ()));
+    assert_eq!(h.next_psn(Psn::new(top)), Psn::new(2));
+    assert_eq!(
+        h.verdict(Psn::new(top), &c, &held_read(1, 8)),
+        HoldVerdict::AlreadyHeld
+    );
+    assert_eq!(
+        h.verdict(Psn::new(top), &c, &held_read(2, 8)),
+        HoldVerdict::Hold
+    );
+}

@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Requests held behind a READ reply: a READ or atomic request that arrives in sequence while
+//! an earlier READ's responses are still going out waits in the QP
+//! (`proto::resp::HeldRequests`) and runs, in order, once they are out, instead of being
+//! dropped for the requester to send again (IBA 9.5: responses in request order; rxe keeps such
+//! requests in its `resp_pkts` queue).
+//!
+//! Context: as the responder's, softirq or bottom halves off. A held request runs in whichever
+//! context sends the READ reply's last burst: the receive path ([`super::receive`]) or the
+//! device tick ([`super::read_reply::tick`]).
+
+#![deny(unsafe_code)]
+
+use super::{finish, handle, qp_view, Ctx, Effects};
+use crate::rdma::device::Device;
+use crate::{
+    hca::Roxe,
+    net::source::Source,
+    proto::{
+        packet::Packet,
+        resp::{HoldVerdict, Request, HELD_SLOTS},
+    },
+    qp::{
+        resp_state::{HeldFrom, RespState},
+        RoxeQp,
+    },
+};
+
+/// Decides about `req`, which arrived while the READ reply is active or requests are held:
+/// holds it, or drops it. Returns whether it is dealt with; `false`: the PSN check decides (a
+/// duplicate, a PSN past the held requests).
+pub(super) fn hold(cx: &Ctx<'_>, req: &Request, rs: &mut RespState) -> bool {
+    match rs.held.verdict(rs.proto.expected_psn(), cx.cfg, req) {
+        HoldVerdict::Hold => {
+            let from = HeldFrom {
+                sgid: cx.src.sgid,
+                dgid: cx.src.dgid,
+                network: cx.src.network,
+            };
+            // A packet longer than a READ or atomic request can be holds nothing and is
+            // dropped; the requester sends it again.
+            let _ = rs.held.push(cx.cfg, req, cx.pkt.as_bytes(), from);
+            true
+        }
+        // An answer now would overtake the READ responses still to come and acknowledge them
+        // implicitly: the requester sends it again once the READ has completed.
+        HoldVerdict::Drop | HoldVerdict::AlreadyHeld => true,
+        HoldVerdict::Check => false,
+    }
+}
+
+/// Runs the requests held behind the QP's READ reply once that reply is out, oldest first,
+/// until one starts a reply of its own that is still going out (the rest wait for its end) or
+/// none is left. Each is taken from the hold and handled under one hold of the responder's lock,
+/// so that a request arriving meanwhile finds it either held or executed. At most
+/// [`HELD_SLOTS`] requests a call: no more can be held.
+pub(super) fn run_held(dev: &Device<Roxe>, qp: &RoxeQp) {
+    for _ in 0..HELD_SLOTS {
+        let Some((path, cfg, qkey)) = qp_view(qp) else {
+            // The QP no longer receives: what it held is lost, as its requests would be.
+            qp.resp_state.lock().held.clear();
+            return;
+        };
+        let mut fx = Effects::new(dev, false);
+        let mut rs = qp.resp_state.lock();
+        if rs.read.active() {
+            return;
+        }
+        let Some(h) = rs.held.pop() else {
+            return;
+        };
+        let Ok(pkt) = Packet::new_checked(h.bytes()) else {
+            // It parsed when it was held.
+            continue;
+        };
+        let src = Source {
+            sgid: h.src.sgid,
+            dgid: h.src.dgid,
+            network: h.src.network,
+            local: false,
+            redeliveries: 0,
+        };
+        let cx = Ctx {
+            dev,
+            qp,
+            pkt: &pkt,
+            src: &src,
+            path: &path,
+            cfg: &cfg,
+            held: true,
+        };
+        handle(&cx, qkey, &mut rs, &mut fx);
+        drop(rs);
+        finish(&cx, fx);
+    }
+}
