@@ -834,7 +834,7 @@ pub(crate) fn timers_armed(qp: &RoxeQp) -> bool {
         return true;
     }
     let rs = qp.resp_state.lock();
-    rs.read.has_pending() || !rs.held.is_empty()
+    rs.read.has_pending() || !rs.held.idle()
 }
 
 /// Puts an RC QP on the tick's list after a stage that may have armed one of its timers ran

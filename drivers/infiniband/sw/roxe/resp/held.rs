@@ -6,9 +6,10 @@
 //! dropped for the requester to send again (IBA 9.5: responses in request order; rxe keeps such
 //! requests in its `resp_pkts` queue).
 //!
-//! Context: as the responder's, softirq or bottom halves off. A held request runs in whichever
+//! Context: as the responder's, softirq or bottom halves off. Held requests run in whichever
 //! context sends the READ reply's last burst: the receive path ([`super::receive`]) or the
-//! device tick ([`super::read_reply::tick`]).
+//! device tick ([`super::read_reply::tick`]), which also runs those a budget left waiting, on
+//! every tick while any are held.
 
 #![deny(unsafe_code)]
 
@@ -19,7 +20,7 @@ use crate::{
     net::source::Source,
     proto::{
         packet::Packet,
-        resp::{HoldVerdict, Request, HELD_SLOTS},
+        resp::{HoldVerdict, Request, HELD_SLOTS, READ_REPLY_BURST},
     },
     qp::{
         resp_state::{HeldFrom, RespState},
@@ -51,12 +52,19 @@ pub(super) fn hold(cx: &Ctx<'_>, req: &Request, rs: &mut RespState) -> bool {
 }
 
 /// Runs the requests held behind the QP's READ reply once that reply is out, oldest first,
-/// until one starts a reply of its own that is still going out (the rest wait for its end) or
-/// none is left. Each is taken from the hold and handled under one hold of the responder's lock,
-/// so that a request arriving meanwhile finds it either held or executed. At most
-/// [`HELD_SLOTS`] requests a call: no more can be held.
+/// until one starts a reply that is still going out (the rest wait for its end), none is left,
+/// or the budget is spent: [`HELD_SLOTS`] requests and [`READ_REPLY_BURST`] responses, so that
+/// one packet or tick builds no more than a burst on their behalf (the tick runs the rest).
+/// Each request is taken from the hold and handled under one hold of the responder's lock, and
+/// the next is taken only once its answer is on its way
+/// ([`HeldRequests`](crate::proto::resp::HeldRequests)`::take_next`): a request arriving
+/// meanwhile, on any CPU, is held or dropped rather than answered ahead of it.
 pub(super) fn run_held(dev: &Device<Roxe>, qp: &RoxeQp) {
+    let mut responses = 0;
     for _ in 0..HELD_SLOTS {
+        if responses >= READ_REPLY_BURST {
+            return;
+        }
         let Some((path, cfg, qkey)) = qp_view(qp) else {
             // The QP no longer receives: what it held is lost, as its requests would be.
             qp.resp_state.lock().held.clear();
@@ -67,11 +75,13 @@ pub(super) fn run_held(dev: &Device<Roxe>, qp: &RoxeQp) {
         if rs.read.active() {
             return;
         }
-        let Some(h) = rs.held.pop() else {
+        let Some(h) = rs.held.take_next() else {
             return;
         };
+        responses += h.psns().clamp(1, READ_REPLY_BURST);
         let Ok(pkt) = Packet::new_checked(h.bytes()) else {
             // It parsed when it was held.
+            rs.held.done_running();
             continue;
         };
         let src = Source {
@@ -93,5 +103,6 @@ pub(super) fn run_held(dev: &Device<Roxe>, qp: &RoxeQp) {
         handle(&cx, qkey, &mut rs, &mut fx);
         drop(rs);
         finish(&cx, fx);
+        qp.resp_state.lock().held.done_running();
     }
 }

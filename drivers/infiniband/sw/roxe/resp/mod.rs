@@ -326,7 +326,7 @@ fn handle(cx: &Ctx<'_>, qkey: u32, rs: &mut RespState, fx: &mut Effects) {
         }
     }
     let req = Request::from_packet(pkt);
-    if !cx.held && (rs.read.active() || !rs.held.is_empty()) && held::hold(cx, &req, rs) {
+    if !cx.held && (rs.read.active() || !rs.held.idle()) && held::hold(cx, &req, rs) {
         return;
     }
     match check_psn(&mut rs.proto, cfg, &req) {

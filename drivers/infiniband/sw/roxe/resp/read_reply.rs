@@ -125,14 +125,14 @@ impl<'a> LocalPackets<'a> {
 
 /// Sends the next burst of a READ reply when it is due (from the device tick, softirq): the
 /// rest of a long reply, or a replay a duplicate READ asked for; then the requests held behind
-/// the reply, if it is out.
+/// the reply, if it is out, and otherwise any held requests a budget left waiting.
 pub(crate) fn tick(dev: &Device<Roxe>, qp: &RoxeQp, now: u64) {
     if qp.qp_type != QpType::Rc {
         return;
     }
     let (due, held) = {
         let rs = qp.resp_state.lock();
-        (rs.read.due(now), !rs.held.is_empty())
+        (rs.read.due(now), !rs.held.idle())
     };
     if !due {
         if held {

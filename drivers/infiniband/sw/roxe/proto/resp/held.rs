@@ -9,9 +9,9 @@ use super::*;
 /// The most requests a QP holds behind a READ reply. A requester keeps at most its initiator
 /// depth of READ and atomic requests outstanding (IBA 9.7.5.2.7: no more than the responder's
 /// `max_dest_rd_atomic`), and one of them is the READ being answered: the hold takes at most
-/// `max_dest_rd_atomic - 1`. Sixteen covers the usual depths (rdma-core's and perftest's 16; ULPs use 4 to 16)
-/// and keeps the hold a few hundred bytes per QP; a request past it is dropped as before the
-/// hold existed, and the requester's retry asks again.
+/// `max_dest_rd_atomic - 1`. Sixteen covers the usual depths (rdma-core's and perftest's 16;
+/// ULPs use 4 to 16) and keeps the hold at about 1.5 KiB per QP; a request past it is dropped,
+/// and the requester's retry asks again.
 pub const HELD_SLOTS: usize = 16;
 
 /// The longest request packet held: BTH, AtomicETH and ICRC (44 bytes; a READ request, a
@@ -39,12 +39,13 @@ pub enum HoldVerdict {
     /// The next request in sequence, and one that may wait: hold it ([`HeldRequests::push`]).
     Hold,
     /// In sequence, but it may not wait (a SEND or WRITE, whose ACK would overtake the READ's
-    /// responses, or the hold is full): drop it; the requester sends it again.
+    /// responses, or the hold is full), or past the next PSN (a PSN sequence NAK would overtake
+    /// them too, and acknowledge requests not yet answered): drop it; the requester sends it
+    /// again.
     Drop,
     /// A request already held (the requester sent it again): nothing to do.
     AlreadyHeld,
-    /// Neither (a duplicate of an executed request, a PSN past the hold): the usual PSN check
-    /// decides.
+    /// A duplicate of an executed request, or not an RC request: the usual PSN check decides.
     Check,
 }
 
@@ -63,6 +64,11 @@ impl<S: Copy> HeldRequest<S> {
     pub fn bytes(&self) -> &[u8] {
         &self.bytes[..usize::from(self.len)]
     }
+
+    /// The PSNs the request takes: a READ's responses, or one.
+    pub const fn psns(&self) -> u32 {
+        self.psns
+    }
 }
 
 /// The requests an RC responder holds behind the READ reply it is sending (rxe keeps every
@@ -72,6 +78,10 @@ impl<S: Copy> HeldRequest<S> {
 /// atomics without a retry. Only requests that wait for a response of their own are held
 /// ([`holds_behind_read`]); the first request to arrive in sequence behind the hold is the
 /// next one's PSN, the PSN after everything held.
+///
+/// One held request runs at a time ([`HeldRequests::take_next`] until
+/// [`HeldRequests::done_running`]): its answer leaves after the responder's lock is released,
+/// and no later request may be answered before it, whichever CPU that request reaches.
 #[derive(Clone, Copy, Debug)]
 pub struct HeldRequests<S: Copy> {
     slots: [Option<HeldRequest<S>>; HELD_SLOTS],
@@ -79,6 +89,8 @@ pub struct HeldRequests<S: Copy> {
     len: usize,
     /// PSNs the held requests take, in all.
     psns: u32,
+    /// A request taken from the hold is running: its answer is not out yet.
+    running: bool,
 }
 
 impl<S: Copy> Default for HeldRequests<S> {
@@ -88,6 +100,7 @@ impl<S: Copy> Default for HeldRequests<S> {
             head: 0,
             len: 0,
             psns: 0,
+            running: false,
         }
     }
 }
@@ -96,6 +109,12 @@ impl<S: Copy> HeldRequests<S> {
     /// Whether nothing is held.
     pub const fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// Whether nothing is held and no held request is running: a request that arrives may be
+    /// answered at once, as far as the hold is concerned.
+    pub const fn idle(&self) -> bool {
+        self.len == 0 && !self.running
     }
 
     /// How many requests are held.
@@ -118,8 +137,11 @@ impl<S: Copy> HeldRequests<S> {
         if req.psn.diff(expected) >= 0 && req.psn.diff(next) < 0 {
             return HoldVerdict::AlreadyHeld;
         }
-        if req.psn != next {
+        if req.psn.diff(expected) < 0 {
             return HoldVerdict::Check;
+        }
+        if req.psn != next {
+            return HoldVerdict::Drop;
         }
         // The READ being answered holds a responder resource too.
         let room = self.len < HELD_SLOTS && self.len + 1 < usize::from(cfg.max_dest_rd_atomic);
@@ -159,11 +181,14 @@ impl<S: Copy> HeldRequests<S> {
         true
     }
 
-    /// Takes the oldest held request, to execute now.
-    pub fn pop(&mut self) -> Option<HeldRequest<S>> {
-        if self.len == 0 {
+    /// Takes the oldest held request, to execute now, unless one is running already (its
+    /// answer comes first) or none is held. Until [`HeldRequests::done_running`], the hold is
+    /// not [idle](HeldRequests::idle).
+    pub fn take_next(&mut self) -> Option<HeldRequest<S>> {
+        if self.len == 0 || self.running {
             return None;
         }
+        self.running = true;
         let held = self.slots[self.head].take();
         self.head = (self.head + 1) % HELD_SLOTS;
         self.len -= 1;
@@ -173,8 +198,18 @@ impl<S: Copy> HeldRequests<S> {
         held
     }
 
-    /// Forgets every held request (modify QP `rq_psn`, RESET).
+    /// The request [`HeldRequests::take_next`] gave has been executed and its answer is on its
+    /// way.
+    pub fn done_running(&mut self) {
+        self.running = false;
+    }
+
+    /// Forgets every held request (modify QP `rq_psn`, RESET, the QP no longer receiving).
+    /// The slots keep their stale contents, which nothing reads again.
     pub fn clear(&mut self) {
-        *self = Self::default();
+        self.head = 0;
+        self.len = 0;
+        self.psns = 0;
+        self.running = false;
     }
 }

@@ -1264,22 +1264,37 @@ fn held_requests_take_the_next_psn_in_sequence() {
     // A SEND in sequence behind them would be acknowledged before the READ's responses.
     let send = req(Opcode::RC_SEND_ONLY, 105, 8);
     assert_eq!(h.verdict(expected, &c, &send), HoldVerdict::Drop);
-    // Duplicates of executed requests and PSNs past the hold go to the PSN check.
+    // Duplicates of executed requests go to the PSN check; a PSN past the hold is dropped (a
+    // sequence NAK would overtake the READ's responses).
     assert_eq!(
         h.verdict(expected, &c, &held_read(99, 8)),
         HoldVerdict::Check
     );
     assert_eq!(
         h.verdict(expected, &c, &held_read(106, 8)),
-        HoldVerdict::Check
+        HoldVerdict::Drop
     );
-    // Out in order, with what they carried.
-    let first = h.pop().unwrap();
-    assert_eq!((first.bytes(), first.src), (&[1u8, 2, 3][..], 9));
+    // Out in order, with what they carried, one running at a time.
+    let first = h.take_next().unwrap();
+    assert_eq!(
+        (first.bytes(), first.src, first.psns()),
+        (&[1u8, 2, 3][..], 9, 4)
+    );
+    assert!(h.take_next().is_none() && !h.idle());
+    // Executed: the expected PSN moved past it.
     assert_eq!(h.next_psn(Psn::new(104)), Psn::new(105));
-    let second = h.pop().unwrap();
+    h.done_running();
+    let second = h.take_next().unwrap();
     assert_eq!((second.bytes().len(), second.src), (HELD_BYTES, 10));
-    assert!(h.pop().is_none() && h.is_empty());
+    assert!(h.is_empty() && !h.idle());
+    // While the last one runs, a request in sequence behind it is held, not answered first.
+    assert_eq!(
+        h.verdict(Psn::new(105), &c, &held_read(105, 8)),
+        HoldVerdict::Hold
+    );
+    assert_eq!(h.verdict(Psn::new(105), &c, &send), HoldVerdict::Drop);
+    h.done_running();
+    assert!(h.take_next().is_none() && h.idle());
     assert_eq!(h.next_psn(Psn::new(105)), Psn::new(105));
 }
 
