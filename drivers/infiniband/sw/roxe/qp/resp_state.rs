@@ -53,8 +53,9 @@ pub(crate) struct RespState {
     /// time, paced ([`presp::ReadStream`]): the first burst of a new READ at once, the rest
     /// and every replay from the device tick, at most one burst per interval.
     pub(crate) read: ReadStream,
-    /// READ and atomic requests that arrived in sequence while [`RespState::read`] was active,
-    /// in order: they run once its responses are out (`resp::held`).
+    /// READ and atomic requests that arrived in sequence while [`RespState::read`] was active
+    /// or other requests were held, in order: they run once its responses are out, one at a
+    /// time (`resp::held`).
     pub(crate) held: HeldRequests<HeldFrom>,
 }
 

@@ -28,9 +28,9 @@ use crate::{
     },
 };
 
-/// Decides about `req`, which arrived while the READ reply is active or requests are held:
-/// holds it, or drops it. Returns whether it is dealt with; `false`: the PSN check decides (a
-/// duplicate, a PSN past the held requests).
+/// Decides about `req`, which arrived while the READ reply is active or requests are held or
+/// running: holds it, or drops it. Returns whether it is dealt with; `false`: the PSN check
+/// decides (a duplicate of an executed request, no held request running).
 pub(super) fn hold(cx: &Ctx<'_>, req: &Request, rs: &mut RespState) -> bool {
     match rs.held.verdict(rs.proto.expected_psn(), cx.cfg, req) {
         HoldVerdict::Hold => {
@@ -44,17 +44,20 @@ pub(super) fn hold(cx: &Ctx<'_>, req: &Request, rs: &mut RespState) -> bool {
             let _ = rs.held.push(cx.cfg, req, cx.pkt.as_bytes(), from);
             true
         }
-        // An answer now would overtake the READ responses still to come and acknowledge them
-        // implicitly: the requester sends it again once the READ has completed.
-        HoldVerdict::Drop | HoldVerdict::AlreadyHeld => true,
+        // An answer now (an ACK, a NAK, a duplicate's answer) would overtake the responses
+        // still to come, the READ's or a running held request's: the requester sends it again.
+        HoldVerdict::Drop => true,
+        // It waits already.
+        HoldVerdict::AlreadyHeld => true,
         HoldVerdict::Check => false,
     }
 }
 
 /// Runs the requests held behind the QP's READ reply once that reply is out, oldest first,
 /// until one starts a reply that is still going out (the rest wait for its end), none is left,
-/// or the budget is spent: [`HELD_SLOTS`] requests and [`READ_REPLY_BURST`] responses, so that
-/// one packet or tick builds no more than a burst on their behalf (the tick runs the rest).
+/// or the budget is spent: [`HELD_SLOTS`] requests and [`READ_REPLY_BURST`] responses (a READ
+/// counts the responses of its first burst), so that one packet or tick builds no more than a
+/// burst on their behalf (the tick runs the rest).
 /// Each request is taken from the hold and handled under one hold of the responder's lock, and
 /// the next is taken only once its answer is on its way
 /// ([`HeldRequests`](crate::proto::resp::HeldRequests)`::take_next`): a request arriving
@@ -62,9 +65,6 @@ pub(super) fn hold(cx: &Ctx<'_>, req: &Request, rs: &mut RespState) -> bool {
 pub(super) fn run_held(dev: &Device<Roxe>, qp: &RoxeQp) {
     let mut responses = 0;
     for _ in 0..HELD_SLOTS {
-        if responses >= READ_REPLY_BURST {
-            return;
-        }
         let Some((path, cfg, qkey)) = qp_view(qp) else {
             // The QP no longer receives: what it held is lost, as its requests would be.
             qp.resp_state.lock().held.clear();
@@ -72,16 +72,19 @@ pub(super) fn run_held(dev: &Device<Roxe>, qp: &RoxeQp) {
         };
         let mut fx = Effects::new(dev, false);
         let mut rs = qp.resp_state.lock();
-        if rs.read.active() {
+        let cost = rs.held.next_psns().map(|n| n.clamp(1, READ_REPLY_BURST));
+        if rs.read.active()
+            || cost.is_some_and(|c| responses > 0 && responses + c > READ_REPLY_BURST)
+        {
             return;
         }
-        let Some(h) = rs.held.take_next() else {
+        let Some((h, run)) = rs.held.take_next() else {
             return;
         };
-        responses += h.psns().clamp(1, READ_REPLY_BURST);
+        responses += cost.unwrap_or(1);
         let Ok(pkt) = Packet::new_checked(h.bytes()) else {
             // It parsed when it was held.
-            rs.held.done_running();
+            rs.held.done_running(run);
             continue;
         };
         let src = Source {
@@ -103,6 +106,6 @@ pub(super) fn run_held(dev: &Device<Roxe>, qp: &RoxeQp) {
         handle(&cx, qkey, &mut rs, &mut fx);
         drop(rs);
         finish(&cx, fx);
-        qp.resp_state.lock().held.done_running();
+        qp.resp_state.lock().held.done_running(run);
     }
 }

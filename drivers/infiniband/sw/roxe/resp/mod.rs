@@ -246,8 +246,13 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, src:
         cfg: &cfg,
         held: false,
     };
-    handle(&cx, qkey, &mut qp.resp_state.lock(), &mut fx);
-    if finish(&cx, fx) {
+    let idle = {
+        let mut rs = qp.resp_state.lock();
+        handle(&cx, qkey, &mut rs, &mut fx);
+        rs.held.idle()
+    };
+    // After a burst the reply may be out; requests a budget left waiting need no tick either.
+    if finish(&cx, fx) || !idle {
         held::run_held(dev, qp);
     }
 }

@@ -91,6 +91,9 @@ pub struct HeldRequests<S: Copy> {
     psns: u32,
     /// A request taken from the hold is running: its answer is not out yet.
     running: bool,
+    /// Bumped by [`HeldRequests::clear`], so that the end of a run taken before it is not
+    /// taken for the end of a later one ([`HeldRequests::done_running`]).
+    generation: u32,
 }
 
 impl<S: Copy> Default for HeldRequests<S> {
@@ -101,6 +104,7 @@ impl<S: Copy> Default for HeldRequests<S> {
             len: 0,
             psns: 0,
             running: false,
+            generation: 0,
         }
     }
 }
@@ -138,7 +142,13 @@ impl<S: Copy> HeldRequests<S> {
             return HoldVerdict::AlreadyHeld;
         }
         if req.psn.diff(expected) < 0 {
-            return HoldVerdict::Check;
+            // While a held request runs, the answer to a duplicate (an ACK of the latest
+            // request executed, which is that one) could leave before that request's own.
+            return if self.running {
+                HoldVerdict::Drop
+            } else {
+                HoldVerdict::Check
+            };
         }
         if req.psn != next {
             return HoldVerdict::Drop;
@@ -181,10 +191,18 @@ impl<S: Copy> HeldRequests<S> {
         true
     }
 
-    /// Takes the oldest held request, to execute now, unless one is running already (its
-    /// answer comes first) or none is held. Until [`HeldRequests::done_running`], the hold is
-    /// not [idle](HeldRequests::idle).
-    pub fn take_next(&mut self) -> Option<HeldRequest<S>> {
+    /// The PSNs the oldest held request takes, if one is held.
+    pub fn next_psns(&self) -> Option<u32> {
+        match self.slots[self.head] {
+            Some(h) if self.len > 0 => Some(h.psns),
+            _ => None,
+        }
+    }
+
+    /// Takes the oldest held request, to execute now, with the run's number for
+    /// [`HeldRequests::done_running`], unless one is running already (its answer comes first)
+    /// or none is held. Until then, the hold is not [idle](HeldRequests::idle).
+    pub fn take_next(&mut self) -> Option<(HeldRequest<S>, u32)> {
         if self.len == 0 || self.running {
             return None;
         }
@@ -195,13 +213,15 @@ impl<S: Copy> HeldRequests<S> {
         if let Some(h) = &held {
             self.psns = self.psns.saturating_sub(h.psns);
         }
-        held
+        held.map(|h| (h, self.generation))
     }
 
-    /// The request [`HeldRequests::take_next`] gave has been executed and its answer is on its
-    /// way.
-    pub fn done_running(&mut self) {
-        self.running = false;
+    /// The request [`HeldRequests::take_next`] gave as run `run` has been executed and its
+    /// answer is on its way. A run from before a [`HeldRequests::clear`] changes nothing.
+    pub fn done_running(&mut self, run: u32) {
+        if run == self.generation {
+            self.running = false;
+        }
     }
 
     /// Forgets every held request (modify QP `rq_psn`, RESET, the QP no longer receiving).
@@ -211,5 +231,6 @@ impl<S: Copy> HeldRequests<S> {
         self.len = 0;
         self.psns = 0;
         self.running = false;
+        self.generation = self.generation.wrapping_add(1);
     }
 }

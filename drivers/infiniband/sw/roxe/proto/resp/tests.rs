@@ -1275,16 +1275,20 @@ fn held_requests_take_the_next_psn_in_sequence() {
         HoldVerdict::Drop
     );
     // Out in order, with what they carried, one running at a time.
-    let first = h.take_next().unwrap();
+    assert_eq!(h.next_psns(), Some(4));
+    let (first, run) = h.take_next().unwrap();
     assert_eq!(
         (first.bytes(), first.src, first.psns()),
         (&[1u8, 2, 3][..], 9, 4)
     );
     assert!(h.take_next().is_none() && !h.idle());
-    // Executed: the expected PSN moved past it.
+    // Executed: the expected PSN moved past it. A duplicate's answer would overtake its own.
     assert_eq!(h.next_psn(Psn::new(104)), Psn::new(105));
-    h.done_running();
-    let second = h.take_next().unwrap();
+    let dup = req(Opcode::RC_SEND_ONLY, 50, 8);
+    assert_eq!(h.verdict(Psn::new(104), &c, &dup), HoldVerdict::Drop);
+    h.done_running(run);
+    assert_eq!(h.verdict(Psn::new(104), &c, &dup), HoldVerdict::Check);
+    let (second, run) = h.take_next().unwrap();
     assert_eq!((second.bytes().len(), second.src), (HELD_BYTES, 10));
     assert!(h.is_empty() && !h.idle());
     // While the last one runs, a request in sequence behind it is held, not answered first.
@@ -1293,8 +1297,8 @@ fn held_requests_take_the_next_psn_in_sequence() {
         HoldVerdict::Hold
     );
     assert_eq!(h.verdict(Psn::new(105), &c, &send), HoldVerdict::Drop);
-    h.done_running();
-    assert!(h.take_next().is_none() && h.idle());
+    h.done_running(run);
+    assert!(h.take_next().is_none() && h.idle() && h.next_psns().is_none());
     assert_eq!(h.next_psn(Psn::new(105)), Psn::new(105));
 }
 
@@ -1357,4 +1361,20 @@ fn held_psns_wrap() {
         h.verdict(Psn::new(top), &c, &held_read(2, 8)),
         HoldVerdict::Hold
     );
+}
+
+#[test]
+fn a_run_from_before_a_reset_does_not_end_a_later_one() {
+    let c = cfg(QpType::Rc);
+    let mut h = HeldRequests::<()>::default();
+    assert!(h.push(&c, &held_read(0, 8), &[0; 32], ()));
+    let (_, old) = h.take_next().unwrap();
+    // Modify QP through RESET while it runs, and a new connection's request runs.
+    h.clear();
+    assert!(h.push(&c, &held_read(0, 8), &[0; 32], ()));
+    let (_, new) = h.take_next().unwrap();
+    h.done_running(old);
+    assert!(!h.idle());
+    h.done_running(new);
+    assert!(h.idle());
 }
