@@ -70,7 +70,6 @@ pub(super) fn run_held(dev: &Device<Roxe>, qp: &RoxeQp) {
             qp.resp_state.lock().held.clear();
             return;
         };
-        let mut fx = Effects::new(dev, false);
         let mut rs = qp.resp_state.lock();
         let cost = rs.held.next_psns().map(|n| n.clamp(1, READ_REPLY_BURST));
         if rs.read.active()
@@ -94,6 +93,7 @@ pub(super) fn run_held(dev: &Device<Roxe>, qp: &RoxeQp) {
             local: false,
             redeliveries: 0,
         };
+        let mut fx = Effects::new(dev, false);
         let cx = Ctx {
             dev,
             qp,
