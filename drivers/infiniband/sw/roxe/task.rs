@@ -28,15 +28,12 @@ use kernel::sync::atomic::Acquire;
 pub(crate) fn tick(dev: &Device<Roxe>) {
     let now = now_ms();
     let qps = &dev.data().qps;
-    qps.for_each_marked(qp::TIMED, |qpn, qp| {
+    qps.for_each_marked(qp::TIMED, |_, qp| {
         crate::comp::tick(dev, qp, now);
         crate::resp::read_reply::tick(dev, qp, now);
         // Off the list first, then looked at: a stage that arms a timer after the look puts
         // the QP back (`timers_touched` runs after the stage's lock is released).
-        qps.clear_mark(qpn, qp::TIMED);
-        if qp::timers_armed(qp) {
-            qps.set_mark(qpn, qp::TIMED);
-        }
+        qp::left_tick(dev, qp);
     });
     // The retransmissions and READ bursts sent to the device's own GID.
     loopback::drain(dev);

@@ -216,11 +216,6 @@ impl ExtHeaders {
         }
         total
     }
-
-    /// Total length of the headers in the set.
-    pub const fn total_len(self) -> usize {
-        self.len_below(8)
-    }
 }
 
 /// Everything the transport needs to know about one opcode. Entries live in a static table and
@@ -234,6 +229,10 @@ pub struct OpcodeInfo {
     position: Position,
     headers: ExtHeaders,
     has_payload: bool,
+    /// The offset from the start of the BTH of the header at each wire position (indexed by
+    /// [`ExtHeader`]), and at index 8 the payload's: computed once, when the table is built,
+    /// since every packet asks for them.
+    offsets: [u8; 9],
 }
 
 impl OpcodeInfo {
@@ -281,13 +280,13 @@ impl OpcodeInfo {
     /// Length of the BTH and the extension headers: the offset of the payload. Excludes the
     /// UDP/IP headers below and the ICRC at the end.
     pub const fn header_len(&self) -> usize {
-        BTH_LEN + self.headers.total_len()
+        self.offsets[8] as usize
     }
 
     /// Offset of extension header `h` from the start of the BTH, if the opcode has it.
     pub const fn offset(&self, h: ExtHeader) -> Option<usize> {
         if self.headers.contains(h) {
-            Some(BTH_LEN + self.headers.len_below(h as u8))
+            Some(self.offsets[h as usize] as usize)
         } else {
             None
         }
@@ -578,6 +577,13 @@ const fn entry(
         // Every entry below has a valid transport; RC is an inert stand-in the tests rule out.
         None => Transport::Rc,
     };
+    let mut offsets = [0u8; 9];
+    let mut i = 0;
+    while i < 9 {
+        // At most BTH_LEN plus every extension header: 12 + 56 bytes.
+        offsets[i] = (BTH_LEN + headers.len_below(i as u8)) as u8;
+        i += 1;
+    }
     OpcodeInfo {
         opcode,
         name,
@@ -586,6 +592,7 @@ const fn entry(
         position,
         headers,
         has_payload,
+        offsets,
     }
 }
 

@@ -52,7 +52,7 @@ use crate::{
 use kernel::{
     prelude::*,
     sync::{
-        atomic::{Atomic, AtomicFlag, Relaxed, Release},
+        atomic::{Acquire, Atomic, AtomicFlag, Relaxed, Release},
         Arc,
     },
 };
@@ -333,6 +333,11 @@ pub(crate) struct RoxeQp {
     pub(crate) req_running: Atomic<u32>,
     /// A kernel consumer posted sends: the device's kick work runs the requester.
     pub(crate) kick_pending: AtomicFlag,
+    /// Whether the QP is on the tick's list ([`TIMED`]) as far as the stages need to know: set
+    /// before the mark, cleared by the tick after it takes the mark off. A stage that finds it
+    /// set leaves the list alone, so the data path reads a flag instead of the device's table
+    /// ([`timers_touched`]).
+    pub(crate) on_tick: AtomicFlag,
     /// The flush of this QP in the error state was cut short by its budget: the device's
     /// process work goes on with it ([`continue_flush`]).
     pub(crate) flush_pending: AtomicFlag,
@@ -574,6 +579,7 @@ pub(crate) fn create(
         resp_state <- crate::rdma::bh::new_bh_lock!(resp_state, "roxe_qp_resp_state"),
         req_running: Atomic::new(0),
         kick_pending: AtomicFlag::new(false),
+        on_tick: AtomicFlag::new(false),
         flush_pending: AtomicFlag::new(false),
         resp_tx <- crate::compat::sync::new_spinlock_irq!(ResponseTx::new(), "roxe_qp_resp_tx"),
         hold_acks: AtomicFlag::new(false),
@@ -838,11 +844,28 @@ pub(crate) fn timers_armed(qp: &RoxeQp) -> bool {
 }
 
 /// Puts an RC QP on the tick's list after a stage that may have armed one of its timers ran
-/// (the requester, the responder, the completer); the tick takes it off once none is armed.
-/// Any context.
+/// (the requester, the responder, the completer); the tick takes it off once none is armed
+/// ([`left_tick`]). Any context.
+///
+/// A timer is armed under the lock the tick looks at it under (`sq_state`, `resp_state`), and
+/// the tick clears [`RoxeQp::on_tick`] before it looks: either the tick sees the timer armed
+/// and keeps the QP on the list, or its look came first and this load sees the flag clear.
 pub(crate) fn timers_touched(dev: &Device<Roxe>, qp: &RoxeQp) {
+    if qp.qp_type == QpType::Rc && !qp.on_tick.load(Acquire) {
+        qp.on_tick.store(true, Relaxed);
+        dev.data().qps.set_mark(qp.qpn, TIMED);
+    }
+}
+
+/// The tick takes `qp` off its list, and puts it back if a timer is still armed. Called by the
+/// tick, for a QP on its list.
+pub(crate) fn left_tick(dev: &Device<Roxe>, qp: &RoxeQp) {
     let qps = &dev.data().qps;
-    if qp.qp_type == QpType::Rc && !qps.is_marked(qp.qpn, TIMED) {
+    qps.clear_mark(qp.qpn, TIMED);
+    // After the mark: a stage that reads the flag clear sets the mark after this cleared it.
+    qp.on_tick.store(false, Release);
+    if timers_armed(qp) {
+        qp.on_tick.store(true, Relaxed);
         qps.set_mark(qp.qpn, TIMED);
     }
 }
