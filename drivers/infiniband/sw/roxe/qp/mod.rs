@@ -823,7 +823,8 @@ fn reset_rings(this: &RoxeQp) {
     }
 }
 
-/// The QPs that may have a timer armed (retransmission, RNR wait, a READ reply to pace): the
+/// The QPs that may have a timer armed (retransmission, RNR wait, a READ reply to pace,
+/// requests held behind it): the
 /// tick visits only them, so its cost follows the QPs with something due, not the QPs there are.
 pub(crate) const TIMED: PoolMark = PoolMark::One;
 
@@ -843,13 +844,15 @@ pub(crate) fn timers_armed(qp: &RoxeQp) -> bool {
     rs.read.has_pending() || !rs.held.idle()
 }
 
-/// Puts an RC QP on the tick's list after a stage that may have armed one of its timers ran
-/// (the requester, the responder, the completer); the tick takes it off once none is armed
-/// ([`left_tick`]). Any context.
+/// Puts an RC QP on the tick's list, unless [`RoxeQp::on_tick`] says it is there, after a stage
+/// that may have armed one of its timers ran (the requester, the responder, the completer); the
+/// tick takes it off once none is armed ([`left_tick`]). Any context; the caller armed any
+/// timer before the call, under its lock.
 ///
 /// A timer is armed under the lock the tick looks at it under (`sq_state`, `resp_state`), and
-/// the tick clears [`RoxeQp::on_tick`] before it looks: either the tick sees the timer armed
-/// and keeps the QP on the list, or its look came first and this load sees the flag clear.
+/// the tick clears the flag before it takes that lock: either the tick sees the timer armed and
+/// keeps the QP on the list, or its look came first, and then the lock orders the clearing
+/// before this load, which sees the flag clear.
 pub(crate) fn timers_touched(dev: &Device<Roxe>, qp: &RoxeQp) {
     if qp.qp_type == QpType::Rc && !qp.on_tick.load(Acquire) {
         qp.on_tick.store(true, Relaxed);
