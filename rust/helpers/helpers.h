@@ -85,7 +85,6 @@ void *roxe_helper_xa_erase_irqsafe(struct xarray *xa, unsigned long index);
 void *roxe_helper_xa_find_from(struct xarray *xa, unsigned long *index);
 void roxe_helper_xa_set_mark_irqsafe(struct xarray *xa, unsigned long index, unsigned int mark);
 void roxe_helper_xa_clear_mark_irqsafe(struct xarray *xa, unsigned long index, unsigned int mark);
-bool roxe_helper_xa_get_mark(struct xarray *xa, unsigned long index, unsigned int mark);
 void *roxe_helper_xa_find_marked_from(struct xarray *xa, unsigned long *index, unsigned int mark);
 struct timer_list;
 void roxe_helper_timer_setup(struct timer_list *timer, void (*fn)(struct timer_list *));

@@ -106,12 +106,6 @@ void roxe_helper_xa_clear_mark_irqsafe(struct xarray *xa, unsigned long index, u
 	xa_unlock_irqrestore(xa, flags);
 }
 
-/* Whether the entry at @index has @mark; under RCU or the lock. */
-bool roxe_helper_xa_get_mark(struct xarray *xa, unsigned long index, unsigned int mark)
-{
-	return xa_get_mark(xa, index, roxe_mark(mark));
-}
-
 /* The first entry with @mark at or after *@index, which is updated to its index; NULL if none. */
 void *roxe_helper_xa_find_marked_from(struct xarray *xa, unsigned long *index, unsigned int mark)
 {

@@ -265,13 +265,6 @@ impl<T: Send + Sync + 'static> Pool<T> {
         };
     }
 
-    /// Whether the object at `index` carries `mark`. Any context.
-    pub fn is_marked(&self, index: u32, mark: PoolMark) -> bool {
-        let _guard = rcu::read_lock();
-        // SAFETY: `xa` is initialised; `xa_get_mark` may run under RCU alone.
-        unsafe { bindings::roxe_helper_xa_get_mark(self.xa(), index as ffi::c_ulong, mark as u32) }
-    }
-
     /// Removes `index` and returns the pool's reference, after an RCU grace period so that no
     /// lookup still borrows it. Process context (it sleeps).
     ///

@@ -218,6 +218,9 @@ impl ExtHeaders {
     }
 }
 
+/// Where [`OpcodeInfo`]'s offsets keep the payload's: after the 8 extension headers.
+const PAYLOAD_AT: usize = 8;
+
 /// Everything the transport needs to know about one opcode. Entries live in a static table and
 /// are reached through [`Opcode::info`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -230,9 +233,9 @@ pub struct OpcodeInfo {
     headers: ExtHeaders,
     has_payload: bool,
     /// The offset from the start of the BTH of the header at each wire position (indexed by
-    /// [`ExtHeader`]), and at index 8 the payload's: computed once, when the table is built,
-    /// since every packet asks for them.
-    offsets: [u8; 9],
+    /// [`ExtHeader`]), and at [`PAYLOAD_AT`] the payload's: computed once, when the table is
+    /// built, since every packet asks for them.
+    offsets: [u8; PAYLOAD_AT + 1],
 }
 
 impl OpcodeInfo {
@@ -280,7 +283,7 @@ impl OpcodeInfo {
     /// Length of the BTH and the extension headers: the offset of the payload. Excludes the
     /// UDP/IP headers below and the ICRC at the end.
     pub const fn header_len(&self) -> usize {
-        self.offsets[8] as usize
+        self.offsets[PAYLOAD_AT] as usize
     }
 
     /// Offset of extension header `h` from the start of the BTH, if the opcode has it.
@@ -577,9 +580,9 @@ const fn entry(
         // Every entry below has a valid transport; RC is an inert stand-in the tests rule out.
         None => Transport::Rc,
     };
-    let mut offsets = [0u8; 9];
+    let mut offsets = [0u8; PAYLOAD_AT + 1];
     let mut i = 0;
-    while i < 9 {
+    while i <= PAYLOAD_AT {
         // At most BTH_LEN plus every extension header: 12 + 56 bytes.
         offsets[i] = (BTH_LEN + headers.len_below(i as u8)) as u8;
         i += 1;

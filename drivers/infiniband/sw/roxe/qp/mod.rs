@@ -824,8 +824,8 @@ fn reset_rings(this: &RoxeQp) {
 }
 
 /// The QPs that may have a timer armed (retransmission, RNR wait, a READ reply to pace,
-/// requests held behind it): the
-/// tick visits only them, so its cost follows the QPs with something due, not the QPs there are.
+/// requests held behind it): the tick visits only them, so its cost follows the QPs with
+/// something due, not the QPs there are.
 pub(crate) const TIMED: PoolMark = PoolMark::One;
 
 /// The QPs that asked the kick work to run their queues ([`ask_kick`]).
