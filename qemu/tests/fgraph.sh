@@ -34,7 +34,7 @@ roxe_helper_send4_batch roxe_helper_route4_batch roxe_helper_skb_linearize hrtim
 hrtimer_try_to_cancel clockevents_program_event do_syscall_64 tcp_v4_rcv tcp_sendmsg_locked
 tcp_write_xmit tcp_ack siw_tcp_rx_data siw_qp_sq_process siw_qp_llp_data_ready siw_sq_start
 siw_cq_notify_now try_to_wake_up roxe_helper_copy_from_page roxe_helper_copy_to_page rxe_mr_copy
-rxe_post_send"
+rxe_post_send roxe_helper_copy_page_to_page"
 for f in $F; do echo "$f" >>$T/set_ftrace_filter 2>/dev/null; done
 say "tracing $(wc -l <$T/set_ftrace_filter) functions"
 echo function_graph >$T/current_tracer

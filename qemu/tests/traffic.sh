@@ -150,6 +150,19 @@ pair send-lat 180 ib_send_lat -s 2 -n 200 -F
 pair write-lat 180 ib_write_lat -s 2 -n 200 -F
 pair read-lat 180 ib_read_lat -s 2 -n 200 -F
 pair atomic-lat 180 ib_atomic_lat -n 200 -F
+# The data itself, in one VM: 4 MiB of random bytes by WRITE, READ back and SEND, and a WRITE
+# between different offsets in a page, compared by SHA-256 (rc_integrity.py; two VMs run it
+# under netem). A loopback WRITE between pinned MRs copies from page to page
+# (`recv::loopback`), which no other check here reads back.
+if [ $TWO = 0 ]; then
+	PY=/roxe/qemu/tests/py/rc_integrity.py
+	# As long as the client's check may take (three times as long on the debug kernel).
+	st=300; case ${ROXE_FLAVOUR:-} in debug*) st=900 ;; esac
+	timeout $st python3 $PY server "$RDMA_DEV" "$gid" 18516 >/out/integrity-server.log 2>&1 &
+	srv=$!
+	check "$TAG-integrity" 300 python3 $PY client "$RDMA_DEV" "$gid" 18516 127.0.0.1
+	wait $srv || { fail "$TAG-integrity-server"; tail -5 /out/integrity-server.log; }
+fi
 # The counters over a SEND run of N messages of S bytes: the sender (the client, or the only
 # device) completed at least N SENDs and sent their bytes, the receiver (the server, or the only
 # device) completed at least N receives and received the bytes (the counters count whole IP

@@ -59,6 +59,8 @@ bool roxe_helper_virt_range_valid(u64 va, size_t len);
 void roxe_helper_zero(void *dst, size_t len);
 void roxe_helper_copy_from_page(struct page *page, size_t offset, void *dst, size_t len);
 void roxe_helper_copy_to_page(struct page *page, size_t offset, const void *src, size_t len);
+void roxe_helper_copy_page_to_page(struct page *dst, size_t dst_offset, struct page *src,
+				   size_t src_offset, size_t len);
 
 /* linux/xarray.h, linux/timer.h, linux/workqueue.h */
 void roxe_helper_xa_init_alloc(struct xarray *xa);

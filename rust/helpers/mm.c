@@ -93,3 +93,25 @@ void roxe_helper_copy_to_page(struct page *page, size_t offset, const void *src,
 	flush_dcache_page(page);
 	kunmap_local(to);
 }
+
+/*
+ * Copies from one page into another (a loopback WRITE from the sender's MR into the target's)
+ * and keeps the data cache coherent for user mappings of the target. The two may be one page,
+ * mapped once then (two mappings of a highmem page would hide the overlap from memmove).
+ */
+void roxe_helper_copy_page_to_page(struct page *dst, size_t dst_offset, struct page *src,
+				   size_t src_offset, size_t len)
+{
+	char *to = kmap_local_page(dst);
+
+	if (dst == src) {
+		memmove(to + dst_offset, to + src_offset, len);
+	} else {
+		char *from = kmap_local_page(src);
+
+		roxe_helper_copy(to + dst_offset, from + src_offset, len);
+		kunmap_local(from);
+	}
+	flush_dcache_page(dst);
+	kunmap_local(to);
+}

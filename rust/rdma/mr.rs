@@ -124,6 +124,37 @@ impl PinnedPages {
         unsafe { bindings::roxe_helper_copy_to_page(page, offset, src.as_ptr().cast(), src.len()) };
         Ok(())
     }
+
+    /// Whether page `index` of these pages and page `other_index` of `other` are the same page
+    /// (a buffer registered twice pins its pages twice); false if either index is out of range.
+    pub fn same_page(&self, index: usize, other: &PinnedPages, other_index: usize) -> bool {
+        match (self.pages.get(index), other.pages.get(other_index)) {
+            (Some(a), Some(b)) => core::ptr::eq(*a, *b),
+            _ => false,
+        }
+    }
+
+    /// Copies `len` bytes from page `src_index` of `src` at `src_offset` into page `index` at
+    /// `offset` (neither range crossing its page's end). The two may be one page pinned twice,
+    /// their ranges overlapping: the bytes then move as by `memmove`.
+    pub fn copy_from(
+        &self,
+        index: usize,
+        offset: usize,
+        src: &PinnedPages,
+        src_index: usize,
+        src_offset: usize,
+        len: usize,
+    ) -> Result {
+        let to = self.page(index, offset, len)?;
+        let from = src.page(src_index, src_offset, len)?;
+        // SAFETY: Pinned pages of live umems (`self` and `src` are borrowed); both ranges lie
+        // inside their pages (`page`), and when the pages are one the helper maps it once and
+        // moves the bytes with memmove. As for `write`, the page was pinned writable when the MR
+        // allows writes, which the data path checks before writing.
+        unsafe { bindings::roxe_helper_copy_page_to_page(to, offset, from, src_offset, len) };
+        Ok(())
+    }
 }
 
 impl Drop for PinnedPages {

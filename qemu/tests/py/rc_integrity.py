@@ -4,8 +4,10 @@
 
 The client fills a buffer with random bytes and moves it to the server by RDMA WRITE (in
 chunks of every size class), SEND, and RDMA READ (the server's copy back into a fresh client
-buffer); both sides compare SHA-256 digests exchanged over TCP. Meant to run under netem
-loss, duplication and reordering: RC must deliver exactly once, in order, uncorrupted.
+buffer), then WRITEs a range at one offset in a page into a range at another; both sides
+compare SHA-256 digests exchanged over TCP. Meant to run under netem loss, duplication and
+reordering (RC must deliver exactly once, in order, uncorrupted), and in one VM, where a
+WRITE's payload goes from the client's pages straight into the server's.
 
   rc_integrity.py server DEV GID_INDEX PORT
   rc_integrity.py client DEV GID_INDEX PORT SERVER_IP
@@ -21,6 +23,8 @@ from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 from pyverbs.wr import RecvWR, SGE, SendWR
 
 SIZE = 4 << 20
+# Bytes of the last WRITE, from and to different offsets in a page: several loopback segments.
+SHIFTED = 3 * 65536 + 11
 ACCESS = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
 
 
@@ -136,7 +140,16 @@ def main():
         qp.post_send(SendWR(wr_id=4, opcode=e.IBV_WR_SEND, num_sge=1, sg=[SGE(mr.buf, len(msg), mr.lkey)]))
         poll(cq)
         assert ch.xchg({'send': hashlib.sha256(msg).hexdigest(), 'len': len(msg)}) == 'send-ok'
-        print(f'integrity ok: WRITE {SIZE} B, READ {SIZE} B, SEND {len(msg)} B')
+        # A WRITE whose source and target start at different offsets in their pages, so that
+        # the pieces of one page on either side cross the other side's page boundaries.
+        src, dst, n = 5, SIZE - SHIFTED - 4093, SHIFTED
+        wr = SendWR(wr_id=5, opcode=e.IBV_WR_RDMA_WRITE, num_sge=1, sg=[SGE(mr.buf + src, n, mr.lkey)])
+        wr.set_wr_rdma(peer['rkey'], peer['addr'] + dst)
+        qp.post_send(wr); poll(cq)
+        want = hashlib.sha256(mr.read(n, src)).hexdigest()
+        assert ch.xchg({'shifted': want, 'off': dst, 'len': n}) == 'shifted-ok', \
+            'server saw different bytes after a WRITE between page offsets'
+        print(f'integrity ok: WRITE {SIZE} B, READ {SIZE} B, SEND {len(msg)} B, WRITE {n} B shifted')
     else:
         req = ch.recv()
         got = hashlib.sha256(mr.read(SIZE, 0)).hexdigest()
@@ -146,6 +159,10 @@ def main():
         got = hashlib.sha256(mr.read(req['len'], 0)).hexdigest()
         ch.send('send-ok' if got == req['send'] else 'send-bad')
         assert got == req['send'], 'SEND delivered different bytes'
+        req = ch.recv()
+        got = hashlib.sha256(mr.read(req['len'], req['off'])).hexdigest()
+        ch.send('shifted-ok' if got == req['shifted'] else 'shifted-bad')
+        assert got == req['shifted'], 'a WRITE between page offsets delivered different bytes'
         print('server: contents verified')
 
 

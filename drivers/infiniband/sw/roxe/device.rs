@@ -26,6 +26,7 @@ use crate::{
     mem::mr::{MrHandle, RoxeMr},
     mem::mw::MwHandle,
     mem::mw::RoxeMw,
+    mem::LocalSource,
     net::source::Source,
     proto::{
         mtu::Pmtu,
@@ -92,6 +93,12 @@ pub(crate) struct RoxeDevice {
     /// holder of the drainer claim takes it out (and puts it back); a leaf lock.
     #[pin]
     pub(crate) local_reply_buf: SpinLockIrq<KVec<u8>>,
+    /// The payload of the loopback RDMA WRITE packet being delivered, left in the sender's MR
+    /// ([`LocalSource`]): put here by the requester's direct delivery, which holds the drainer
+    /// claim, for the responder to copy from, and taken back right after the delivery. A leaf
+    /// lock, taken under a QP's `resp_state`.
+    #[pin]
+    pub(crate) local_source: SpinLockIrq<Option<LocalSource>>,
     /// Serialises the responder's atomic operations device-wide (IBA 9.4.5: atomics are atomic
     /// with respect to other atomics on the same HCA). A bottom-half lock, taken by the
     /// responder alone; an ODP or fast-registration MR's copy under it takes that MR's own

@@ -25,7 +25,7 @@ use crate::{
     hca::Roxe,
     mem::mr::MemError,
     mem::odp,
-    mem::SgeList,
+    mem::{LocalSource, SgeList},
     net,
     proto::{
         comp::completes_without_ack,
@@ -35,7 +35,7 @@ use crate::{
         qp_state::{QpState, QpType},
         req::{
             finished, may_continue, may_start, next_packet, Finished, InFlight, LocalOp,
-            PacketDesc, PacketPlan, ReqConfig, StartVerdict, UdWr, WqeProgress,
+            PacketDesc, PacketPlan, RdmaWr, ReqConfig, StartVerdict, UdWr, WqeProgress,
         },
         wqe::{send_flags, send_layout, Payload, SendOpcode, SendWqe},
     },
@@ -69,10 +69,11 @@ struct Outgoing {
 }
 
 /// A packet's bytes: a socket buffer for the network, or the QP's local buffer (the first
-/// `len` bytes: BTH to ICRC) for the device's own GID.
+/// `len` bytes: BTH to ICRC) for the device's own GID, with the payload left in the sender's MR
+/// when there is a [`LocalSource`].
 enum Built {
     Skb(TxSkBuff),
-    Local(KVec<u8>, usize),
+    Local(KVec<u8>, usize, Option<LocalSource>),
 }
 
 /// What the planning step decided.
@@ -150,24 +151,65 @@ fn build(
                 .map_err(|_| WcStatus::LocQpOpErr)?;
         }
         let data = buf.get_mut(..len).ok_or(WcStatus::LocQpOpErr)?;
-        // `fill` overwrites the payload whole.
+        // `fill` overwrites the payload whole, or the responder copies it from the source and
+        // never reads the bytes left here (`recv::loopback`).
         net::clear_around_payload(data, d.payload_len as usize, d.pad);
-        fill(dev, qp, entry, d, data)?;
-        return Ok(Built::Local(buf, len));
+        let source = local_source(dev, qp, entry, d);
+        fill(dev, qp, entry, d, data, source.is_none())?;
+        return Ok(Built::Local(buf, len, source));
     }
     let mut skb = TxSkBuff::alloc(netdev, len).map_err(|_| WcStatus::LocQpOpErr)?;
-    fill(dev, qp, entry, d, skb.data_mut())?;
+    fill(dev, qp, entry, d, skb.data_mut(), true)?;
     Ok(Built::Skb(skb))
 }
 
+/// Payload bytes from which a loopback RDMA WRITE packet leaves its payload in the sender's MR
+/// ([`local_source`]): below a page, the copy it saves is small beside what it adds (a second
+/// key lookup, the device slot's lock taken three times).
+const LOCAL_SOURCE_MIN: u32 = 4096;
+
+/// Where the payload of the loopback packet `d` plans stays when the responder can copy it from
+/// the sender's MR into the target's ([`LocalSource`]): an RDMA WRITE of at least
+/// [`LOCAL_SOURCE_MIN`] bytes whose bytes lie in one SGE of pinned user memory, to an R_Key that
+/// names pinned user memory, sharing no page with the target bytes. `None`: it is gathered.
+fn local_source(
+    dev: &Device<Roxe>,
+    qp: &RoxeQp,
+    entry: &SendEntry,
+    d: &PacketDesc,
+) -> Option<LocalSource> {
+    let (SendOpcode::RdmaWrite | SendOpcode::RdmaWriteWithImm, Payload::Sges { num }) =
+        (entry.wqe.opcode, entry.wqe.payload)
+    else {
+        return None;
+    };
+    if d.payload_len < LOCAL_SOURCE_MIN {
+        return None;
+    }
+    let rdma = RdmaWr::decode(&entry.wqe.wr);
+    let target = crate::mem::pinned_target(dev, rdma.rkey)?;
+    let list = SgeList {
+        slot: &entry.slot,
+        base: send_layout::DMA_DATA,
+        num,
+    };
+    let len = d.payload_len as usize;
+    let source = list.local_source(dev, qp.pd_id, u64::from(d.payload_offset), len)?;
+    // Bytes that may overlap their target are copied into the packet first, as a real HCA
+    // reads a packet's payload before it writes it.
+    let va = rdma.remote_addr.wrapping_add(u64::from(d.payload_offset));
+    (!target.shares_pages(va, &source.mr, source.va, len)).then_some(source)
+}
+
 /// Writes the packet `d` plans for `entry` into `data` (`d.packet_len()` bytes, zeroed but for
-/// the payload).
+/// the payload), its payload too unless `payload` is false.
 fn fill(
     dev: &Device<Roxe>,
     qp: &RoxeQp,
     entry: &SendEntry,
     d: &PacketDesc,
     data: &mut [u8],
+    payload: bool,
 ) -> Result<(), BuildErr> {
     if let (
         SendOpcode::RdmaRead | SendOpcode::CmpAndSwp | SendOpcode::FetchAndAdd,
@@ -208,7 +250,7 @@ fn fill(
         d.write_headers(&mut pkt)
             .map_err(|_| WcStatus::LocQpOpErr)?;
         let len = d.payload_len as usize;
-        if len > 0 {
+        if payload && len > 0 {
             let out = pkt
                 .payload_mut()
                 .get_mut(..len)
@@ -656,6 +698,9 @@ pub(crate) enum Loopback {
 pub(crate) struct LocalPacket {
     buf: KVec<u8>,
     len: usize,
+    /// Where its payload is, when it was left in the sender's MR: the payload bytes in `buf`
+    /// are not the packet's.
+    source: Option<LocalSource>,
     /// Where it goes.
     pub(crate) av: AddressVector,
     /// Its UDP source port.
@@ -665,9 +710,33 @@ pub(crate) struct LocalPacket {
 }
 
 impl LocalPacket {
-    /// The packet: BTH to ICRC.
+    /// The packet: BTH to ICRC. Its payload is the packet's only once [`LocalPacket::source`]
+    /// is `None`.
     pub(crate) fn bytes(&self) -> &[u8] {
         self.buf.get(..self.len).unwrap_or(&[])
+    }
+
+    /// Takes the payload's place in the sender's MR, for the responder to copy from; the
+    /// payload bytes in the packet are then not the packet's.
+    pub(crate) fn take_source(&mut self) -> Option<LocalSource> {
+        self.source.take()
+    }
+
+    /// Copies the payload left in the sender's MR into the packet, for a packet that takes the
+    /// way of a socket buffer after all; false if it cannot be read (the packet is then lost).
+    pub(crate) fn fill_payload(&mut self) -> bool {
+        let Some(s) = self.source.take() else {
+            return true;
+        };
+        let Some(bytes) = self.buf.get_mut(..self.len) else {
+            return false;
+        };
+        let Ok(mut pkt) = Packet::new_checked(bytes) else {
+            return false;
+        };
+        pkt.payload_mut()
+            .get_mut(..s.len)
+            .is_some_and(|out| s.mr.read_at(s.va, out).is_ok())
     }
 }
 
@@ -680,8 +749,10 @@ impl LocalPacket {
 pub(crate) fn run(dev: &Device<Roxe>, qp: &RoxeQp) {
     if let Some(mut run) = Run::start(dev, qp, Loopback::Queued) {
         // A queued run builds no local packet; one would still be sent, by the slow way.
-        while let Some(p) = run.next() {
-            net::xmit_copy(dev, &p.av, p.sport, p.bytes());
+        while let Some(mut p) = run.next() {
+            if p.fill_payload() {
+                net::xmit_copy(dev, &p.av, p.sport, p.bytes());
+            }
             run.sent_local(p);
         }
     }
@@ -812,10 +883,11 @@ impl<'a> Run<'a> {
                 self.flush();
                 let _ = net::xmit(dev, &o.av, sport, skb);
             }
-            Built::Local(buf, len) => {
+            Built::Local(buf, len, source) => {
                 return Some(LocalPacket {
                     buf,
                     len,
+                    source,
                     av: o.av,
                     sport,
                     done,

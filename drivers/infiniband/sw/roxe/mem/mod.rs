@@ -16,13 +16,14 @@ pub(crate) mod odp;
 use crate::rdma::{
     device::Device,
     kverbs::{FastRegMap, KernelMemError},
+    mr::PinnedPages,
     odp::{OdpMem, OdpMiss, OdpPages},
     pool::PoolRef,
 };
 use crate::{
     hca::Roxe,
     mem::mr::{lookup_mr, MemError, MrMem, RoxeMr},
-    proto::mtt::MttGeometry,
+    proto::mtt::{Chunks, MttGeometry},
     proto::{
         mtt::{Access, MemKey},
         resp::{KeyBounds, KeyTarget},
@@ -56,6 +57,29 @@ fn odp_err(m: OdpMiss) -> MemError {
         // Deregistered under a late packet: the key is gone.
         OdpMiss::Released => MemError::BadKey,
     }
+}
+
+/// The payload of a loopback RDMA WRITE packet, left in the sender's MR: pinned user memory at
+/// IOVA `va`, `len` bytes. The requester builds such a packet's headers only, and the responder
+/// copies the payload from here straight into the target MR (`recv::loopback`): a real HCA
+/// reads the source once and writes the target once, and so does roxe, instead of copying the
+/// bytes into the packet and out again.
+pub(crate) struct LocalSource {
+    pub(crate) mr: PoolRef<RoxeMr>,
+    pub(crate) va: u64,
+    pub(crate) len: usize,
+}
+
+/// The MR R_Key `rkey` names now, if it is pinned user memory: a loopback WRITE to it may leave
+/// its payload in the sender's MR ([`LocalSource`]). Only a guess at what the responder will
+/// find, which checks the key itself when the packet arrives.
+pub(crate) fn pinned_target(dev: &Device<Roxe>, rkey: u32) -> Option<PoolRef<RoxeMr>> {
+    let key = MemKey::from_raw(rkey);
+    if key.is_mw() {
+        return None;
+    }
+    let mr = dev.data().mrs.get(key.index())?;
+    (mr.key().raw() == rkey && mr.is_pinned_user()).then_some(mr)
 }
 
 /// What R_Key `rkey` names, as seen by QP `qpn` of PD `pd_id`, for `proto::resp::check_rkey`
@@ -286,6 +310,86 @@ impl RoxeMr {
         }
         Ok(())
     }
+
+    /// The pieces of `len` bytes at IOVA `va`, page by page, and the pages, of pinned user memory;
+    /// `None` for another kind of MR or a range outside this one.
+    fn pinned_chunks(&self, va: u64, len: usize) -> Option<(Chunks, &PinnedPages)> {
+        match &self.mem {
+            MrMem::User { geometry, pages } => Some((geometry.chunks(va, len as u64).ok()?, pages)),
+            _ => None,
+        }
+    }
+
+    /// Whether `len` bytes at IOVA `va` of this MR and at `src_va` of `src` may share a page
+    /// (one buffer registered twice, or one MR): true unless both are pinned user memory whose
+    /// pages for these bytes all differ. A copy between such bytes, piece by piece, would read
+    /// pieces it had already overwritten.
+    pub(crate) fn shares_pages(&self, va: u64, src: &RoxeMr, src_va: u64, len: usize) -> bool {
+        let (Some((to, pages)), Some((from, src_pages))) =
+            (self.pinned_chunks(va, len), src.pinned_chunks(src_va, len))
+        else {
+            return true;
+        };
+        // A packet's bytes lie in a few pages on either side (a 16 KiB segment in at most five).
+        to.into_iter().any(|t| {
+            from.clone()
+                .any(|f| pages.same_page(t.page_index, src_pages, f.page_index))
+        })
+    }
+
+    /// Copies `len` bytes at IOVA `src_va` of `src` into this MR at IOVA `va`, page to page,
+    /// with no buffer between ([`LocalSource`]). Both must be pinned user memory and share no
+    /// page for these bytes ([`RoxeMr::shares_pages`]); else `MemError::Range`: the requester
+    /// checked both when it built the packet, so only a key deregistered and reused meanwhile
+    /// gets here.
+    pub(crate) fn copy_from_mr(
+        &self,
+        va: u64,
+        src: &RoxeMr,
+        src_va: u64,
+        len: usize,
+    ) -> Result<(), MemError> {
+        if self.shares_pages(va, src, src_va, len) {
+            return Err(MemError::Range);
+        }
+        let (Some((mut to, pages)), Some((mut from, src_pages))) =
+            (self.pinned_chunks(va, len), src.pinned_chunks(src_va, len))
+        else {
+            return Err(MemError::Range);
+        };
+        let (mut t, mut f) = (to.next(), from.next());
+        // Offsets into the current chunk of each side.
+        let (mut t_done, mut f_done, mut copied) = (0usize, 0usize, 0usize);
+        while let (Some(tc), Some(fc)) = (t, f) {
+            let n = core::cmp::min(tc.len - t_done, fc.len - f_done);
+            copied += n;
+            pages
+                .copy_from(
+                    tc.page_index,
+                    tc.offset_in_page + t_done,
+                    src_pages,
+                    fc.page_index,
+                    fc.offset_in_page + f_done,
+                    n,
+                )
+                .map_err(|_| MemError::Range)?;
+            t_done += n;
+            f_done += n;
+            if t_done == tc.len {
+                t = to.next();
+                t_done = 0;
+            }
+            if f_done == fc.len {
+                f = from.next();
+                f_done = 0;
+            }
+        }
+        if copied == len {
+            Ok(())
+        } else {
+            Err(MemError::Range)
+        }
+    }
 }
 
 /// The SGE list of a WQE, as a copy of its slot.
@@ -348,6 +452,38 @@ impl SgeList<'_> {
         self.walk(dev, pd_id, offset, len, Access::NONE, |mr, va, r| {
             mr.read_at(va, buf.get_mut(r).ok_or(MemError::Length)?)
         })
+    }
+
+    /// The bytes `offset..offset + len` of the list as a [`LocalSource`], when they lie in one
+    /// SGE whose MR is pinned user memory and the sender may read them (every MR grants local
+    /// read); else `None`, and the caller gathers them.
+    pub(crate) fn local_source(
+        &self,
+        dev: &Device<Roxe>,
+        pd_id: u64,
+        offset: u64,
+        len: usize,
+    ) -> Option<LocalSource> {
+        let mut skip = offset;
+        // At most `num` SGEs, which the WQE's validation bounded.
+        for i in 0..self.num {
+            let sge = self.sge(i)?;
+            let sge_len = u64::from(sge.length);
+            if skip >= sge_len {
+                skip -= sge_len;
+                continue;
+            }
+            if sge_len - skip < len as u64 {
+                return None;
+            }
+            let va = sge.addr.checked_add(skip)?;
+            let mr = lookup_mr(dev, sge.lkey, pd_id, Access::NONE).ok()?;
+            if !mr.is_pinned_user() || mr.check_range(va, len as u64).is_err() {
+                return None;
+            }
+            return Some(LocalSource { mr, va, len });
+        }
+        None
     }
 
     /// Whether the bytes `offset..offset + len` of the list can be accessed with `need` rights

@@ -18,7 +18,7 @@
 
 #![deny(unsafe_code)]
 
-use crate::rdma::{ah::AddressVector, bh, device::Device};
+use crate::rdma::{bh, device::Device};
 use crate::{
     counters::Counter,
     device::{LocalReply, LocalResponse},
@@ -26,7 +26,7 @@ use crate::{
     net::{self, source::Source},
     proto::packet::Packet,
     qp::RoxeQp,
-    req,
+    req::{self, LocalPacket},
     resp::{read_reply::LocalPackets, response},
 };
 use kernel::sync::atomic::Full;
@@ -82,17 +82,30 @@ fn drain_claimed(dev: &Device<Roxe>, mut budget: u32) -> u32 {
     budget
 }
 
-/// Delivers a packet the requester built in its local buffer (`roce`: BTH to ICRC) for the
-/// device's own GID straight to the responder: no socket buffer, no headers, no queue. The
-/// packet is copied into a socket buffer and queued only when a delivery is already under
-/// way (the queue keeps the order, and nothing recurses). Context: the requester's (process
-/// or softirq, interrupts enabled).
-fn deliver_local(dev: &Device<Roxe>, av: &AddressVector, sport: u16, roce: &[u8]) {
+/// Delivers a packet the requester built in its local buffer for the device's own GID
+/// straight to the responder: no socket buffer, no headers, no queue. An RDMA WRITE's payload
+/// left in the sender's MR ([`req::LocalPacket::take_source`]) waits in the device's
+/// `local_source` slot meanwhile, and the responder copies it from there into the target. The
+/// packet is copied into a socket buffer (its payload filled in first) and queued only when a
+/// delivery is already under way (the queue keeps the order, and nothing recurses). Context:
+/// the requester's (process or softirq, interrupts enabled).
+fn deliver_local(dev: &Device<Roxe>, p: &mut LocalPacket) {
     let data = dev.data();
     if !data.loopback.is_empty() || data.loopback_draining.cmpxchg(false, true, Full).is_err() {
-        net::xmit_copy(dev, av, sport, roce);
+        // A payload that cannot be read is a packet lost, as on a wire: RC resends it.
+        if p.fill_payload() {
+            net::xmit_copy(dev, &p.av, p.sport, p.bytes());
+        }
         return drain(dev);
     }
+    // Only the holder of the drainer claim fills the slot, and it is empty while the claim is
+    // free: the responder takes it, or this delivery does below.
+    let source = p.take_source();
+    let slotted = source.is_some();
+    if slotted {
+        *data.local_source.lock() = source;
+    }
+    let (av, roce) = (&p.av, p.bytes());
     let bytes = net::ip_bytes(av.network, roce.len());
     data.counters.sent(1, bytes);
     {
@@ -112,6 +125,12 @@ fn deliver_local(dev: &Device<Roxe>, av: &AddressVector, sport: u16, roce: &[u8]
             }
             Err(_) => data.counters.inc(Counter::RcvdDrops),
         }
+    }
+    if slotted {
+        // Unused if the responder did not execute the WRITE (a duplicate, a NAK); its MR
+        // reference goes here, with bottom halves still off (the requester's run keeps them off).
+        let unused = data.local_source.lock().take();
+        drop(unused);
     }
     let delivered = deliver_local_responses(dev);
     // The responses this delivery queued (and whatever other CPUs queued meanwhile).
@@ -140,8 +159,8 @@ fn dispatch_local_response(dev: &Device<Roxe>, roce: &[u8], src: &Source) -> boo
 /// is delivered before it returns. Process or softirq context, interrupts enabled.
 pub(crate) fn run_requester(dev: &Device<Roxe>, qp: &RoxeQp) {
     if let Some(mut run) = req::Run::start(dev, qp, req::Loopback::Direct) {
-        while let Some(p) = run.next() {
-            deliver_local(dev, &p.av, p.sport, p.bytes());
+        while let Some(mut p) = run.next() {
+            deliver_local(dev, &mut p);
             run.sent_local(p);
         }
     }

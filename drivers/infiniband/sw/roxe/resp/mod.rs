@@ -557,7 +557,7 @@ fn remote(
     };
     match req.info.operation() {
         Operation::RdmaWrite => {
-            let done = mr.write_at(access.va, pkt.payload());
+            let done = write_payload(cx, &mr, access.va);
             remote_copy(dev, &mr, access.va, access.len, done)?;
         }
         Operation::RdmaReadRequest => {
@@ -586,6 +586,24 @@ fn remote(
         _ => {}
     }
     Ok((0, None))
+}
+
+/// Copies an RDMA WRITE packet's payload into `mr` at IOVA `va`: from the sender's MR when the
+/// requester's loopback delivery left it there (the device's `local_source` slot, filled only
+/// while that delivery holds the drainer claim), else from the packet.
+fn write_payload(cx: &Ctx<'_>, mr: &RoxeMr, va: u64) -> Result<(), MemError> {
+    let pkt = cx.pkt;
+    let source = if cx.src.local {
+        cx.dev.data().local_source.lock().take()
+    } else {
+        None
+    };
+    match source {
+        Some(s) if s.len == pkt.payload_len() => mr.copy_from_mr(va, &s.mr, s.va, s.len),
+        // The payload bytes in the packet are not its own: they are never written anywhere.
+        Some(_) => Err(MemError::Range),
+        None => mr.write_at(va, pkt.payload()),
+    }
 }
 
 /// Runs a COMPARE SWAP or FETCH ADD (IBA 9.4.5) on the 8 bytes at `access.va` under the

@@ -517,6 +517,7 @@ impl Link for Roxe {
                     KVec::new(),
                     "roxe_local_reply_buf"
                 ),
+                local_source <- crate::compat::sync::new_spinlock_irq!(None, "roxe_local_source"),
                 atomic_lock <- crate::rdma::bh::new_bh_lock!((), "roxe_atomic"),
                 held_acks <- crate::compat::sync::new_spinlock_irq!(crate::device::HeldAcks::new(), "roxe_held_acks"),
                 counters: Counters::new(),
