@@ -125,13 +125,11 @@ impl PinnedPages {
         Ok(())
     }
 
-    /// Whether page `index` of these pages and page `other_index` of `other` are the same page
-    /// (a buffer registered twice pins its pages twice); false if either index is out of range.
-    pub fn same_page(&self, index: usize, other: &PinnedPages, other_index: usize) -> bool {
-        match (self.pages.get(index), other.pages.get(other_index)) {
-            (Some(a), Some(b)) => core::ptr::eq(*a, *b),
-            _ => false,
-        }
+    /// An identity of page `index`: equal for two indices, of these pages or of another MR's,
+    /// that name the same page (a buffer registered twice pins its pages twice). `None` if the
+    /// index is out of range.
+    pub fn page_id(&self, index: usize) -> Option<usize> {
+        self.pages.get(index).map(|p| *p as usize)
     }
 
     /// Copies `len` bytes from page `src_index` of `src` at `src_offset` into page `index` at

@@ -330,18 +330,32 @@ impl RoxeMr {
         else {
             return true;
         };
-        // A packet's bytes lie in a few pages on either side (a 16 KiB segment in at most five).
+        // A packet's bytes lie in a few pages on either side (a 16 KiB segment in at most five):
+        // the source's are listed once, and more than the list holds count as shared.
+        let mut listed = [0usize; 8];
+        let mut n = 0;
+        for f in from {
+            match (listed.get_mut(n), src_pages.page_id(f.page_index)) {
+                (Some(slot), Some(id)) => *slot = id,
+                _ => return true,
+            }
+            n += 1;
+        }
+        let listed = listed.get(..n).unwrap_or(&[]);
         to.into_iter().any(|t| {
-            from.clone()
-                .any(|f| pages.same_page(t.page_index, src_pages, f.page_index))
+            pages
+                .page_id(t.page_index)
+                .is_none_or(|id| listed.contains(&id))
         })
     }
 
     /// Copies `len` bytes at IOVA `src_va` of `src` into this MR at IOVA `va`, page to page,
-    /// with no buffer between ([`LocalSource`]). Both must be pinned user memory and share no
-    /// page for these bytes ([`RoxeMr::shares_pages`]); else `MemError::Range`: the requester
-    /// checked both when it built the packet, so only a key deregistered and reused meanwhile
-    /// gets here.
+    /// with no buffer between ([`LocalSource`]). Both must be pinned user memory (else
+    /// `MemError::Range`). Bytes that share a page with their target move piece by piece, a
+    /// later piece reading what an earlier one wrote: the requester left such bytes in the
+    /// packet ([`RoxeMr::shares_pages`]), so only a target key deregistered and registered
+    /// again between the two, naming memory that both MRs map, gets such a copy, and only that
+    /// memory's contents suffer.
     pub(crate) fn copy_from_mr(
         &self,
         va: u64,
@@ -349,9 +363,6 @@ impl RoxeMr {
         src_va: u64,
         len: usize,
     ) -> Result<(), MemError> {
-        if self.shares_pages(va, src, src_va, len) {
-            return Err(MemError::Range);
-        }
         let (Some((mut to, pages)), Some((mut from, src_pages))) =
             (self.pinned_chunks(va, len), src.pinned_chunks(src_va, len))
         else {
