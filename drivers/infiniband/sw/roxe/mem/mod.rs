@@ -369,11 +369,10 @@ impl RoxeMr {
             return Err(MemError::Range);
         };
         let (mut t, mut f) = (to.next(), from.next());
-        // Offsets into the current chunk of each side.
-        let (mut t_done, mut f_done, mut copied) = (0usize, 0usize, 0usize);
+        // Offsets into the current chunk of each side; both sides' chunks add up to `len`.
+        let (mut t_done, mut f_done) = (0usize, 0usize);
         while let (Some(tc), Some(fc)) = (t, f) {
             let n = core::cmp::min(tc.len - t_done, fc.len - f_done);
-            copied += n;
             pages
                 .copy_from(
                     tc.page_index,
@@ -395,11 +394,7 @@ impl RoxeMr {
                 f_done = 0;
             }
         }
-        if copied == len {
-            Ok(())
-        } else {
-            Err(MemError::Range)
-        }
+        Ok(())
     }
 }
 
@@ -427,7 +422,7 @@ impl SgeList<'_> {
         offset: u64,
         len: usize,
         need: Access,
-        mut f: impl FnMut(&RoxeMr, u64, core::ops::Range<usize>) -> Result<(), MemError>,
+        mut f: impl FnMut(&PoolRef<RoxeMr>, u64, core::ops::Range<usize>) -> Result<(), MemError>,
     ) -> Result<(), MemError> {
         let mut skip = offset;
         let mut done = 0usize;
@@ -475,26 +470,23 @@ impl SgeList<'_> {
         offset: u64,
         len: usize,
     ) -> Option<LocalSource> {
-        let mut skip = offset;
-        // At most `num` SGEs, which the WQE's validation bounded.
-        for i in 0..self.num {
-            let sge = self.sge(i)?;
-            let sge_len = u64::from(sge.length);
-            if skip >= sge_len {
-                skip -= sge_len;
-                continue;
+        let mut found = None;
+        // The first piece either is the whole range or ends the walk (the error is not the
+        // sender's: the bytes are then gathered, and any fault of theirs is found there).
+        self.walk(dev, pd_id, offset, len, Access::NONE, |mr, va, r| {
+            if r.len() != len || !mr.is_pinned_user() {
+                return Err(MemError::Range);
             }
-            if sge_len - skip < len as u64 {
-                return None;
-            }
-            let va = sge.addr.checked_add(skip)?;
-            let mr = lookup_mr(dev, sge.lkey, pd_id, Access::NONE).ok()?;
-            if !mr.is_pinned_user() || mr.check_range(va, len as u64).is_err() {
-                return None;
-            }
-            return Some(LocalSource { mr, va, len });
-        }
-        None
+            mr.check_range(va, len as u64)?;
+            found = Some(LocalSource {
+                mr: mr.clone(),
+                va,
+                len,
+            });
+            Ok(())
+        })
+        .ok()?;
+        found
     }
 
     /// Whether the bytes `offset..offset + len` of the list can be accessed with `need` rights
