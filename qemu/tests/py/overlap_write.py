@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0
-"""A loopback RDMA WRITE whose source and target bytes share pages moves each packet's payload
-as one piece: the bytes land as memmove() would put them, never a piece that an earlier piece
-of the same packet had already overwritten.
+"""A loopback RDMA WRITE or SEND whose source and target bytes share pages moves each packet's
+payload as one piece: the bytes land as memmove() would put them, never a piece that an earlier
+piece of the same packet had already overwritten.
 
   overlap_write.py DEV GID_INDEX
 
@@ -19,6 +19,11 @@ WRITE must leave:
   bytes no earlier packet has written, whatever the delivery order.
 - disjoint: 16 KiB from offset 0 to offset 32768, bytes in different pages (the page-to-page
   copy itself, control).
+- send-forward: a 16 KiB SEND from offset 0 into a receive WQE at offset 100.
+- send-two-sges: a 16 KiB SEND from offset 0 into a receive WQE of two SGEs, 4 KiB at offset
+  12000 and 12 KiB at offset 32768: each SGE's bytes share no page with the source bytes that
+  go into it, but the first SGE lies in the source bytes of the second.
+- send-disjoint: a 16 KiB SEND from offset 0 into a receive WQE at offset 32768 (control).
 One PASS/FAIL line per check.
 """
 import os, sys
@@ -26,7 +31,7 @@ import pyverbs.enums as e
 from pyverbs.cq import CQ
 from pyverbs.mr import MR
 from pyverbs.qp import QP, QPCap, QPInitAttr
-from pyverbs.wr import SGE, SendWR
+from pyverbs.wr import RecvWR, SGE, SendWR
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ringlib import REMOTE_ALL, Env, Report, connect, poll, wcname
@@ -54,7 +59,7 @@ def first_difference(got, want):
 def main():
     env = Env(sys.argv[1], int(sys.argv[2]))
     cq = CQ(env.ctx, 16)
-    cap = QPCap(max_send_wr=4, max_recv_wr=4, max_send_sge=1, max_recv_sge=1)
+    cap = QPCap(max_send_wr=4, max_recv_wr=4, max_send_sge=1, max_recv_sge=2)
     a, b = (QP(env.pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq, cap=cap)) for _ in range(2))
     connect(env, a, b)
     mr = MR(env.pd, SIZE, REMOTE_ALL)
@@ -73,10 +78,29 @@ def main():
         got, want = mr.read(SIZE, 0), expect(src, dst, n)
         rep.check(name, got == want, '' if got == want else first_difference(got, want))
 
+    def send(name, sges):
+        """A SEND of 16 KiB from offset 0 into a receive WQE of `sges` ((offset, length)...)."""
+        mr.write(PATTERN, SIZE)
+        b.post_recv(RecvWR(wr_id=2, num_sge=len(sges), sg=[SGE(mr.buf + o, n, mr.lkey) for o, n in sges]))
+        a.post_send(SendWR(wr_id=1, opcode=e.IBV_WR_SEND, num_sge=1, sg=[SGE(mr.buf, 16384, mr.lkey)]))
+        wcs = poll(cq, 2, 20)
+        if len(wcs) != 2 or any(w.status != e.IBV_WC_SUCCESS for w in wcs):
+            rep.check(name, False, f'completions {[wcname(w.status) for w in wcs]}')
+            return
+        want, at = bytearray(PATTERN), 0
+        for o, n in sges:
+            want[o:o + n] = PATTERN[at:at + n]
+            at += n
+        got = mr.read(SIZE, 0)
+        rep.check(name, got == want, '' if got == want else first_difference(got, want))
+
     write('one-mr-forward', 0, 100, 16384, mr.rkey)
     write('two-mrs-forward', 0, 100, 16384, alias.rkey)
     write('one-mr-backward', 5000, 700, 3 * 16384, mr.rkey)
     write('disjoint', 0, 32768, 16384, mr.rkey)
+    send('send-forward', [(100, 16384)])
+    send('send-two-sges', [(12000, 4096), (32768, 12288)])
+    send('send-disjoint', [(32768, 16384)])
     rep.finish()
 
 

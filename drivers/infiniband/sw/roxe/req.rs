@@ -169,36 +169,48 @@ fn build(
 const LOCAL_SOURCE_MIN: u32 = 4096;
 
 /// Where the payload of the loopback packet `d` plans stays when the responder can copy it from
-/// the sender's MR into the target's ([`LocalSource`]): an RDMA WRITE of at least
-/// [`LOCAL_SOURCE_MIN`] bytes whose bytes lie in one SGE of pinned user memory, to an R_Key that
-/// names pinned user memory, sharing no page with the target bytes. `None`: it is gathered.
+/// the sender's MR into the target ([`LocalSource`]): at least [`LOCAL_SOURCE_MIN`] bytes in
+/// one SGE of pinned user memory, of an RDMA WRITE to an R_Key that names pinned user memory,
+/// sharing no page with the target bytes, or of a SEND on a connected QP (whose one receiver
+/// checks its receive WQE's buffers itself: `SgeList::scatter_from`). `None`: it is gathered.
 fn local_source(
     dev: &Device<Roxe>,
     qp: &RoxeQp,
     entry: &SendEntry,
     d: &PacketDesc,
 ) -> Option<LocalSource> {
-    let (SendOpcode::RdmaWrite | SendOpcode::RdmaWriteWithImm, Payload::Sges { num }) =
-        (entry.wqe.opcode, entry.wqe.payload)
-    else {
+    let Payload::Sges { num } = entry.wqe.payload else {
         return None;
     };
     if d.payload_len < LOCAL_SOURCE_MIN {
         return None;
     }
-    let rdma = RdmaWr::decode(&entry.wqe.wr);
-    let target = crate::mem::pinned_target(dev, rdma.rkey)?;
     let list = SgeList {
         slot: &entry.slot,
         base: send_layout::DMA_DATA,
         num,
     };
     let len = d.payload_len as usize;
-    let source = list.local_source(dev, qp.pd_id, u64::from(d.payload_offset), len)?;
-    // Bytes that may overlap their target are copied into the packet first, as a real HCA
-    // reads a packet's payload before it writes it.
-    let va = rdma.remote_addr.wrapping_add(u64::from(d.payload_offset));
-    (!target.shares_pages(va, &source.mr, source.va, len)).then_some(source)
+    let offset = u64::from(d.payload_offset);
+    match entry.wqe.opcode {
+        SendOpcode::RdmaWrite | SendOpcode::RdmaWriteWithImm => {
+            let rdma = RdmaWr::decode(&entry.wqe.wr);
+            let target = crate::mem::pinned_target(dev, rdma.rkey)?;
+            let source = list.local_source(dev, qp.pd_id, offset, len)?;
+            // Bytes that may overlap their target are copied into the packet first, as a real
+            // HCA reads a packet's payload before it writes it.
+            let va = rdma.remote_addr.wrapping_add(offset);
+            (!target.shares_pages(va, len, &source.mr, source.va, len)).then_some(source)
+        }
+        // Not UD: a datagram may go to several QPs (a multicast group), and only the first
+        // would find the payload.
+        SendOpcode::Send | SendOpcode::SendWithImm | SendOpcode::SendWithInv
+            if matches!(qp.qp_type, QpType::Rc | QpType::Uc) =>
+        {
+            list.local_source(dev, qp.pd_id, offset, len)
+        }
+        _ => None,
+    }
 }
 
 /// Writes the packet `d` plans for `entry` into `data` (`d.packet_len()` bytes, zeroed but for

@@ -59,11 +59,11 @@ fn odp_err(m: OdpMiss) -> MemError {
     }
 }
 
-/// The payload of a loopback RDMA WRITE packet, left in the sender's MR: pinned user memory at
-/// IOVA `va`, `len` bytes. The requester builds such a packet's headers only, and the responder
-/// copies the payload from here straight into the target MR (`recv::loopback`): a real HCA
-/// reads the source once and writes the target once, and so does roxe, instead of copying the
-/// bytes into the packet and out again.
+/// The payload of a loopback RDMA WRITE or SEND packet, left in the sender's MR: pinned user
+/// memory at IOVA `va`, `len` bytes. The requester builds such a packet's headers only, and the
+/// responder copies the payload from here straight into the target MR or the receive WQE's
+/// buffers (`recv::loopback`): a real HCA reads the source once and writes the target once,
+/// and so does roxe, instead of copying the bytes into the packet and out again.
 pub(crate) struct LocalSource {
     pub(crate) mr: PoolRef<RoxeMr>,
     pub(crate) va: u64,
@@ -320,14 +320,22 @@ impl RoxeMr {
         }
     }
 
-    /// Whether `len` bytes at IOVA `va` of this MR and at `src_va` of `src` may share a page
-    /// (one buffer registered twice, or one MR): true unless both are pinned user memory whose
-    /// pages for these bytes all differ. A copy between such bytes, piece by piece, would read
-    /// pieces it had already overwritten.
-    pub(crate) fn shares_pages(&self, va: u64, src: &RoxeMr, src_va: u64, len: usize) -> bool {
-        let (Some((to, pages)), Some((from, src_pages))) =
-            (self.pinned_chunks(va, len), src.pinned_chunks(src_va, len))
-        else {
+    /// Whether `len` bytes at IOVA `va` of this MR and `src_len` bytes at `src_va` of `src` may
+    /// share a page (one buffer registered twice, or one MR): true unless both are pinned user
+    /// memory whose pages for these bytes all differ. A copy between such bytes, piece by
+    /// piece, would read pieces it had already overwritten.
+    pub(crate) fn shares_pages(
+        &self,
+        va: u64,
+        len: usize,
+        src: &RoxeMr,
+        src_va: u64,
+        src_len: usize,
+    ) -> bool {
+        let (Some((to, pages)), Some((from, src_pages))) = (
+            self.pinned_chunks(va, len),
+            src.pinned_chunks(src_va, src_len),
+        ) else {
             return true;
         };
         // A packet's bytes lie in a few pages on either side (a 16 KiB segment in at most five):
@@ -487,6 +495,50 @@ impl SgeList<'_> {
         })
         .ok()?;
         found
+    }
+
+    /// Copies the payload left in the sender's MR (`src`) into the bytes at `offset..` of the
+    /// list (receiving: needs local write), page to page, when every piece lands in pinned user
+    /// memory sharing no page with any of the source's bytes; `Ok(false)`, with nothing
+    /// written, when one does not (the caller reads the source whole first, as it would for a
+    /// packet, and scatters that).
+    pub(crate) fn scatter_from(
+        &self,
+        dev: &Device<Roxe>,
+        pd_id: u64,
+        offset: u64,
+        src: &LocalSource,
+    ) -> Result<bool, MemError> {
+        let mut direct = true;
+        // A piece written before a later piece is read must not land in the later one's
+        // pages, so each target piece is checked against the whole source.
+        self.walk(
+            dev,
+            pd_id,
+            offset,
+            src.len,
+            Access::LOCAL_WRITE,
+            |mr, va, r| {
+                direct &=
+                    mr.is_pinned_user() && !mr.shares_pages(va, r.len(), &src.mr, src.va, src.len);
+                Ok(())
+            },
+        )?;
+        if !direct {
+            return Ok(false);
+        }
+        self.walk(
+            dev,
+            pd_id,
+            offset,
+            src.len,
+            Access::LOCAL_WRITE,
+            |mr, va, r| {
+                let from = src.va.checked_add(r.start as u64).ok_or(MemError::Range)?;
+                mr.copy_from_mr(va, &src.mr, from, r.len())
+            },
+        )?;
+        Ok(true)
     }
 
     /// Whether the bytes `offset..offset + len` of the list can be accessed with `need` rights

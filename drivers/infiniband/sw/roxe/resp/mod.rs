@@ -33,7 +33,7 @@ use crate::{
     mem::mr::MemError,
     mem::mr::RoxeMr,
     mem::odp,
-    mem::{remote_target, SgeList},
+    mem::{remote_target, LocalSource, SgeList},
     net::source::Source,
     proto::{
         cqe::{roce_sl, Cqe, RecvCompletion, WcStatus},
@@ -366,6 +366,7 @@ fn handle(cx: &Ctx<'_>, qkey: u32, rs: &mut RespState, fx: &mut Effects) {
         Ok(()) => {}
         Err(Refusal::Error(e)) => fail(cx, &req, rs, fx, e),
         Err(Refusal::NotPresent) => page_fault(cx, &req, rs, fx),
+        Err(Refusal::Lost) => cx.dev.data().counters.inc(Counter::RcvdDrops),
     }
 }
 
@@ -378,6 +379,9 @@ enum Refusal {
     /// error of the protocol: [`page_fault`] answers it, never [`fail`], which would abandon
     /// the message and, for most errors, move the QP to the error state.
     NotPresent,
+    /// The packet is lost, as on a wire, and counted (`rcvd_drops`): nothing of it was
+    /// consumed, as for [`Refusal::NotPresent`], and RC resends it.
+    Lost,
 }
 
 impl From<RespError> for Refusal {
@@ -434,6 +438,46 @@ fn place_recv(
         }
         Err(_) => Err(RespError::RecvProtection.into()),
     }
+}
+
+/// Copies a SEND packet's payload, left in the sender's MR (`s`), to byte `offset` of a
+/// receive WQE's buffers: page to page when they are pinned user memory that shares no page
+/// with the source, else through the drainer's buffer, read whole first as a packet's payload
+/// is. No memory for that buffer loses the packet, as on a wire (RC resends it).
+fn place_recv_from(
+    dev: &Device<Roxe>,
+    qp: &RoxeQp,
+    list: &SgeList<'_>,
+    offset: u32,
+    s: &LocalSource,
+    recv_len: u32,
+) -> Result<(), Refusal> {
+    match list.scatter_from(dev, qp.pd_id, u64::from(offset), s) {
+        Ok(true) => return Ok(()),
+        Ok(false) => {}
+        Err(_) => return Err(RespError::RecvProtection.into()),
+    }
+    let data = dev.data();
+    // Only the holder of the drainer claim takes the buffer, and the source is in the slot only
+    // while the requester's delivery holds it: this responder's.
+    let mut buf = core::mem::take(&mut *data.local_reply_buf.lock());
+    let placed = if buf.len() >= s.len || buf.resize(s.len, 0, GFP_ATOMIC).is_ok() {
+        match buf.get_mut(..s.len).map(|b| s.mr.read_at(s.va, b)) {
+            Some(Ok(())) => place_recv(
+                dev,
+                qp,
+                list,
+                offset,
+                buf.get(..s.len).unwrap_or(&[]),
+                recv_len,
+            ),
+            _ => Err(Refusal::Lost),
+        }
+    } else {
+        Err(Refusal::Lost)
+    };
+    *data.local_reply_buf.lock() = buf;
+    placed
 }
 
 /// Answers a request deferred by an ODP miss as [`crate::proto::resp::RespState::page_fault`] says. Called
@@ -529,7 +573,11 @@ fn place_message(cx: &Ctx<'_>, rs: &RespState, offset: u32) -> Result<(), Refusa
     if cfg.transport() == Transport::Ud {
         place_recv(dev, qp, &list, 0, &grh_bytes(src), r.wqe.length)?;
     }
-    place_recv(dev, qp, &list, offset, pkt.payload(), r.wqe.length)?;
+    let local = local_payload(cx).map_err(|_| RespError::RecvProtection)?;
+    match local {
+        Some(s) => place_recv_from(dev, qp, &list, offset, &s, r.wqe.length)?,
+        None => place_recv(dev, qp, &list, offset, pkt.payload(), r.wqe.length)?,
+    }
     if let Some(ieth) = pkt.ieth() {
         // SEND with Invalidate (its LAST or ONLY packet carries the IETH) frees the named
         // window or fast-registration MR before the receive completes (IBA 10.6.7.3); an R_Key
@@ -592,17 +640,24 @@ fn remote(
 /// requester's loopback delivery left it there (the device's `local_source` slot, filled only
 /// while that delivery holds the drainer claim), else from the packet.
 fn write_payload(cx: &Ctx<'_>, mr: &RoxeMr, va: u64) -> Result<(), MemError> {
-    let pkt = cx.pkt;
-    let source = if cx.src.local {
-        cx.dev.data().local_source.lock().take()
-    } else {
-        None
-    };
-    match source {
-        Some(s) if s.len == pkt.payload_len() => mr.copy_from_mr(va, &s.mr, s.va, s.len),
-        // The payload bytes in the packet are not its own: they are never written anywhere.
-        Some(_) => Err(MemError::Range),
-        None => mr.write_at(va, pkt.payload()),
+    match local_payload(cx)? {
+        Some(s) => mr.copy_from_mr(va, &s.mr, s.va, s.len),
+        None => mr.write_at(va, cx.pkt.payload()),
+    }
+}
+
+/// The payload of the packet being handled, when the requester's loopback delivery left it in
+/// the sender's MR ([`LocalSource`]: the device's `local_source` slot, filled only while that
+/// delivery holds the drainer claim); `None`: it is in the packet. The packet's own payload
+/// bytes are then not its payload, and are never written anywhere: a source of another length
+/// than the packet's payload (which the requester never makes) is `MemError::Range`.
+fn local_payload(cx: &Ctx<'_>) -> Result<Option<LocalSource>, MemError> {
+    if !cx.src.local {
+        return Ok(None);
+    }
+    match cx.dev.data().local_source.lock().take() {
+        Some(s) if s.len != cx.pkt.payload_len() => Err(MemError::Range),
+        s => Ok(s),
     }
 }
 
