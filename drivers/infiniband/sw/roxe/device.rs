@@ -89,14 +89,16 @@ pub(crate) struct RoxeDevice {
     #[pin]
     pub(crate) local_response: SpinLockIrq<Option<LocalResponse>>,
     /// The buffer the drainer builds a [`LocalReply`]'s responses in, one at a time: allocated
-    /// by the first one and kept, so that a READ's reply allocates and zeroes nothing. Only the
-    /// holder of the drainer claim takes it out (and puts it back); a leaf lock.
+    /// by the first one and kept, so that a READ's reply allocates and zeroes nothing. The
+    /// responder also reads a loopback SEND's payload into it when it cannot copy it page to
+    /// page (`resp::place_recv_from`). Only the holder of the drainer claim takes it out (and
+    /// puts it back); a leaf lock, taken alone or under a QP's `resp_state`.
     #[pin]
     pub(crate) local_reply_buf: SpinLockIrq<KVec<u8>>,
-    /// The payload of the loopback RDMA WRITE packet being delivered, left in the sender's MR
-    /// ([`LocalSource`]): put here by the requester's direct delivery, which holds the drainer
-    /// claim, for the responder to copy from, and taken back right after the delivery. A leaf
-    /// lock, taken under a QP's `resp_state`.
+    /// The payload of the loopback RDMA WRITE or SEND packet being delivered, left in the
+    /// sender's MR ([`LocalSource`]): put here by the requester's direct delivery, which holds
+    /// the drainer claim, for the responder to copy from, and taken back right after the
+    /// delivery. A leaf lock, taken under a QP's `resp_state`.
     #[pin]
     pub(crate) local_source: SpinLockIrq<Option<LocalSource>>,
     /// Serialises the responder's atomic operations device-wide (IBA 9.4.5: atomics are atomic

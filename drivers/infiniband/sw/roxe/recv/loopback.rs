@@ -83,9 +83,10 @@ fn drain_claimed(dev: &Device<Roxe>, mut budget: u32) -> u32 {
 }
 
 /// Delivers a packet the requester built in its local buffer for the device's own GID
-/// straight to the responder: no socket buffer, no headers, no queue. An RDMA WRITE's payload
-/// left in the sender's MR ([`req::LocalPacket::take_source`]) waits in the device's
-/// `local_source` slot meanwhile, and the responder copies it from there into the target. The
+/// straight to the responder: no socket buffer, no headers, no queue. An RDMA WRITE's or a
+/// SEND's payload left in the sender's MR ([`req::LocalPacket::take_source`]) waits in the
+/// device's `local_source` slot meanwhile, and the responder copies it from there into the
+/// target. The
 /// packet is copied into a socket buffer (its payload filled in first) and queued only when a
 /// delivery is already under way (the queue keeps the order, and nothing recurses). Context:
 /// the requester's (process or softirq, interrupts enabled).
@@ -127,8 +128,9 @@ fn deliver_local(dev: &Device<Roxe>, p: &mut LocalPacket) {
         }
     }
     if slotted {
-        // Unused if the responder did not execute the WRITE (a duplicate, a NAK); its MR
-        // reference goes here, with bottom halves still off (the requester's run keeps them off).
+        // Unused if the responder did not place the payload (a duplicate, a NAK, an RNR NAK);
+        // its MR reference goes here, with bottom halves still off (the requester's run keeps
+        // them off).
         let unused = data.local_source.lock().take();
         drop(unused);
     }
