@@ -163,8 +163,8 @@ fn build(
     Ok(Built::Skb(skb))
 }
 
-/// Payload bytes from which a loopback RDMA WRITE packet leaves its payload in the sender's MR
-/// ([`local_source`]): below a page, the copy it saves is small beside what it adds (a second
+/// Payload bytes from which a loopback RDMA WRITE or SEND packet leaves its payload in the
+/// sender's MR ([`local_source`]): below a page, the copy it saves is small beside what it adds (a second
 /// key lookup, the device slot's lock taken three times).
 const LOCAL_SOURCE_MIN: u32 = 4096;
 

@@ -360,10 +360,11 @@ impl RoxeMr {
     /// Copies `len` bytes at IOVA `src_va` of `src` into this MR at IOVA `va`, page to page,
     /// with no buffer between ([`LocalSource`]). Both must be pinned user memory (else
     /// `MemError::Range`). Bytes that share a page with their target move piece by piece, a
-    /// later piece reading what an earlier one wrote: the requester left such bytes in the
-    /// packet ([`RoxeMr::shares_pages`]), so only a target key deregistered and registered
-    /// again between the two, naming memory that both MRs map, gets such a copy, and only that
-    /// memory's contents suffer.
+    /// later piece reading what an earlier one wrote: such bytes are read whole first (a
+    /// WRITE's by the requester, which leaves them in the packet, a SEND's by the responder:
+    /// [`RoxeMr::shares_pages`], [`SgeList::scatter_from`]), so only a key deregistered and
+    /// registered again between the check and the copy, naming memory that both MRs map, gets
+    /// such a copy, and only that memory's contents suffer.
     pub(crate) fn copy_from_mr(
         &self,
         va: u64,

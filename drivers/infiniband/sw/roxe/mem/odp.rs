@@ -163,6 +163,8 @@ pub(crate) fn redeliver_after(
     if src.redeliveries >= MAX_REDELIVERIES {
         return false;
     }
+    // The packet's bytes are all of it: only UD redelivers, and a UD packet never leaves its
+    // payload in the sender's MR (`req::local_source`).
     let mut bytes = KVec::new();
     if bytes.extend_from_slice(pkt.as_bytes(), GFP_ATOMIC).is_err() {
         return false;

@@ -40,7 +40,8 @@ pub(super) fn hold(cx: &Ctx<'_>, req: &Request, rs: &mut RespState) -> bool {
                 network: cx.src.network,
             };
             // A packet longer than a READ or atomic request can be holds nothing and is
-            // dropped; the requester sends it again.
+            // dropped; the requester sends it again. (Neither carries a payload, so none has
+            // its payload left in the sender's MR: `req::local_source`.)
             let _ = rs.held.push(cx.cfg, req, cx.pkt.as_bytes(), from);
             true
         }

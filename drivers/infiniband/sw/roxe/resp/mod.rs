@@ -380,7 +380,8 @@ enum Refusal {
     /// the message and, for most errors, move the QP to the error state.
     NotPresent,
     /// The packet is lost, as on a wire, and counted (`rcvd_drops`): nothing of it was
-    /// consumed, as for [`Refusal::NotPresent`], and RC resends it.
+    /// consumed, as for [`Refusal::NotPresent`]. RC resends it (as a socket buffer carrying its
+    /// payload); UC loses the message, as it loses any packet.
     Lost,
 }
 
