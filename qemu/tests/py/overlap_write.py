@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0
-"""A loopback RDMA WRITE or SEND whose source and target bytes share pages moves each packet's
-payload as one piece: the bytes land as memmove() would put them, never a piece that an earlier
+"""A loopback RDMA WRITE, SEND or READ whose source and target bytes share pages moves each
+packet's payload as one piece: the bytes land as memmove() would put them, never a piece that an earlier
 piece of the same packet had already overwritten.
 
   overlap_write.py DEV GID_INDEX
@@ -24,6 +24,8 @@ WRITE must leave:
   12000 and 12 KiB at offset 32768: each SGE's bytes share no page with the source bytes that
   go into it, but the first SGE lies in the source bytes of the second.
 - send-disjoint: a 16 KiB SEND from offset 0 into a receive WQE at offset 32768 (control).
+- read-forward, read-two-sges, read-disjoint: the same three with a 16 KiB RDMA READ of offset
+  0 (one response) into the READ's own buffers.
 One PASS/FAIL line per check.
 """
 import os, sys
@@ -59,7 +61,7 @@ def first_difference(got, want):
 def main():
     env = Env(sys.argv[1], int(sys.argv[2]))
     cq = CQ(env.ctx, 16)
-    cap = QPCap(max_send_wr=4, max_recv_wr=4, max_send_sge=1, max_recv_sge=2)
+    cap = QPCap(max_send_wr=4, max_recv_wr=4, max_send_sge=2, max_recv_sge=2)
     a, b = (QP(env.pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq, cap=cap)) for _ in range(2))
     connect(env, a, b)
     mr = MR(env.pd, SIZE, REMOTE_ALL)
@@ -78,13 +80,22 @@ def main():
         got, want = mr.read(SIZE, 0), expect(src, dst, n)
         rep.check(name, got == want, '' if got == want else first_difference(got, want))
 
-    def send(name, sges):
-        """A SEND of 16 KiB from offset 0 into a receive WQE of `sges` ((offset, length)...)."""
+    def move(name, sges, op):
+        """A SEND or READ of 16 KiB from offset 0 into buffers `sges` ((offset, length)...): a
+        receive WQE's, or the READ's own."""
         mr.write(PATTERN, SIZE)
-        b.post_recv(RecvWR(wr_id=2, num_sge=len(sges), sg=[SGE(mr.buf + o, n, mr.lkey) for o, n in sges]))
-        a.post_send(SendWR(wr_id=1, opcode=e.IBV_WR_SEND, num_sge=1, sg=[SGE(mr.buf, 16384, mr.lkey)]))
-        wcs = poll(cq, 2, 20)
-        if len(wcs) != 2 or any(w.status != e.IBV_WC_SUCCESS for w in wcs):
+        sg = [SGE(mr.buf + o, n, mr.lkey) for o, n in sges]
+        if op == 'send':
+            b.post_recv(RecvWR(wr_id=2, num_sge=len(sg), sg=sg))
+            a.post_send(SendWR(wr_id=1, opcode=e.IBV_WR_SEND, num_sge=1, sg=[SGE(mr.buf, 16384, mr.lkey)]))
+            want_wcs = 2
+        else:
+            wr = SendWR(wr_id=1, opcode=e.IBV_WR_RDMA_READ, num_sge=len(sg), sg=sg)
+            wr.set_wr_rdma(mr.rkey, mr.buf)
+            a.post_send(wr)
+            want_wcs = 1
+        wcs = poll(cq, want_wcs, 20)
+        if len(wcs) != want_wcs or any(w.status != e.IBV_WC_SUCCESS for w in wcs):
             rep.check(name, False, f'completions {[wcname(w.status) for w in wcs]}')
             return
         want, at = bytearray(PATTERN), 0
@@ -98,9 +109,10 @@ def main():
     write('two-mrs-forward', 0, 100, 16384, alias.rkey)
     write('one-mr-backward', 5000, 700, 3 * 16384, mr.rkey)
     write('disjoint', 0, 32768, 16384, mr.rkey)
-    send('send-forward', [(100, 16384)])
-    send('send-two-sges', [(12000, 4096), (32768, 12288)])
-    send('send-disjoint', [(32768, 16384)])
+    for op in ('send', 'read'):
+        move(f'{op}-forward', [(100, 16384)], op)
+        move(f'{op}-two-sges', [(12000, 4096), (32768, 12288)], op)
+        move(f'{op}-disjoint', [(32768, 16384)], op)
     rep.finish()
 
 

@@ -19,7 +19,7 @@ use crate::{
     hca::Roxe,
     mem::mr::MemError,
     mem::odp,
-    mem::SgeList,
+    mem::{LocalSource, SgeList},
     proto::{
         comp::{on_ack_timeout, on_response, AckFacts, CompAction, Outstanding},
         cqe::WcStatus,
@@ -58,27 +58,57 @@ fn oldest(sq: &SqState, cfg: &ReqConfig) -> Option<Outstanding> {
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Placed {
     Done,
-    /// ODP: the buffers are not faulted in (invalidated since the requester faulted them in
-    /// before asking). The fault of the rest of them is queued; the response counts as lost.
+    /// The response counts as lost, and the ACK timer asks again: ODP buffers not faulted in
+    /// (invalidated since the requester faulted them in before asking; the fault of the rest
+    /// of them is queued), or no memory to read a payload left in the responder's MR into
+    /// (`RoxeDevice::with_source_bytes`).
     Lost,
     /// The buffers are not usable: the WQE fails with `IB_WC_LOC_PROT_ERR`.
     Failed,
 }
 
+/// The local buffers of the oldest WQE; `None` if there is none or its data is inline.
+fn oldest_sges(sq: &SqState) -> Option<SgeList<'_>> {
+    let e = sq.entries.first()?;
+    match e.wqe.payload {
+        Payload::Sges { num } => Some(SgeList {
+            slot: &e.slot,
+            base: send_layout::DMA_DATA,
+            num,
+        }),
+        Payload::Inline { .. } => None,
+    }
+}
+
+/// Copies READ data left in the responder's MR (`s`, a loopback response's payload:
+/// `recv::loopback`) to byte `offset` of the oldest WQE's local buffers: page to page when they
+/// are pinned user memory sharing no page with the source, else read whole first as a
+/// packet's payload is (`RoxeDevice::with_source_bytes`).
+fn place_from(
+    dev: &Device<Roxe>,
+    qp: &RoxeQp,
+    sq: &SqState,
+    offset: u32,
+    s: &LocalSource,
+) -> Placed {
+    let Some(list) = oldest_sges(sq) else {
+        return Placed::Failed;
+    };
+    match list.scatter_from(dev, qp.pd_id, u64::from(offset), s) {
+        Ok(true) => Placed::Done,
+        Ok(false) => dev
+            .data()
+            .with_source_bytes(s, |b| place(dev, qp, sq, offset, b))
+            .unwrap_or(Placed::Lost),
+        Err(_) => Placed::Failed,
+    }
+}
+
 /// Copies `data` to byte `offset` of the oldest WQE's local buffers (READ data, an atomic's
 /// original value).
 fn place(dev: &Device<Roxe>, qp: &RoxeQp, sq: &SqState, offset: u32, data: &[u8]) -> Placed {
-    let Some(e) = sq.entries.first() else {
+    let (Some(list), Some(e)) = (oldest_sges(sq), sq.entries.first()) else {
         return Placed::Failed;
-    };
-    let num = match e.wqe.payload {
-        Payload::Sges { num } => num,
-        Payload::Inline { .. } => return Placed::Failed,
-    };
-    let list = SgeList {
-        slot: &e.slot,
-        base: send_layout::DMA_DATA,
-        num,
     };
     match list.scatter(dev, qp.pd_id, u64::from(offset), data) {
         Ok(()) => Placed::Done,
@@ -95,6 +125,32 @@ fn place(dev: &Device<Roxe>, qp: &RoxeQp, sq: &SqState, offset: u32, data: &[u8]
             Placed::Lost
         }
         Err(_) => Placed::Failed,
+    }
+}
+
+/// Places the `len` bytes of READ data of the response `r` at byte `offset` of the oldest WQE's
+/// buffers: from the responder's MR when the loopback drainer left them there (the device's
+/// `local_source` slot, filled only while it delivers this response), else from the packet.
+fn place_read_data(r: &Response<'_>, sq: &SqState, offset: u32, len: u32) -> Placed {
+    let source = if r.local {
+        r.dev.data().local_source.lock().take()
+    } else {
+        None
+    };
+    match source {
+        Some(s) if len as usize <= s.len => {
+            let s = LocalSource {
+                len: len as usize,
+                ..s
+            };
+            place_from(r.dev, r.qp, sq, offset, &s)
+        }
+        // The packet's payload bytes are not its own: they are never placed.
+        Some(_) => Placed::Failed,
+        None => {
+            let data = r.pkt.payload().get(..len as usize).unwrap_or(&[]);
+            place(r.dev, r.qp, sq, offset, data)
+        }
     }
 }
 
@@ -153,12 +209,15 @@ struct Response<'a> {
     dev: &'a Device<Roxe>,
     qp: &'a RoxeQp,
     pkt: &'a Packet<&'a [u8]>,
+    /// Delivered by the loopback drainer (`Source::local`).
+    local: bool,
     cfg: ReqConfig,
     ack: AckFacts,
 }
 
-/// Handles a response (ACK, NAK, read response, atomic acknowledge) for `qp`.
-pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>) {
+/// Handles a response (ACK, NAK, read response, atomic acknowledge) for `qp`; `local`: the
+/// loopback drainer delivered it (`Source::local`).
+pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, local: bool) {
     if qp.qp_type != QpType::Rc {
         return;
     }
@@ -175,6 +234,7 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>) {
         dev,
         qp,
         pkt,
+        local,
         cfg,
         ack,
     };
@@ -260,8 +320,7 @@ fn apply(r: &Response<'_>, sq: &mut SqState, out: &mut Completions) -> Flow {
             len,
             completes,
         } => {
-            let data = r.pkt.payload().get(..len as usize).unwrap_or(&[]);
-            match place(r.dev, r.qp, sq, offset, data) {
+            match place_read_data(r, sq, offset, len) {
                 Placed::Done => {}
                 Placed::Lost => {
                     // The ACK timer asks again from here (the requester faults the buffers in

@@ -89,18 +89,23 @@ pub(crate) struct RoxeDevice {
     #[pin]
     pub(crate) local_response: SpinLockIrq<Option<LocalResponse>>,
     /// The buffer the drainer builds a [`LocalReply`]'s responses in, one at a time: allocated
-    /// by the first one and kept, so that a READ's reply allocates and zeroes nothing. The
-    /// responder also reads a loopback SEND's payload into it when it cannot copy it page to
-    /// page (`resp::place_recv_from`). Only the holder of the drainer claim takes it out (and
-    /// puts it back); a leaf lock, taken alone or under a QP's `resp_state`.
+    /// by the first one and kept, so that a READ's reply allocates and zeroes nothing. Only the
+    /// holder of the drainer claim takes it out (and puts it back); a leaf lock.
     #[pin]
     pub(crate) local_reply_buf: SpinLockIrq<KVec<u8>>,
-    /// The payload of the loopback RDMA WRITE or SEND packet being delivered, left in the
-    /// sender's MR ([`LocalSource`]): put here by the requester's direct delivery, which holds
-    /// the drainer claim, for the responder to copy from, and taken back right after the
-    /// delivery. A leaf lock, taken under a QP's `resp_state`.
+    /// The payload of the loopback packet being delivered, left in the MR it is read from
+    /// ([`LocalSource`]): a WRITE's or SEND's, put here by the requester's direct delivery for
+    /// the responder, or a READ response's, put here by the drainer for the completer; either
+    /// holds the drainer claim meanwhile and takes the slot back right after the delivery. A
+    /// leaf lock, taken under a QP's `resp_state` or `sq_state`.
     #[pin]
     pub(crate) local_source: SpinLockIrq<Option<LocalSource>>,
+    /// The buffer a [`LocalSource`]'s bytes are read into, whole, when they cannot be copied
+    /// page to page into their target ([`RoxeDevice::with_source_bytes`]): allocated by the
+    /// first such payload and kept. Only the holder of the drainer claim takes it out (and puts
+    /// it back); a leaf lock, taken under a QP's `resp_state` or `sq_state`.
+    #[pin]
+    pub(crate) local_bounce: SpinLockIrq<KVec<u8>>,
     /// Serialises the responder's atomic operations device-wide (IBA 9.4.5: atomics are atomic
     /// with respect to other atomics on the same HCA). A bottom-half lock, taken by the
     /// responder alone; an ODP or fast-registration MR's copy under it takes that MR's own
@@ -203,6 +208,30 @@ impl RoxeDevice {
     /// chance in 256 per try, and a wrong key puts its QP in the error state.
     pub(crate) fn next_key_byte(&self) -> u8 {
         (crate::soft::random::u32() & 0xff) as u8
+    }
+
+    /// Calls `f` with the bytes of `s`, the payload of the loopback packet being delivered,
+    /// read whole into the device's `local_bounce` buffer: for a target that cannot take them
+    /// page to page (not pinned user memory, or sharing pages with them), as a packet's payload
+    /// is read before it is written. `None` if there is no memory for the buffer or the bytes
+    /// cannot be read: the packet is then lost, as on a wire. Context: the holder of the
+    /// drainer claim, which alone uses the buffer (the slot holds a source only meanwhile).
+    pub(crate) fn with_source_bytes<R>(
+        &self,
+        s: &LocalSource,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Option<R> {
+        let mut buf = core::mem::take(&mut *self.local_bounce.lock());
+        if buf.len() < s.len {
+            // Failing, it leaves the buffer short, and the bytes are not read.
+            let _ = buf.resize(s.len, 0, GFP_ATOMIC);
+        }
+        let r = match buf.get_mut(..s.len) {
+            Some(b) => s.mr.read_at(s.va, b).ok().map(|()| f(b)),
+            None => None,
+        };
+        *self.local_bounce.lock() = buf;
+        r
     }
 }
 

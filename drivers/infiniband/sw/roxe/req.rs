@@ -25,7 +25,7 @@ use crate::{
     hca::Roxe,
     mem::mr::MemError,
     mem::odp,
-    mem::{LocalSource, SgeList},
+    mem::{LocalSource, SgeList, LOCAL_SOURCE_MIN},
     net,
     proto::{
         comp::completes_without_ack,
@@ -163,11 +163,6 @@ fn build(
     Ok(Built::Skb(skb))
 }
 
-/// Payload bytes from which a loopback RDMA WRITE or SEND packet leaves its payload in the
-/// sender's MR ([`local_source`]): below a page, the copy it saves is small beside what it adds (a second
-/// key lookup, the device slot's lock taken three times).
-const LOCAL_SOURCE_MIN: u32 = 4096;
-
 /// Where the payload of the loopback packet `d` plans stays when the responder can copy it from
 /// the sender's MR into the target ([`LocalSource`]): at least [`LOCAL_SOURCE_MIN`] bytes in
 /// one SGE of pinned user memory, of an RDMA WRITE to an R_Key that names pinned user memory,
@@ -182,7 +177,7 @@ fn local_source(
     let Payload::Sges { num } = entry.wqe.payload else {
         return None;
     };
-    if d.payload_len < LOCAL_SOURCE_MIN {
+    if (d.payload_len as usize) < LOCAL_SOURCE_MIN {
         return None;
     }
     let list = SgeList {

@@ -59,16 +59,23 @@ fn odp_err(m: OdpMiss) -> MemError {
     }
 }
 
-/// The payload of a loopback RDMA WRITE or SEND packet, left in the sender's MR: pinned user
-/// memory at IOVA `va`, `len` bytes. The requester builds such a packet's headers only, and the
-/// responder copies the payload from here straight into the target MR or the receive WQE's
-/// buffers (`recv::loopback`): a real HCA reads the source once and writes the target once,
-/// and so does roxe, instead of copying the bytes into the packet and out again.
+/// The payload of a loopback packet, left in the MR it is read from: pinned user memory at IOVA
+/// `va`, `len` bytes. The requester builds an RDMA WRITE's or SEND's headers only, and the
+/// responder copies the payload from the sender's MR straight into the target MR or the
+/// receive WQE's buffers; the drainer builds a READ response's headers only, and the completer
+/// copies from the responder's MR straight into the READ's buffers (`recv::loopback`). A real
+/// HCA reads the source once and writes the target once, and so does roxe, instead of copying
+/// the bytes into the packet and out again.
 pub(crate) struct LocalSource {
     pub(crate) mr: PoolRef<RoxeMr>,
     pub(crate) va: u64,
     pub(crate) len: usize,
 }
+
+/// Payload bytes from which a loopback packet (an RDMA WRITE or SEND, a READ response) leaves
+/// its payload in the MR it is read from ([`LocalSource`]): below a page, the copy it saves is
+/// small beside what it adds (a second key lookup, the device slot's lock taken three times).
+pub(crate) const LOCAL_SOURCE_MIN: usize = 4096;
 
 /// The MR R_Key `rkey` names now, if it is pinned user memory: a loopback WRITE to it may leave
 /// its payload in the sender's MR ([`LocalSource`]). Only a guess at what the responder will

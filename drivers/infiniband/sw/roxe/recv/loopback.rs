@@ -200,7 +200,9 @@ fn deliver_local_responses(dev: &Device<Roxe>) -> u32 {
 }
 
 /// Builds the first burst of `r`'s responses one at a time in the device's reply buffer and
-/// hands each to the completer; returns how many it delivered. What the completer sends
+/// hands each to the completer, a payload of a page or more left in the responder's MR
+/// (`LocalPackets::next`) and put in the device's `local_source` slot meanwhile; returns how
+/// many it delivered. What the completer sends
 /// meanwhile (the next READ request) joins the loopback queue, since the claim is taken.
 fn deliver_local_reply(dev: &Device<Roxe>, r: &LocalReply) -> u32 {
     let data = dev.data();
@@ -210,8 +212,20 @@ fn deliver_local_reply(dev: &Device<Roxe>, r: &LocalReply) -> u32 {
     let mut packets = LocalPackets::new(r);
     // Lost if there is no memory for the buffer, as on a wire: the requester asks again.
     if packets.make_room(&mut buf).is_ok() {
-        while let Some(bytes) = packets.next(&mut buf) {
-            if !dispatch_local_response(dev, bytes, &r.src) {
+        while let Some((bytes, source)) = packets.next(&mut buf) {
+            // As for a request's payload (`deliver_local`): the completer takes it from the
+            // slot, or it is taken back here, the MR reference dropped with bottom halves off
+            // (the reply holds another).
+            let slotted = source.is_some();
+            if slotted {
+                *data.local_source.lock() = source;
+            }
+            let ok = dispatch_local_response(dev, bytes, &r.src);
+            if slotted {
+                let unused = data.local_source.lock().take();
+                drop(unused);
+            }
+            if !ok {
                 break;
             }
             delivered += 1;

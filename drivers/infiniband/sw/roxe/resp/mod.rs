@@ -443,8 +443,8 @@ fn place_recv(
 
 /// Copies a SEND packet's payload, left in the sender's MR (`s`), to byte `offset` of a
 /// receive WQE's buffers: page to page when they are pinned user memory that shares no page
-/// with the source, else through the drainer's buffer, read whole first as a packet's payload
-/// is. No memory for that buffer loses the packet, as on a wire (RC resends it).
+/// with the source, else read whole first as a packet's payload is
+/// (`RoxeDevice::with_source_bytes`). No memory for that loses the packet, as on a wire.
 fn place_recv_from(
     dev: &Device<Roxe>,
     qp: &RoxeQp,
@@ -458,27 +458,9 @@ fn place_recv_from(
         Ok(false) => {}
         Err(_) => return Err(RespError::RecvProtection.into()),
     }
-    let data = dev.data();
-    // Only the holder of the drainer claim takes the buffer, and the source is in the slot only
-    // while the requester's delivery holds it: this responder's.
-    let mut buf = core::mem::take(&mut *data.local_reply_buf.lock());
-    let placed = if buf.len() >= s.len || buf.resize(s.len, 0, GFP_ATOMIC).is_ok() {
-        match buf.get_mut(..s.len).map(|b| s.mr.read_at(s.va, b)) {
-            Some(Ok(())) => place_recv(
-                dev,
-                qp,
-                list,
-                offset,
-                buf.get(..s.len).unwrap_or(&[]),
-                recv_len,
-            ),
-            _ => Err(Refusal::Lost),
-        }
-    } else {
-        Err(Refusal::Lost)
-    };
-    *data.local_reply_buf.lock() = buf;
-    placed
+    dev.data()
+        .with_source_bytes(s, |b| place_recv(dev, qp, list, offset, b, recv_len))
+        .unwrap_or(Err(Refusal::Lost))
 }
 
 /// Answers a request deferred by an ODP miss as [`crate::proto::resp::RespState::page_fault`] says. Called

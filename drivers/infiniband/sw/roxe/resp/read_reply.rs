@@ -4,7 +4,8 @@
 //! the first at once, the rest (and replays asked for by duplicates) from the device tick as
 //! `proto::resp::ReadStream` paces them; each burst is built and sent outside the responder's
 //! lock. A reply to a requester on this device is delivered by the loopback drainer straight
-//! from one buffer ([`LocalReply`]). Requests held behind a reply run once its last burst is
+//! from one buffer ([`LocalReply`]), a payload of a page or more left in the MR for the
+//! completer to copy once ([`LocalPackets::next`]). Requests held behind a reply run once its last burst is
 //! out (`resp::held`).
 
 #![deny(unsafe_code)]
@@ -21,7 +22,7 @@ use crate::{
     mem::mr::MemError,
     mem::mr::RoxeMr,
     mem::odp,
-    mem::remote_target,
+    mem::{remote_target, LocalSource, LOCAL_SOURCE_MIN},
     net,
     proto::{
         mtu::Pmtu,
@@ -105,8 +106,14 @@ impl<'a> LocalPackets<'a> {
 
     /// Builds the next response in `buf` (which holds the last one: every byte but the
     /// payload is cleared, and the payload is overwritten whole); `None` once the burst is
-    /// built or a response cannot be.
-    pub(crate) fn next<'b>(&mut self, buf: &'b mut [u8]) -> Option<&'b [u8]> {
+    /// built or a response cannot be. A response of [`LOCAL_SOURCE_MIN`] bytes or more leaves
+    /// its payload in the MR, returned as a [`LocalSource`] for the completer to copy straight
+    /// into the READ's buffers: its payload bytes in `buf` are then whatever they were, and
+    /// never read.
+    pub(crate) fn next<'b>(
+        &mut self,
+        buf: &'b mut [u8],
+    ) -> Option<(&'b [u8], Option<LocalSource>)> {
         let r = self.r;
         let seg = self.segments.next()?;
         let len = seg.len as usize;
@@ -114,12 +121,17 @@ impl<'a> LocalPackets<'a> {
         net::clear_around_payload(bytes, len, pad_count_for(len));
         let aeth = if seg.has_aeth { Some(r.ack) } else { None };
         let at = r.reply.va.wrapping_add(u64::from(seg.offset));
+        let source = (len >= LOCAL_SOURCE_MIN).then(|| LocalSource {
+            mr: r.mr.clone(),
+            va: at,
+            len,
+        });
         // Pinned memory: a failed read is a range the key check let through, which cannot
         // happen; the requester would time out and ask again.
-        let fill = |out: &mut [u8]| r.mr.read_at(at, out).is_ok();
+        let fill = |out: &mut [u8]| source.is_some() || r.mr.read_at(at, out).is_ok();
         let hdr = RespHeader::new(seg.opcode, seg.psn, aeth);
         write_response(bytes, r.dest_qpn, hdr, len, fill)?;
-        Some(bytes)
+        Some((bytes, source))
     }
 }
 

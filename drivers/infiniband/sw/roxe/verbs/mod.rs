@@ -518,6 +518,10 @@ impl Link for Roxe {
                     "roxe_local_reply_buf"
                 ),
                 local_source <- crate::compat::sync::new_spinlock_irq!(None, "roxe_local_source"),
+                local_bounce <- crate::compat::sync::new_spinlock_irq!(
+                    KVec::new(),
+                    "roxe_local_bounce"
+                ),
                 atomic_lock <- crate::rdma::bh::new_bh_lock!((), "roxe_atomic"),
                 held_acks <- crate::compat::sync::new_spinlock_irq!(crate::device::HeldAcks::new(), "roxe_held_acks"),
                 counters: Counters::new(),
