@@ -3,7 +3,8 @@
 # The formatting and lint gate of `make test`, with the build root's toolchain (the one that
 # builds the modules): `rustfmt --check` over every Rust file of the tree (settings in
 # .rustfmt.toml), then the modules compiled through clippy with the kernel's lint set and
-# warnings as errors (`make CLIPPY=1`, qemu/build-module.sh with ROXE_CLIPPY=1).
+# warnings as errors (`make CLIPPY=1`, qemu/build-module.sh with ROXE_CLIPPY=1), and the stack
+# frames of the module it built (tools/stack-frames.py).
 #   tools/lint.sh [fmt|clippy]   (default: both)
 #   tools/lint.sh fix            reformat the tree in place
 . "$(dirname "$0")/../qemu/lib.sh"
@@ -26,6 +27,8 @@ fi
 if [ "$what" != fmt ]; then
 	if ROXE_CLIPPY=1 qemu/build-module.sh stock >build/clippy.log 2>&1; then
 		echo "lint: clippy clean"
+		# The module clippy built: no stack frame above tools/stack-frames.py's limits.
+		tools/stack-frames.py build/stock-clippy/roxe.ko || status=1
 	else
 		grep -E -A12 '^(warning|error)' build/clippy.log | head -80 >&2
 		echo "lint: clippy failed (build/clippy.log)" >&2

@@ -132,12 +132,13 @@ fn place(dev: &Device<Roxe>, qp: &RoxeQp, sq: &SqState, offset: u32, data: &[u8]
 /// buffers: from the responder's MR when the loopback drainer left them there (the device's
 /// `local_source` slot, filled only while it delivers this response), else from the packet.
 fn place_read_data(r: &Response<'_>, sq: &SqState, offset: u32, len: u32) -> Placed {
-    let source = if r.local {
-        r.dev.data().local_source.lock().take()
-    } else {
-        None
-    };
-    match source {
+    if !r.payload_in_slot {
+        let data = r.pkt.payload().get(..len as usize).unwrap_or(&[]);
+        return place(r.dev, r.qp, sq, offset, data);
+    }
+    // The packet's payload bytes are not its own: they are never placed. A slot found empty
+    // (taken by an earlier look at the packet) loses the response; the ACK timer asks again.
+    match r.dev.data().local_source.lock().take() {
         Some(s) if len as usize <= s.len => {
             let s = LocalSource {
                 len: len as usize,
@@ -145,12 +146,8 @@ fn place_read_data(r: &Response<'_>, sq: &SqState, offset: u32, len: u32) -> Pla
             };
             place_from(r.dev, r.qp, sq, offset, &s)
         }
-        // The packet's payload bytes are not its own: they are never placed.
         Some(_) => Placed::Failed,
-        None => {
-            let data = r.pkt.payload().get(..len as usize).unwrap_or(&[]);
-            place(r.dev, r.qp, sq, offset, data)
-        }
+        None => Placed::Lost,
     }
 }
 
@@ -209,15 +206,17 @@ struct Response<'a> {
     dev: &'a Device<Roxe>,
     qp: &'a RoxeQp,
     pkt: &'a Packet<&'a [u8]>,
-    /// Delivered by the loopback drainer (`Source::local`).
-    local: bool,
+    /// The payload is in the device's `local_source` slot, not in the packet
+    /// (`Source::payload_in_slot`).
+    payload_in_slot: bool,
     cfg: ReqConfig,
     ack: AckFacts,
 }
 
-/// Handles a response (ACK, NAK, read response, atomic acknowledge) for `qp`; `local`: the
-/// loopback drainer delivered it (`Source::local`).
-pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, local: bool) {
+/// Handles a response (ACK, NAK, read response, atomic acknowledge) for `qp`;
+/// `payload_in_slot`: the loopback drainer left its payload in the responder's MR
+/// (`Source::payload_in_slot`).
+pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, payload_in_slot: bool) {
     if qp.qp_type != QpType::Rc {
         return;
     }
@@ -234,7 +233,7 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, loca
         dev,
         qp,
         pkt,
-        local,
+        payload_in_slot,
         cfg,
         ack,
     };

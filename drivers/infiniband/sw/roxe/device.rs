@@ -173,7 +173,7 @@ pub(crate) enum LocalResponse {
 /// A headers-only response (ACKNOWLEDGE, ATOMIC ACKNOWLEDGE, a READ response without payload)
 /// to a requester on this device, left for the loopback drainer that delivered the request
 /// ([`LocalResponse`]): built on the drainer's stack and handed to the completer
-/// (`response::deliver_local_ack`), where the packet path allocates a socket buffer, adds IP
+/// (`response::local_ack`), where the packet path allocates a socket buffer, adds IP
 /// and UDP headers, queues, parses and frees it.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct LocalAck {
@@ -186,9 +186,10 @@ pub(crate) struct LocalAck {
 /// An RDMA READ reply (its first [`crate::proto::resp::READ_REPLY_BURST`] responses) to a
 /// requester on this device, left for the loopback drainer that delivered the READ: it builds
 /// the responses one at a time into one buffer as it hands them to the completer
-/// (`read_reply::deliver_local_reply`), where the wire path builds a socket buffer per response
-/// and the drainer would queue, parse and free each. The data is read as the responses are
-/// built, as a NIC reads it while it sends.
+/// (`recv::loopback::deliver_local_reply`), where the wire path builds a socket buffer per
+/// response and the drainer would queue, parse and free each. A response's data under a page is
+/// read as it is built, as a NIC reads it while it sends; a page or more is left in the MR for
+/// the completer to copy once (`read_reply::LocalPackets::next`).
 pub(crate) struct LocalReply {
     /// Pinned user memory: its pages stay while this reference does.
     pub(crate) mr: PoolRef<RoxeMr>,

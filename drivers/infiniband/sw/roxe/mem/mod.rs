@@ -368,8 +368,9 @@ impl RoxeMr {
     /// with no buffer between ([`LocalSource`]). Both must be pinned user memory (else
     /// `MemError::Range`). Bytes that share a page with their target move piece by piece, a
     /// later piece reading what an earlier one wrote: such bytes are read whole first (a
-    /// WRITE's by the requester, which leaves them in the packet, a SEND's by the responder:
-    /// [`RoxeMr::shares_pages`], [`SgeList::scatter_from`]), so only a key deregistered and
+    /// WRITE's by the requester, which leaves them in the packet, a SEND's by the responder, a
+    /// READ response's by the completer: [`RoxeMr::shares_pages`], [`SgeList::scatter_from`]),
+    /// so only a key deregistered and
     /// registered again between the check and the copy, naming memory that both MRs map, gets
     /// such a copy, and only that memory's contents suffer.
     pub(crate) fn copy_from_mr(
@@ -505,7 +506,7 @@ impl SgeList<'_> {
         found
     }
 
-    /// Copies the payload left in the sender's MR (`src`) into the bytes at `offset..` of the
+    /// Copies a payload left in the MR it is read from (`src`) into the bytes at `offset..` of the
     /// list (receiving: needs local write), page to page, when every piece lands in pinned user
     /// memory sharing no page with any of the source's bytes; `Ok(false)`, with nothing
     /// written, when one does not (the caller reads the source whole first, as it would for a

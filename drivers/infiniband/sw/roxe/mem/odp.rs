@@ -178,6 +178,7 @@ pub(crate) fn redeliver_after(
             // leave as packets, never through the slot only a drainer empties.
             src: Source {
                 local: false,
+                payload_in_slot: false,
                 redeliveries: src.redeliveries + 1,
                 ..*src
             },

@@ -20,6 +20,12 @@ pub(crate) struct Source {
     /// device's drainer claim meanwhile (`deliver_local`, `drain_claimed`); never set for a
     /// packet from the wire, whatever its addresses say.
     pub(crate) local: bool,
+    /// The packet's payload is not in its bytes but in the device's `local_source` slot: the
+    /// drainer left it in the MR it is read from (`mem::LocalSource`) and holds the claim while
+    /// the packet is handled. Whoever places the payload takes it from there; a packet so
+    /// marked whose slot is empty has lost its payload, and its own payload bytes are never
+    /// used. Set only with `local`.
+    pub(crate) payload_in_slot: bool,
     /// Times the ODP path handed this packet back to the responder after a fault
     /// (`odp::redeliver_after`, at most `odp::MAX_REDELIVERIES`).
     pub(crate) redeliveries: u8,

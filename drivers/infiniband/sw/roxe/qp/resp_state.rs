@@ -62,9 +62,14 @@ pub(crate) struct RespState {
 impl RespState {
     /// A responder expecting PSN 0 with no responder resources (QP creation: process context).
     pub(crate) fn new() -> Result<RespState> {
+        // Copied from a constant straight into the allocation: built first, the ring (a few
+        // kilobytes) would sit on the stack of QP creation, which the RDMA core reaches deep in
+        // device registration (its MAD QPs).
+        const EMPTY: Resources = Resources::new(0);
+        let cache = KBox::write(KBox::new_uninit(GFP_KERNEL)?, EMPTY);
         Ok(RespState {
             proto: presp::RespState::new(Psn::new(0)),
-            cache: KBox::new(Resources::new(0), GFP_KERNEL)?,
+            cache,
             recv: None,
             spare_slot: None,
             read: ReadStream::default(),

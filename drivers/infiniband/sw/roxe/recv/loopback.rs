@@ -120,6 +120,7 @@ fn deliver_local(dev: &Device<Roxe>, p: &mut LocalPacket) {
                     dgid: av.dgid,
                     network: av.network,
                     local: true,
+                    payload_in_slot: slotted,
                     redeliveries: 0,
                 };
                 super::dispatch(dev, &pkt, &src);
@@ -220,7 +221,11 @@ fn deliver_local_reply(dev: &Device<Roxe>, r: &LocalReply) -> u32 {
             if slotted {
                 *data.local_source.lock() = source;
             }
-            let ok = dispatch_local_response(dev, bytes, &r.src);
+            let src = Source {
+                payload_in_slot: slotted,
+                ..r.src
+            };
+            let ok = dispatch_local_response(dev, bytes, &src);
             if slotted {
                 let unused = data.local_source.lock().take();
                 drop(unused);

@@ -57,7 +57,7 @@ pub(crate) fn dispatch(dev: &Device<Roxe>, pkt: &Packet<&[u8]>, src: &Source) {
         // rxe hands every response to its completer task (`rxe_comp_queue_pkt`) and counts it
         // there as deferred; roxe's completer takes it now, and counts the same packets.
         data.counters.inc(Counter::AckDeferred);
-        comp::receive(dev, &qp, pkt, src.local);
+        comp::receive(dev, &qp, pkt, src.payload_in_slot);
     }
     // A READ reply to pace, an RNR wait or a new ACK deadline: the device tick visits the QP.
     crate::qp::timers_touched(dev, &qp);

@@ -92,6 +92,7 @@ pub(super) fn run_held(dev: &Device<Roxe>, qp: &RoxeQp) {
             dgid: h.src.dgid,
             network: h.src.network,
             local: false,
+            payload_in_slot: false,
             redeliveries: 0,
         };
         let mut fx = Effects::new(dev, false);

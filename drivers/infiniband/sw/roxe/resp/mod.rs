@@ -631,16 +631,17 @@ fn write_payload(cx: &Ctx<'_>, mr: &RoxeMr, va: u64) -> Result<(), MemError> {
 
 /// The payload of the packet being handled, when the requester's loopback delivery left it in
 /// the sender's MR ([`LocalSource`]: the device's `local_source` slot, filled only while that
-/// delivery holds the drainer claim); `None`: it is in the packet. The packet's own payload
-/// bytes are then not its payload, and are never written anywhere: a source of another length
-/// than the packet's payload (which the requester never makes) is `MemError::Range`.
+/// delivery holds the drainer claim, `Source::payload_in_slot`); `None`: it is in the packet.
+/// The packet's own payload bytes are then not its payload, and are never written anywhere: an
+/// empty slot, or a source of another length than the packet's payload (neither of which the
+/// requester makes), is `MemError::Range`.
 fn local_payload(cx: &Ctx<'_>) -> Result<Option<LocalSource>, MemError> {
-    if !cx.src.local {
+    if !cx.src.payload_in_slot {
         return Ok(None);
     }
     match cx.dev.data().local_source.lock().take() {
-        Some(s) if s.len != cx.pkt.payload_len() => Err(MemError::Range),
-        s => Ok(s),
+        Some(s) if s.len == cx.pkt.payload_len() => Ok(Some(s)),
+        _ => Err(MemError::Range),
     }
 }
 

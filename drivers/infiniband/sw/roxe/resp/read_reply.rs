@@ -105,11 +105,10 @@ impl<'a> LocalPackets<'a> {
     }
 
     /// Builds the next response in `buf` (which holds the last one: every byte but the
-    /// payload is cleared, and the payload is overwritten whole); `None` once the burst is
-    /// built or a response cannot be. A response of [`LOCAL_SOURCE_MIN`] bytes or more leaves
-    /// its payload in the MR, returned as a [`LocalSource`] for the completer to copy straight
-    /// into the READ's buffers: its payload bytes in `buf` are then whatever they were, and
-    /// never read.
+    /// payload is cleared); `None` once the burst is built or a response cannot be. A payload
+    /// under [`LOCAL_SOURCE_MIN`] bytes is read into `buf`, over what was there; a longer one is
+    /// left in the MR, returned as a [`LocalSource`] for the completer to copy straight into
+    /// the READ's buffers, and its bytes in `buf` are whatever they were, never read.
     pub(crate) fn next<'b>(
         &mut self,
         buf: &'b mut [u8],
@@ -127,7 +126,8 @@ impl<'a> LocalPackets<'a> {
             len,
         });
         // Pinned memory: a failed read is a range the key check let through, which cannot
-        // happen; the requester would time out and ask again.
+        // happen; the requester would time out and ask again (a payload left in the MR that
+        // cannot be read fails the READ with a local protection error: `comp::place_from`).
         let fill = |out: &mut [u8]| source.is_some() || r.mr.read_at(at, out).is_ok();
         let hdr = RespHeader::new(seg.opcode, seg.psn, aeth);
         write_response(bytes, r.dest_qpn, hdr, len, fill)?;

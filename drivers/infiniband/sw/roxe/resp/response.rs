@@ -101,6 +101,7 @@ pub(crate) fn local_source(dev: &Device<Roxe>, path: &PathInfo, local: bool) -> 
         dgid: av.dgid,
         network: av.network,
         local: true,
+        payload_in_slot: false,
         redeliveries: 0,
     })
 }

@@ -116,7 +116,11 @@ impl<const N: usize> ResponderResources<N> {
     /// Empties the ring and sets its capacity, when modify QP changes `max_dest_rd_atomic` or
     /// the QP is reset (rxe frees and reallocates the resources then).
     pub fn reset(&mut self, max_dest_rd_atomic: u32) {
-        *self = Self::new(max_dest_rd_atomic);
+        // In place: a new ring built beside this one would be a few kilobytes of stack, in
+        // modify QP and in the stages' reset.
+        self.slots.iter_mut().for_each(|s| *s = None);
+        self.next = 0;
+        self.capacity = Self::clamp(max_dest_rd_atomic);
     }
 
     /// How many entries the ring holds at most.
