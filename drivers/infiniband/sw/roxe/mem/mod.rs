@@ -370,9 +370,8 @@ impl RoxeMr {
     /// later piece reading what an earlier one wrote: such bytes are read whole first (a
     /// WRITE's by the requester, which leaves them in the packet, a SEND's by the responder, a
     /// READ response's by the completer: [`RoxeMr::shares_pages`], [`SgeList::scatter_from`]),
-    /// so only a key deregistered and
-    /// registered again between the check and the copy, naming memory that both MRs map, gets
-    /// such a copy, and only that memory's contents suffer.
+    /// so only a key deregistered and registered again between the check and the copy, naming
+    /// memory that both MRs map, gets such a copy, and only that memory's contents suffer.
     pub(crate) fn copy_from_mr(
         &self,
         va: u64,
@@ -528,8 +527,10 @@ impl SgeList<'_> {
             src.len,
             Access::LOCAL_WRITE,
             |mr, va, r| {
-                direct &=
-                    mr.is_pinned_user() && !mr.shares_pages(va, r.len(), &src.mr, src.va, src.len);
+                // Once one piece cannot take it, the others need no look.
+                direct = direct
+                    && mr.is_pinned_user()
+                    && !mr.shares_pages(va, r.len(), &src.mr, src.va, src.len);
                 Ok(())
             },
         )?;

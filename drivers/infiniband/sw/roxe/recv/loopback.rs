@@ -23,6 +23,7 @@ use crate::{
     counters::Counter,
     device::{LocalReply, LocalResponse},
     hca::Roxe,
+    mem::LocalSource,
     net::{self, source::Source},
     proto::packet::Packet,
     qp::RoxeQp,
@@ -85,11 +86,10 @@ fn drain_claimed(dev: &Device<Roxe>, mut budget: u32) -> u32 {
 /// Delivers a packet the requester built in its local buffer for the device's own GID
 /// straight to the responder: no socket buffer, no headers, no queue. An RDMA WRITE's or a
 /// SEND's payload left in the sender's MR ([`req::LocalPacket::take_source`]) waits in the
-/// device's `local_source` slot meanwhile, and the responder copies it from there into the
-/// target. The
-/// packet is copied into a socket buffer (its payload filled in first) and queued only when a
-/// delivery is already under way (the queue keeps the order, and nothing recurses). Context:
-/// the requester's (process or softirq, interrupts enabled).
+/// device's `local_source` slot meanwhile ([`with_payload_in_slot`]), and the responder copies
+/// it from there into the target. The packet is copied into a socket buffer (its payload filled
+/// in first) and queued only when a delivery is already under way (the queue keeps the order,
+/// and nothing recurses). Context: the requester's (process or softirq, interrupts enabled).
 fn deliver_local(dev: &Device<Roxe>, p: &mut LocalPacket) {
     let data = dev.data();
     if !data.loopback.is_empty() || data.loopback_draining.cmpxchg(false, true, Full).is_err() {
@@ -99,17 +99,11 @@ fn deliver_local(dev: &Device<Roxe>, p: &mut LocalPacket) {
         }
         return drain(dev);
     }
-    // Only the holder of the drainer claim fills the slot, and it is empty while the claim is
-    // free: the responder takes it, or this delivery does below.
     let source = p.take_source();
-    let slotted = source.is_some();
-    if slotted {
-        *data.local_source.lock() = source;
-    }
     let (av, roce) = (&p.av, p.bytes());
     let bytes = net::ip_bytes(av.network, roce.len());
     data.counters.sent(1, bytes);
-    {
+    with_payload_in_slot(dev, source, |payload_in_slot| {
         // As in `drain_claimed`: no preemption while the device's drainer claim is ours.
         let _bh = bh::disable();
         match Packet::new_checked(roce) {
@@ -120,25 +114,43 @@ fn deliver_local(dev: &Device<Roxe>, p: &mut LocalPacket) {
                     dgid: av.dgid,
                     network: av.network,
                     local: true,
-                    payload_in_slot: slotted,
+                    payload_in_slot,
                     redeliveries: 0,
                 };
                 super::dispatch(dev, &pkt, &src);
             }
             Err(_) => data.counters.inc(Counter::RcvdDrops),
         }
-    }
-    if slotted {
-        // Unused if the responder did not place the payload (a duplicate, a NAK, an RNR NAK);
-        // its MR reference goes here, with bottom halves still off (the requester's run keeps
-        // them off).
-        let unused = data.local_source.lock().take();
-        drop(unused);
-    }
+    });
     let delivered = deliver_local_responses(dev);
     // The responses this delivery queued (and whatever other CPUs queued meanwhile).
     let budget = drain_claimed(dev, LOOPBACK_BUDGET.saturating_sub(delivered));
     drain_loopback(dev, budget);
+}
+
+/// Runs `f(payload_in_slot)` with `source`, a payload left in the MR it is read from, in the
+/// device's `local_source` slot (`payload_in_slot`: there is one), and takes the slot back
+/// after: only the holder of the drainer claim fills it, and it is empty whenever the claim is
+/// free. Whoever places the payload during `f` takes it; one left unused (a duplicate, a NAK,
+/// an RNR NAK) has its MR reference dropped here, with bottom halves off (the requester's run
+/// and the drainer keep them off), so never the last: `dereg_mr` releases a user MR only after
+/// an RCU grace period.
+fn with_payload_in_slot<R>(
+    dev: &Device<Roxe>,
+    source: Option<LocalSource>,
+    f: impl FnOnce(bool) -> R,
+) -> R {
+    let slot = &dev.data().local_source;
+    let in_slot = source.is_some();
+    if in_slot {
+        *slot.lock() = source;
+    }
+    let r = f(in_slot);
+    if in_slot {
+        let unused = slot.lock().take();
+        drop(unused);
+    }
+    r
 }
 
 /// Hands a response the drainer built for a requester of this device (`roce`: BTH to ICRC,
@@ -202,8 +214,8 @@ fn deliver_local_responses(dev: &Device<Roxe>) -> u32 {
 
 /// Builds the first burst of `r`'s responses one at a time in the device's reply buffer and
 /// hands each to the completer, a payload of a page or more left in the responder's MR
-/// (`LocalPackets::next`) and put in the device's `local_source` slot meanwhile; returns how
-/// many it delivered. What the completer sends
+/// (`LocalPackets::next`) and put in the device's `local_source` slot meanwhile
+/// ([`with_payload_in_slot`]); returns how many it delivered. What the completer sends
 /// meanwhile (the next READ request) joins the loopback queue, since the claim is taken.
 fn deliver_local_reply(dev: &Device<Roxe>, r: &LocalReply) -> u32 {
     let data = dev.data();
@@ -214,22 +226,13 @@ fn deliver_local_reply(dev: &Device<Roxe>, r: &LocalReply) -> u32 {
     // Lost if there is no memory for the buffer, as on a wire: the requester asks again.
     if packets.make_room(&mut buf).is_ok() {
         while let Some((bytes, source)) = packets.next(&mut buf) {
-            // As for a request's payload (`deliver_local`): the completer takes it from the
-            // slot, or it is taken back here, the MR reference dropped with bottom halves off
-            // (the reply holds another).
-            let slotted = source.is_some();
-            if slotted {
-                *data.local_source.lock() = source;
-            }
-            let src = Source {
-                payload_in_slot: slotted,
-                ..r.src
-            };
-            let ok = dispatch_local_response(dev, bytes, &src);
-            if slotted {
-                let unused = data.local_source.lock().take();
-                drop(unused);
-            }
+            let ok = with_payload_in_slot(dev, source, |payload_in_slot| {
+                let src = Source {
+                    payload_in_slot,
+                    ..r.src
+                };
+                dispatch_local_response(dev, bytes, &src)
+            });
             if !ok {
                 break;
             }

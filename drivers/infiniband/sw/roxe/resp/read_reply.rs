@@ -5,8 +5,8 @@
 //! `proto::resp::ReadStream` paces them; each burst is built and sent outside the responder's
 //! lock. A reply to a requester on this device is delivered by the loopback drainer straight
 //! from one buffer ([`LocalReply`]), a payload of a page or more left in the MR for the
-//! completer to copy once ([`LocalPackets::next`]). Requests held behind a reply run once its last burst is
-//! out (`resp::held`).
+//! completer to copy once ([`LocalPackets::next`]). Requests held behind a reply run once its
+//! last burst is out (`resp::held`).
 
 #![deny(unsafe_code)]
 
