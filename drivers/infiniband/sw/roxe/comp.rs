@@ -210,6 +210,8 @@ struct Response<'a> {
     /// (`Source::payload_in_slot`).
     payload_in_slot: bool,
     cfg: ReqConfig,
+    /// The slot of the QP's peer, for its part in the peer's send window.
+    peer: Option<u8>,
     ack: AckFacts,
 }
 
@@ -220,7 +222,7 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, payl
     if qp.qp_type != QpType::Rc {
         return;
     }
-    let (_, cfg) = crate::qp::req_config(dev, qp);
+    let (path, cfg) = crate::qp::req_config(dev, qp);
     let ack = AckFacts::from_packet(pkt);
     match ack.aeth.map(|a| a.syndrome) {
         Some(Syndrome::RnrNak { .. }) => dev.data().counters.inc(Counter::RcvdRnrErr),
@@ -235,6 +237,7 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, payl
         pkt,
         payload_in_slot,
         cfg,
+        peer: path.peer,
         ack,
     };
     // The completions are posted after the send lock is released, a batch at a time: a full
@@ -284,6 +287,7 @@ fn batch(r: &Response<'_>, out: &mut Completions) -> Flow {
     } else if sq.rnr_until_ms == 0 && (sq.comp.expected_psn != before || sq.ack_deadline_ms == 0) {
         sq.ack_deadline_ms = now_ms() + sq.ack_timeout_ms;
     }
+    sq.settle_peer(r.dev, r.peer);
     flow
 }
 
@@ -357,6 +361,8 @@ fn apply(r: &Response<'_>, sq: &mut SqState, out: &mut Completions) -> Flow {
             }
         },
         CompAction::Retry { from_psn } => {
+            // A sequence NAK: a packet to the peer was lost (`peer`).
+            sq.peer.lost();
             sq.rewind(from_psn, &r.cfg);
             Flow::Done
         }
@@ -382,7 +388,7 @@ pub(crate) fn tick(dev: &Device<Roxe>, qp: &RoxeQp, now: u64) {
     if qp.qp_type != QpType::Rc {
         return;
     }
-    let (_, cfg) = crate::qp::req_config(dev, qp);
+    let (path, cfg) = crate::qp::req_config(dev, qp);
     let mut completions = Completions::new();
     let mut kick = false;
     let mut error = false;
@@ -392,6 +398,8 @@ pub(crate) fn tick(dev: &Device<Roxe>, qp: &RoxeQp, now: u64) {
             sq.rnr_until_ms = 0;
             kick = true;
         }
+        // Waiting for the peer's window too long: one packet past it (`peer`).
+        kick |= sq.peer.probe_due(now);
         if sq.ack_deadline_ms != 0 && now >= sq.ack_deadline_ms {
             let oldest = oldest(&sq, &cfg);
             let psn_limit = sq.psn_limit;
@@ -399,6 +407,7 @@ pub(crate) fn tick(dev: &Device<Roxe>, qp: &RoxeQp, now: u64) {
             count(dev, &action);
             match action {
                 CompAction::Retry { from_psn } => {
+                    sq.peer.lost();
                     sq.rewind(from_psn, &cfg);
                     sq.ack_deadline_ms = now + sq.ack_timeout_ms;
                     kick = true;
@@ -411,6 +420,7 @@ pub(crate) fn tick(dev: &Device<Roxe>, qp: &RoxeQp, now: u64) {
                 _ => sq.ack_deadline_ms = 0,
             }
         }
+        sq.settle_peer(dev, path.peer);
     }
     for done in completions.iter() {
         crate::qp::complete_send(dev, qp, done);

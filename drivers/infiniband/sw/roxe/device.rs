@@ -117,6 +117,8 @@ pub(crate) struct RoxeDevice {
     pub(crate) held_acks: SpinLockIrq<HeldAcks>,
     /// The port's hardware counters (`rdma statistic`).
     pub(crate) counters: Counters,
+    /// The send windows the RC QPs to one peer share (`peer`).
+    pub(crate) peers: crate::peer::Peers,
     /// Pages of range all processes together may register on the device for on-demand paging
     /// (`param::ODP_DEVICE_RAM_SHARE` of RAM); its refusals are the `odp_refused` counter.
     pub(crate) odp_budget: Arc<OdpBudget>,

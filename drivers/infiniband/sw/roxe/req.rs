@@ -30,6 +30,7 @@ use crate::{
     proto::{
         comp::completes_without_ack,
         cqe::WcStatus,
+        cwnd::Admit,
         mtt::Access,
         packet::Packet,
         qp_state::{QpState, QpType},
@@ -513,12 +514,20 @@ struct StepCx<'a> {
     direct: bool,
 }
 
-/// Plans and builds the next packet under the send lock.
+/// Plans and builds the next packet under the send lock, then brings the QP's part in its
+/// peer's send window up to date.
 fn step(cx: &StepCx<'_>) -> Step {
+    let mut sq = cx.qp.sq_state.lock();
+    let s = step_locked(cx, &mut sq);
+    sq.settle_peer(cx.dev, cx.path.peer);
+    s
+}
+
+/// [`step`] under the send lock.
+fn step_locked(cx: &StepCx<'_>, sq: &mut SqState) -> Step {
     let StepCx { dev, qp, path, .. } = *cx;
-    let mut sq = qp.sq_state.lock();
     if matches!(path.state, QpState::Err | QpState::Sqe) {
-        return flush(qp, &mut sq);
+        return flush(qp, sq);
     }
     if path.state != QpState::Rts || sq.rnr_until_ms != 0 {
         // Not sending, or held back by an RNR NAK until the tick releases it.
@@ -528,30 +537,47 @@ fn step(cx: &StepCx<'_>) -> Step {
         if sq.entries.len() >= qp.sq_depth {
             return Step::Idle;
         }
-        match fetch(dev, qp, &mut sq) {
+        match fetch(dev, qp, sq) {
             None => return Step::Idle,
             Some(Err(done)) => return one(Some(done), true),
             Some(Ok(())) => {}
         }
     }
     let cur = sq.cur;
-    let progress = match admit(&mut sq, cur, cx.cfg) {
+    let progress = match admit(sq, cur, cx.cfg) {
         Ok(p) => p,
         Err(Held::Idle) => return Step::Idle,
         Err(Held::Again) => return Step::Again,
-        Err(Held::Refused(status)) => return finish(&mut sq, cur, status),
+        Err(Held::Refused(status)) => return finish(sq, cur, status),
     };
     let Some(entry) = sq.entries.get(cur) else {
         return Step::Idle;
     };
     match next_packet(&entry.wqe, &progress, cx.cfg) {
-        PacketPlan::Packet(d) => packet(cx, &mut sq, cur, &d),
+        // A packet sent again after a loss goes within the QP's own window only: the PSNs it
+        // resends were counted in the peer's window before the retry.
+        PacketPlan::Packet(d) if d.psn.diff(sq.psn_limit) < 0 => packet(cx, sq, cur, &d),
+        PacketPlan::Packet(mut d) => {
+            // The QPs to the peer share a send window (`peer`).
+            let data = dev.data();
+            let timed = sq.ack_timeout_ms != 0;
+            match data
+                .peers
+                .admit(&mut sq.peer, timed, now_ms(), &data.counters)
+            {
+                Admit::Wait => Step::Idle,
+                Admit::Go { ack_req } => {
+                    d.ack_req |= ack_req;
+                    packet(cx, sq, cur, &d)
+                }
+            }
+        }
         PacketPlan::Local(op) => {
             // A failed bind or invalidation completes in error and moves the QP to the error
             // state (IBA 10.6.7.2.4, 10.8.3.1), like any other failed WQE, after the WQEs
             // before it have completed.
             let status = local(dev, qp, &entry.wqe, &op);
-            finish(&mut sq, cur, status)
+            finish(sq, cur, status)
         }
         PacketPlan::DiscardDatagram { after } => {
             sq.next_psn = after.next_psn();
@@ -564,7 +590,7 @@ fn step(cx: &StepCx<'_>) -> Step {
             sq.cur += 1;
             Step::Idle
         }
-        PacketPlan::Error(status) => finish(&mut sq, cur, status),
+        PacketPlan::Error(status) => finish(sq, cur, status),
     }
 }
 
@@ -660,6 +686,12 @@ fn packet(cx: &StepCx<'_>, sq: &mut SqState, cur: usize, d: &PacketDesc) -> Step
     if let Some(e) = sq.entries.get_mut(cur) {
         e.progress = Some(d.after);
     }
+    // The responder answers a packet with AckReq, the end of a message and a READ request
+    // (IBA 9.7.5.1.2: it may coalesce ACKs until one of them); a resent one may be a duplicate
+    // it leaves unanswered (IBA 9.7.5.1.1: behind a READ it executed since).
+    let resent = d.psn.diff(sq.psn_limit) < 0;
+    sq.peer
+        .sent(!resent && (d.ack_req || d.last_of_wqe || op == SendOpcode::RdmaRead));
     sq.next_psn = d.after.next_psn();
     if sq.next_psn.diff(sq.psn_limit) > 0 {
         sq.psn_limit = sq.next_psn;

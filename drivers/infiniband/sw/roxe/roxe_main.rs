@@ -62,6 +62,7 @@ mod mcast;
 mod mem;
 mod net;
 mod param;
+mod peer;
 mod qp;
 mod queue;
 mod recv;

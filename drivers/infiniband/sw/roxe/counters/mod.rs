@@ -73,10 +73,16 @@ pub(crate) enum Counter {
     /// pass the process's or the device's ODP budget (`param::ODP_PROCESS_RAM_SHARE`). Read
     /// from the device's budget, which counts them.
     OdpRefused,
+    /// Times an RC requester waited because the QPs to its peer had the peer's shared send
+    /// window full (`peer`), with a response of its own on the way.
+    PeerWindowWaits,
+    /// Times a peer's shared send window was halved after a loss (a PSN sequence NAK or an ACK
+    /// timeout of a QP to that peer; `peer`).
+    PeerWindowCuts,
 }
 
 /// How many counters there are.
-const COUNT: usize = 22;
+const COUNT: usize = 24;
 
 /// The counters' names, in [`Counter`] order: rdma_rxe's (`rxe_counter_descs`), then roxe's.
 pub(crate) static DESCS: [StatDesc; COUNT] = [
@@ -102,6 +108,8 @@ pub(crate) static DESCS: [StatDesc; COUNT] = [
     StatDesc::new(c"rcvd_peer_mismatch"),
     StatDesc::new(c"cq_overflow"),
     StatDesc::new(c"odp_refused"),
+    StatDesc::new(c"peer_window_waits"),
+    StatDesc::new(c"peer_window_cuts"),
 ];
 
 /// A device's counters. Incremented from any context without a lock.

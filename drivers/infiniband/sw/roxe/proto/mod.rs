@@ -10,6 +10,7 @@ pub mod batch;
 mod bytes;
 pub mod comp;
 pub mod cqe;
+pub mod cwnd;
 pub mod guid;
 pub mod icrc;
 pub mod mcast;

@@ -31,6 +31,7 @@ use crate::{
     cq::{mminfo_bytes, RoxeCq, MMINFO_SIZE},
     hca::{errno, Roxe, PORT},
     param,
+    peer::PeerShare,
     proto::{
         batch::Batch,
         comp::{ack_timeout_ms, CompState, RetryCounters},
@@ -81,6 +82,9 @@ pub(crate) struct QpStateData {
     pub(crate) attr: QpAttr,
     /// The primary path; `None` until set (connected QPs set it on the way to RTR).
     pub(crate) av: Option<AddressVector>,
+    /// The slot of the path's peer in the device's send windows (`peer::Peers::slot_of`), set
+    /// with the path: an RC QP's path to another host has one.
+    pub(crate) peer: Option<u8>,
     /// Send WQEs are still being drained in SQD.
     pub(crate) sq_draining: bool,
 }
@@ -90,6 +94,8 @@ pub(crate) struct PathInfo {
     pub(crate) state: QpState,
     pub(crate) dest_qpn: u32,
     pub(crate) av: Option<AddressVector>,
+    /// [`QpStateData::peer`].
+    pub(crate) peer: Option<u8>,
 }
 
 impl QpStateData {
@@ -113,6 +119,7 @@ impl PathInfo {
             state: st.state,
             dest_qpn: st.attr.dest_qp_num,
             av: st.av,
+            peer: st.peer,
         }
     }
 }
@@ -217,6 +224,9 @@ pub(crate) struct SqState {
     /// ODP: times in a row the requester paused on a missing page without building a packet
     /// (`req::MAX_ODP_PAUSES` bounds it).
     pub(crate) odp_pauses: u32,
+    /// The QP's part in its peer's shared send window (`peer`), brought up to date by
+    /// [`SqState::settle_peer`].
+    pub(crate) peer: PeerShare,
 }
 
 impl SqState {
@@ -257,6 +267,22 @@ impl SqState {
         let done = (e.wqe.wr_id, e.wqe.opcode, e.wqe.flags, status, len);
         self.retire(e);
         Some(done)
+    }
+
+    /// Brings the QP's part in its peer's send window up to date (`peer::Peers::settle`)
+    /// after its PSNs changed: an RC QP with a path to another host (`slot`, from
+    /// [`PathInfo::peer`]) counts the PSNs it sent and has not had acknowledged while it has
+    /// WQEs in flight; any other QP, or a reset or destroyed one (`slot` `None`), counts none.
+    pub(crate) fn settle_peer(&mut self, dev: &Device<Roxe>, slot: Option<u8>) {
+        let data = dev.data();
+        let share = if slot.is_some() && !self.entries.is_empty() {
+            self.next_psn.diff(self.comp.expected_psn).max(0) as u32
+        } else {
+            0
+        };
+        let expected = self.comp.expected_psn;
+        data.peers
+            .settle(&mut self.peer, slot, share, expected, &data.counters);
     }
 
     /// Goes back to `from_psn` (a retry): the WQE holding it resumes there, every later started
@@ -490,6 +516,7 @@ fn new_sq_state(sq_depth: usize, elem_size: usize) -> Result<SqState> {
         ack_timeout_ms: 0,
         local_buf: KVec::new(),
         odp_pauses: 0,
+        peer: PeerShare::new(),
     })
 }
 
@@ -568,7 +595,13 @@ pub(crate) fn create(
         rq_max_sge,
         rq_elem_size,
         state <- crate::compat::sync::new_spinlock_irq!(
-            QpStateData { state: QpState::Reset, attr, av: None, sq_draining: false },
+            QpStateData {
+                state: QpState::Reset,
+                attr,
+                av: None,
+                peer: None,
+                sq_draining: false,
+            },
             "roxe_qp_state"
         ),
         sq <- crate::compat::sync::new_spinlock_irq!(sq, "roxe_qp_sq"),
@@ -642,6 +675,10 @@ pub(crate) fn modify(
     apply_to_stages(this, st, &irq, amask, attr);
     if amask.contains(AttrMask::AV) {
         st.av = attr.av;
+        st.peer = match (this.qp_type, attr.av) {
+            (QpType::Rc, Some(av)) => qp.device().data().peers.slot_of(&av),
+            _ => None,
+        };
         let mut sq = this.sq_state.lock_with(&irq);
         if sq.local_buf.len() < local_buf.len() {
             core::mem::swap(&mut sq.local_buf, &mut local_buf);
@@ -658,7 +695,8 @@ pub(crate) fn modify(
     if next == QpState::Reset && prev != QpState::Reset {
         // IBA 10.3.1: RESET empties the work queues and forgets the path.
         st.av = None;
-        reset_stages(this, st, &irq);
+        st.peer = None;
+        reset_stages(qp.device(), this, st, &irq);
         drop(st_guard);
         reset_rings(this);
         // An ACK held for the old connection still leaves: the caller sends it.
@@ -771,6 +809,8 @@ fn apply_to_stages(
         sq.next_psn = psn_from_attr(attr.sq_psn);
         sq.psn_limit = sq.next_psn;
         sq.comp.expected_psn = sq.next_psn;
+        let expected = sq.comp.expected_psn;
+        sq.peer.psns_set(expected);
     }
     if amask.contains(AttrMask::MAX_DEST_RD_ATOMIC) {
         st.attr.max_dest_rd_atomic = attr.max_dest_rd_atomic;
@@ -794,8 +834,8 @@ fn apply_to_stages(
 }
 
 /// RESET (IBA 10.3.1): the responder and the send side start over, nothing in flight, PSN 0
-/// until modify sets sq_psn. `state` is held (`irq`).
-fn reset_stages(this: &RoxeQp, st: &QpStateData, irq: &IrqOff<'_>) {
+/// until modify sets sq_psn, no part in a peer's send window. `state` is held (`irq`).
+fn reset_stages(dev: &Device<Roxe>, this: &RoxeQp, st: &QpStateData, irq: &IrqOff<'_>) {
     this.resp_state
         .lock_with(irq)
         .reset(st.attr.max_dest_rd_atomic);
@@ -809,6 +849,7 @@ fn reset_stages(this: &RoxeQp, st: &QpStateData, irq: &IrqOff<'_>) {
     sq.ack_deadline_ms = 0;
     sq.rnr_until_ms = 0;
     sq.comp = CompState::new(Psn::new(0), Pmtu::of(IbMtu::Mtu256), retry_cnt, rnr_retry);
+    sq.settle_peer(dev, None);
 }
 
 /// RESET, after the state lock: the rings are emptied, and the next connection learns again
@@ -899,6 +940,10 @@ pub(crate) fn destroy(qp: &Qp<Roxe>) {
         crate::mcast::detach_all(qp.device(), this.qpn);
     }
     drop(qp.device().data().qps.remove(this.qpn));
+    // Its part in its peer's send window goes back, and stays so whatever still runs for it.
+    let mut sq = this.sq_state.lock();
+    sq.peer.close();
+    sq.settle_peer(qp.device(), None);
 }
 
 /// The send doorbell's admission: new WQEs may be sent (or flushed in the error state) unless

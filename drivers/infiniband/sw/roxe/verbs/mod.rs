@@ -525,6 +525,7 @@ impl Link for Roxe {
                 atomic_lock <- crate::rdma::bh::new_bh_lock!((), "roxe_atomic"),
                 held_acks <- crate::compat::sync::new_spinlock_irq!(crate::device::HeldAcks::new(), "roxe_held_acks"),
                 counters: Counters::new(),
+                peers: crate::peer::Peers::new(),
                 odp_budget,
                 mcast <- crate::mcast::McastTable::new(),
                 odp_jobs <- crate::compat::sync::new_spinlock_irq!(KVec::new(), "roxe_odp_jobs"),
