@@ -99,6 +99,8 @@ pub(crate) struct PeerShare {
     waiting_since_ms: u64,
     /// The tick let the waiting QP send one packet past the window ([`PeerShare::probe_due`]).
     probe: bool,
+    /// The QP probed and nothing has been acknowledged since: one probe per PSN it waits at.
+    probed: bool,
     /// A loss was seen since the last settlement (a sequence NAK or an ACK timeout).
     lost: bool,
     /// The QP is being destroyed: it counts no share any more, whatever a stage still running
@@ -116,6 +118,7 @@ impl PeerShare {
             asked: false,
             waiting_since_ms: 0,
             probe: false,
+            probed: false,
             lost: false,
             closed: false,
         }
@@ -130,12 +133,18 @@ impl PeerShare {
     /// Whether the QP has waited for the window for [`PROBE_MS`] by `now` (ms since boot): then
     /// it may send one packet past the window, and the device's tick runs its requester. The
     /// response the QP waits for may be lost, or its request: a later packet makes the
-    /// responder NAK the gap (IBA 9.7.5.1.3), instead of the ACK timer finding it.
+    /// responder NAK the gap (IBA 9.7.5.1.3), instead of the ACK timer finding it. Once per
+    /// PSN the QP waits at: a responder NAKs a gap once and drops what follows silently, so if
+    /// that NAK was lost, more probes would only add packets, and the ACK timer recovers.
     pub(crate) fn probe_due(&mut self, now: u64) -> bool {
         if self.waiting_since_ms == 0 || now < self.waiting_since_ms.saturating_add(PROBE_MS) {
             return false;
         }
         self.waiting_since_ms = 0;
+        if self.probed {
+            return false;
+        }
+        self.probed = true;
         self.probe = true;
         true
     }
@@ -228,12 +237,19 @@ impl Peers {
             ps.acked_to = expected;
         }
         let Some(w) = slot.and_then(|s| self.window(s)) else {
-            ps.share = 0;
-            ps.lost = false;
+            // No window (reset, destroyed, loopback): nothing of a wait is left over.
+            *ps = PeerShare {
+                closed: ps.closed,
+                acked_to: expected,
+                ..PeerShare::new()
+            };
             return;
         };
         let acked = expected.diff(ps.acked_to);
         ps.acked_to = expected;
+        if acked > 0 {
+            ps.probed = false;
+        }
         if acked > 0 && acked < MAX_ACKED_STEP {
             // The window grows only while it limits (RFC 7661): the sum, this QP's
             // acknowledged PSNs still in it, fills half of it.

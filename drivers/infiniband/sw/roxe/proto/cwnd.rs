@@ -149,8 +149,9 @@ pub enum Admit {
 /// response sends one more that does: so a QP waits only while a response of its own is on
 /// its way, whose arrival runs its requester again (no QP waits for another's ACKs; if the
 /// response or its request is lost, the kernel lets the QP probe past the window after a
-/// short wait). The window is overrun by at most two packets per QP (the one sent with nothing
-/// unacknowledged, the one that asks), a READ request counting its response PSNs.
+/// short wait). Besides those probes and resent packets (which the kernel sends within the
+/// QP's own window), the window is overrun by at most two packets per QP: the one sent with
+/// nothing unacknowledged and the one that asks, a READ request counting its response PSNs.
 ///
 /// A packet that finds room asks for nothing more than its plan does: asking for an ACK
 /// whenever the window is nearly full made the responder acknowledge about every third packet
