@@ -55,7 +55,8 @@ impl PeerWindow {
         }
     }
 
-    /// Applies `f` to the window's state, atomically; whether it changed the window's size.
+    /// Applies `f` to the window's state, atomically; the state before and after (the same
+    /// twice if the update was lost).
     fn update(&self, f: impl Fn(Cwnd) -> Cwnd) -> (Cwnd, Cwnd) {
         let mut cur = self.cwnd.load(Relaxed);
         // A bounded number of tries: under contention an update may be lost, which makes the
@@ -232,17 +233,17 @@ impl Peers {
     ) {
         let (slot, share) = if ps.closed { (None, 0) } else { (slot, share) };
         if ps.slot != slot {
+            // A new peer, or none (reset, destroy): the share moves, and nothing of a wait or
+            // a loss is left over from the old one.
             self.take_back(ps);
-            ps.slot = slot;
-            ps.acked_to = expected;
-        }
-        let Some(w) = slot.and_then(|s| self.window(s)) else {
-            // No window (reset, destroyed, loopback): nothing of a wait is left over.
             *ps = PeerShare {
-                closed: ps.closed,
+                slot,
                 acked_to: expected,
+                closed: ps.closed,
                 ..PeerShare::new()
             };
+        }
+        let Some(w) = slot.and_then(|s| self.window(s)) else {
             return;
         };
         let acked = expected.diff(ps.acked_to);
@@ -253,9 +254,8 @@ impl Peers {
         if acked > 0 && acked < MAX_ACKED_STEP {
             // The window grows only while it limits (RFC 7661): the sum, this QP's
             // acknowledged PSNs still in it, fills half of it.
-            let window = Cwnd::unpack(w.cwnd.load(Relaxed)).window;
-            let limited = w.in_flight.load(Relaxed) >= window / 2;
-            w.update(|c| c.on_acked(acked as u32, limited));
+            let in_flight = w.in_flight.load(Relaxed);
+            w.update(|c| c.on_acked(acked as u32, in_flight >= c.window / 2));
         }
         if share != ps.share {
             w.in_flight.add(share.wrapping_sub(ps.share), Relaxed);
@@ -271,11 +271,9 @@ impl Peers {
     }
 
     /// Takes the QP's share out of its slot's sum.
-    fn take_back(&self, ps: &mut PeerShare) {
+    fn take_back(&self, ps: &PeerShare) {
         if let Some(w) = ps.slot.and_then(|s| self.window(s)) {
             w.in_flight.add(0u32.wrapping_sub(ps.share), Relaxed);
         }
-        ps.share = 0;
-        ps.slot = None;
     }
 }

@@ -556,7 +556,7 @@ fn step_locked(cx: &StepCx<'_>, sq: &mut SqState) -> Step {
     match next_packet(&entry.wqe, &progress, cx.cfg) {
         // A packet sent again after a loss goes within the QP's own window only: the PSNs it
         // resends were counted in the peer's window before the retry.
-        PacketPlan::Packet(d) if d.psn.diff(sq.psn_limit) < 0 => packet(cx, sq, cur, &d),
+        PacketPlan::Packet(d) if sq.resends(d.psn) => packet(cx, sq, cur, &d),
         PacketPlan::Packet(mut d) => {
             // The QPs to the peer share a send window (`peer`).
             let data = dev.data();
@@ -689,7 +689,7 @@ fn packet(cx: &StepCx<'_>, sq: &mut SqState, cur: usize, d: &PacketDesc) -> Step
     // The responder answers a packet with AckReq, the end of a message and a READ request
     // (IBA 9.7.5.1.2: it may coalesce ACKs until one of them); a resent one may be a duplicate
     // it leaves unanswered (IBA 9.7.5.1.1: behind a READ it executed since).
-    let resent = d.psn.diff(sq.psn_limit) < 0;
+    let resent = sq.resends(d.psn);
     sq.peer
         .sent(!resent && (d.ack_req || d.last_of_wqe || op == SendOpcode::RdmaRead));
     sq.next_psn = d.after.next_psn();

@@ -269,6 +269,11 @@ impl SqState {
         Some(done)
     }
 
+    /// Whether a packet with `psn` is sent again after a retry: below the highest PSN sent.
+    pub(crate) fn resends(&self, psn: Psn) -> bool {
+        psn.diff(self.psn_limit) < 0
+    }
+
     /// Brings the QP's part in its peer's send window up to date (`peer::Peers::settle`)
     /// after its PSNs changed: an RC QP with a path to another host (`slot`, from
     /// [`PathInfo::peer`]) counts the PSNs it sent and has not had acknowledged while it has
