@@ -2,10 +2,10 @@
 
 //! The device's deferred work and what it runs: the tick (retransmission, RNR and READ-reply
 //! pacing timers), the kick work (requesters and receive flushes asked for from contexts that
-//! may not send, loopback packets a drainer left), and the process work (ODP faults and the
-//! stage work queued behind them, flushes too long for softirq). Counterpart of rxe's
-//! `rxe_task.c`: the stages run from here, and the objects only ask for it (`kick_pending`,
-//! `flush_pending`, `odp`'s queue).
+//! may not send, loopback packets a drainer left, ACKs held to the end of a receive pass), and
+//! the process work (ODP faults and the stage work queued behind them, flushes too long for
+//! softirq). Counterpart of rxe's `rxe_task.c`: the stages run from here, and the objects only
+//! ask for it (`kick_pending`, `ack_at_pass_end`, `flush_pending`, `odp`'s queue).
 //!
 //! Contexts: the tick runs in the timer's softirq, the kick work in a BH workqueue (softirq),
 //! the process work in process context; each takes a QP's locks only through the stages it runs.
@@ -46,7 +46,8 @@ pub(crate) fn short_timer(dev: &Device<Roxe>) {
 }
 
 /// The kick work: loopback packets a drainer left over when its budget ran out, then the QPs
-/// that asked for their queues to run.
+/// that asked for their queues to run or hold an ACK until the end of a receive pass. Queued
+/// from a receive pass in softirq while it is idle, it runs on that CPU once the pass is over.
 pub(crate) fn kicked(dev: &Device<Roxe>) {
     loopback::drain(dev);
     let qps = &dev.data().qps;
@@ -54,6 +55,10 @@ pub(crate) fn kicked(dev: &Device<Roxe>) {
         qps.clear_mark(qpn, qp::KICKED);
         if qp.kick_pending.xchg(false, Acquire) {
             run_queues(dev, qp);
+        }
+        // After the requester, whose batch takes the held ACK if it sends.
+        if qp.ack_at_pass_end.xchg(false, Acquire) {
+            crate::net::ack::pass_ended(dev, qp);
         }
     });
 }
@@ -76,13 +81,15 @@ pub(crate) fn process_work(dev: &Device<Roxe>) {
                 }
             }
             StageJob::Redeliver { qpn, bytes, src } => {
-                let Some(qp) = dev.data().qps.get(qpn) else {
-                    continue;
-                };
                 if let Ok(pkt) = Packet::new_checked(&bytes[..]) {
-                    // The responder's lock is a bottom-half lock (`RoxeQp::resp_state`).
+                    // The responder's lock is a bottom-half lock (`RoxeQp::resp_state`). The
+                    // QP is looked up with bottom halves off, as a packet handler does: a
+                    // destroy's grace period then covers this delivery, and the ACK it may
+                    // hold is sent by the destroy (`qp::destroy`'s caller), not stranded.
                     let _bh = crate::rdma::bh::disable();
-                    crate::resp::receive(dev, &qp, &pkt, &src);
+                    if let Some(qp) = dev.data().qps.get(qpn) {
+                        crate::resp::receive(dev, &qp, &pkt, &src);
+                    }
                 }
                 // Its answer, when the requester is on this device.
                 loopback::drain(dev);

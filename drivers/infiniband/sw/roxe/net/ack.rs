@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! A QP's outgoing responses: they leave in the order the responder made them, one context at a
-//! time (`proto::resp::ResponseTx`), and a positive ACK the responder would send alone waits,
-//! for a short while, for the requester of the same QP to send towards the same peer, and
-//! leaves in that batch. Which QPs hold (those whose requester answers quickly), the device's
-//! short timer that sends what was not taken, and the account of how many QPs hold one.
+//! time (`proto::resp::ResponseTx`), and a positive ACK the responder would send alone waits:
+//! until the end of the receive pass, so that the requests of one pass get one ACK, or, for a
+//! QP whose requester answers quickly, for a short while for the requester of the same QP to
+//! send towards the same peer, leaving in that batch. Which QPs hold for their requester, the
+//! device's short timer that sends what was not taken, and the account of how many QPs hold
+//! one.
 //!
 //! Context: softirq, the loopback drainer, or the requester (bottom halves off); process
 //! context for a QP's state change. The QP's `resp_tx` lock and, under it, the device's
@@ -28,7 +30,10 @@ use crate::{
     },
     qp::{HeldAck, Queued, RoxeQp},
 };
-use kernel::{prelude::*, sync::atomic::Relaxed};
+use kernel::{
+    prelude::*,
+    sync::atomic::{Relaxed, Release},
+};
 
 /// How long a positive ACK waits at least for the requester's next packets to the same peer, to
 /// leave in their batch: one pass through the stack and one doorbell for both, and on a virtual
@@ -43,16 +48,20 @@ pub(crate) const ACK_HOLD_US: u32 = 200;
 
 /// Sends a request's responses: `ack`, then `packets`, after any ACK held from before
 /// (responses leave in PSN order, IBA 9.5). A positive ACK that travels alone to an IPv4 peer
-/// is held instead (`ResponseTx::hold`) while the QP answers its peer quickly
+/// is held instead (`ResponseTx::hold`): while the QP answers its peer quickly
 /// (`RoxeQp::hold_acks`), for the requester to send with its next batch ([`batch_held_ack`])
-/// or the device's short timer ([`hold_timer_expired`]). While another context sends this QP's
-/// responses, these wait for it to send them (`proto::resp::ResponseTx`).
+/// or the device's short timer ([`hold_timer_expired`]); otherwise, if it acknowledges a
+/// message of one packet (`one_packet`), until the end of the receive pass ([`pass_ended`]),
+/// so that of the small messages the pass brings only the last is ACKed (ACKs are cumulative,
+/// IBA 9.7.5.1.2: a later held ACK replaces an earlier one). While another context sends this
+/// QP's responses, these wait for it to send them (`proto::resp::ResponseTx`).
 pub(crate) fn send_responses(
     dev: &Device<Roxe>,
     qp: &RoxeQp,
     av: &AddressVector,
     mut ack: Option<(Psn, TxSkBuff)>,
     packets: KVec<TxSkBuff>,
+    one_packet: bool,
 ) {
     let hold_acks = qp.hold_acks.load(Relaxed);
     if packets.is_empty() && ack.is_none() {
@@ -64,14 +73,23 @@ pub(crate) fn send_responses(
     }
     let lone_ack = packets.is_empty() && ack.is_some() && net::batch_addresses(av).is_some();
     if lone_ack && !hold_acks {
-        // Leaves at once; should the requester answer soon, the next ones wait for it.
+        // Leaves at the end of the pass or at once; should the requester answer soon, the next
+        // ones wait for it.
         qp.unheld_ack_ns.store(now_ns(), Relaxed);
     }
-    if lone_ack && hold_acks {
+    if lone_ack && (hold_acks || one_packet) {
         if let Some((psn, skb)) = ack.take() {
-            match hold(dev, qp, psn, HeldAck { skb, av: *av }) {
+            let held = HeldAck {
+                skb,
+                av: *av,
+                for_requester: hold_acks,
+            };
+            match hold(dev, qp, psn, held) {
                 // Freed outside the locks.
                 Ok(free) => {
+                    if !hold_acks {
+                        send_at_pass_end(dev, qp);
+                    }
                     drop(free);
                     return;
                 }
@@ -90,7 +108,7 @@ pub(crate) fn send_responses(
         let offer = tx.offer(group, n);
         if let Offer::Send { held, unparked, .. } = &offer {
             // Each of a held ACK and parked responses was counted for the short timer.
-            for _ in 0..u8::from(held.is_some()) + u8::from(*unparked) {
+            for _ in 0..u8::from(counted(held)) + u8::from(*unparked) {
                 waiting_ended(dev);
             }
         }
@@ -129,26 +147,59 @@ pub(crate) fn send_responses(
     }
 }
 
+/// Asks the device's kick work to send the ACK `qp` holds once the current receive pass is over:
+/// queued from softirq, the work runs on this CPU after it (the network receive softirq
+/// finishes its pass first), and from a context with bottom halves off, once they are back on.
+/// The ACKs the pass makes meanwhile replace the held one, and ask nothing more.
+fn send_at_pass_end(dev: &Device<Roxe>, qp: &RoxeQp) {
+    if qp.ack_at_pass_end.xchg(true, Release) {
+        // Asked already, and the work has not looked at the QP yet: it will send this one.
+        return;
+    }
+    // After the flag: the kick work takes the mark off before it looks at the flag.
+    dev.data().qps.set_mark(qp.qpn, crate::qp::KICKED);
+    dev.kick();
+}
+
+/// The kick work found `qp` asking for its ACK to leave at the end of a pass
+/// ([`send_at_pass_end`]): sends it, unless the ACK held now is one held for the requester
+/// (the QP started holding for it since), whose next batch or the short timer takes it.
+pub(crate) fn pass_ended(dev: &Device<Roxe>, qp: &RoxeQp) {
+    let for_requester = qp.resp_tx.lock().held().is_some_and(|h| h.for_requester);
+    if !for_requester {
+        send_held_ack(dev, qp);
+    }
+}
+
+/// Whether a held ACK taken from the QP was counted for the short timer.
+fn counted(held: &Option<HeldAck>) -> bool {
+    held.as_ref().is_some_and(|h| h.for_requester)
+}
+
 /// Holds `ack` (see [`send_responses`]): `Ok` with what is to be freed outside the locks (an
 /// older held ACK, or this one if a later one is held), or `Err` with the ACK if it must be
-/// sent instead (another context sends, or responses wait).
+/// sent instead (another context sends, or responses wait). An ACK that replaces one held for
+/// the requester is held for the requester too: the count and the short timer go on covering
+/// it.
 fn hold(
     dev: &Device<Roxe>,
     qp: &RoxeQp,
     psn: Psn,
-    ack: HeldAck,
+    mut ack: HeldAck,
 ) -> Result<Option<HeldAck>, HeldAck> {
     let mut tx = qp.resp_tx.lock();
+    let was_counted = tx.held().is_some_and(|h| h.for_requester);
+    ack.for_requester |= was_counted;
+    let counts = ack.for_requester;
     match tx.hold(psn, ack) {
-        Hold::Held {
-            superseded,
-            started,
-        } => {
-            if started {
+        Hold::Held { superseded, .. } => {
+            if counts && !was_counted {
                 waiting_started(dev);
             }
             Ok(superseded)
         }
+        // The later ACK held stays as it was held: for the requester (counted), or for the end
+        // of the pass, which sends it.
         Hold::Older(ack) => Ok(Some(ack)),
         Hold::Busy(ack) => Err(ack),
     }
@@ -216,7 +267,7 @@ pub(crate) fn batch_held_ack(dev: &Device<Roxe>, qp: &RoxeQp, batch: &mut net::T
         let Some(claim) = tx.claim() else {
             return false;
         };
-        for _ in 0..u8::from(claim.held.is_some()) + u8::from(claim.unparked) {
+        for _ in 0..u8::from(counted(&claim.held)) + u8::from(claim.unparked) {
             waiting_ended(dev);
         }
         claim
@@ -242,10 +293,11 @@ pub(crate) fn send_held_ack(dev: &Device<Roxe>, qp: &RoxeQp) -> bool {
     true
 }
 
-/// The QP's requester is sending (`req::run`): if the responder sent an ACK to the peer at once
-/// within the last [`ACK_HOLD_US`], that ACK could have left with these packets, so the QP holds
-/// its ACKs from now on. A QP that is slow to answer, or never does, ACKs at once: holding would
-/// delay its peer's send completions by the short timer's slack.
+/// The QP's requester is sending (`req::run`): if the responder made an ACK to the peer without
+/// holding it for the requester within the last [`ACK_HOLD_US`], that ACK could have left with
+/// these packets, so the QP holds its ACKs from now on. A QP that is slow to answer, or never
+/// does, ACKs at the end of each receive pass: holding would delay its peer's send completions
+/// by the short timer's slack.
 pub(crate) fn requester_sending(qp: &RoxeQp) {
     if qp.hold_acks.load(Relaxed) {
         return;
@@ -258,7 +310,8 @@ pub(crate) fn requester_sending(qp: &RoxeQp) {
         qp.hold_acks.store(true, Relaxed);
     }
     // Decided for this ACK (a later run would only find it older): the next packets of a QP
-    // that stays slow read no clock until the responder ACKs at once again.
+    // that stays slow read no clock until the responder makes an ACK without holding it for
+    // the requester again.
     qp.unheld_ack_ns.store(0, Relaxed);
 }
 

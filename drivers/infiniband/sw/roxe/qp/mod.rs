@@ -14,6 +14,8 @@
 
 pub(crate) mod resp_state;
 
+pub(crate) use resp_state::{HeldAck, Queued, RespTx};
+
 use crate::compat::errno;
 use crate::compat::sync::{irqs_off, IrqOff, SpinLockIrq};
 use crate::rdma::{
@@ -25,7 +27,6 @@ use crate::rdma::{
     pool::{Alloc, PoolMark, PoolRef},
     qp::{Qp, QpAttr, QpAttrMask, QpCap, QpCreated, QpEvent, QpInit, QpNotifier},
 };
-use crate::soft::skb::TxSkBuff;
 use crate::{
     counters::Counter,
     cq::{mminfo_bytes, RoxeCq, MMINFO_SIZE},
@@ -43,7 +44,7 @@ use crate::{
             AttrMask, AttrValues, ModifyRequest, PostVerdict, QpState, QpType,
         },
         req::{ReqConfig, WqeProgress},
-        resp::{ResponseTx, QUEUED_GROUPS},
+        resp::ResponseTx,
         wqe::{recv_layout, send_flags, send_layout, SendOpcode, SendWqe, SqLimits, SGE_SIZE},
     },
     qp::resp_state::RespState,
@@ -379,28 +380,14 @@ pub(crate) struct RoxeQp {
     pub(crate) resp_tx: SpinLockIrq<RespTx>,
     /// Whether the responder holds ACKs back: set when the requester sends soon after an ACK
     /// (`ack::requester_sending`), cleared when a held ACK had to leave on its own, so that a
-    /// QP that only receives, or answers slowly, ACKs at once.
+    /// QP that only receives, or answers slowly, ACKs at the end of the receive pass.
     pub(crate) hold_acks: AtomicFlag,
-    /// When the responder last sent a lone positive ACK at once (`now_ns`; 0: never).
+    /// When the responder last made a lone positive ACK without holding it for the requester
+    /// (`now_ns`; 0: never).
     pub(crate) unheld_ack_ns: Atomic<u64>,
-}
-
-/// The QP's outgoing responses (see [`RoxeQp::resp_tx`]): whose turn it is to send them, the
-/// held ACK, and the groups of responses that wait for the turn.
-pub(crate) type RespTx = ResponseTx<HeldAck, Queued, QUEUED_GROUPS>;
-
-/// Responses of one request, or one burst of a READ reply, waiting for their turn
-/// (`RespTx::offer`).
-pub(crate) struct Queued {
-    pub(crate) av: AddressVector,
-    pub(crate) ack: Option<TxSkBuff>,
-    pub(crate) packets: KVec<TxSkBuff>,
-}
-
-/// An acknowledgement waiting to leave (`RespTx::hold`).
-pub(crate) struct HeldAck {
-    pub(crate) skb: TxSkBuff,
-    pub(crate) av: AddressVector,
+    /// The responder holds an ACK until the end of the current receive pass: the device's kick
+    /// work sends it (`ack::send_at_pass_end`). Set before the QP's [`KICKED`] mark.
+    pub(crate) ack_at_pass_end: AtomicFlag,
 }
 
 fn qp_type_of(raw: u32) -> Result<QpType> {
@@ -622,6 +609,7 @@ pub(crate) fn create(
         resp_tx <- crate::compat::sync::new_spinlock_irq!(ResponseTx::new(), "roxe_qp_resp_tx"),
         hold_acks: AtomicFlag::new(false),
         unheld_ack_ns: Atomic::new(0),
+        ack_at_pass_end: AtomicFlag::new(false),
     }? Error))?;
     Ok(QpCreated {
         data: qp,
@@ -874,7 +862,8 @@ fn reset_rings(this: &RoxeQp) {
 /// something due, not the QPs there are.
 pub(crate) const TIMED: PoolMark = PoolMark::One;
 
-/// The QPs that asked the kick work to run their queues ([`ask_kick`]).
+/// The QPs that asked the kick work to run their queues ([`ask_kick`]) or to send the ACK they
+/// hold at the end of a receive pass (`ack::send_at_pass_end`).
 pub(crate) const KICKED: PoolMark = PoolMark::Two;
 
 /// Whether any of the QP's timers is armed.

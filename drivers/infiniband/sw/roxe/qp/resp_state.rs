@@ -3,16 +3,21 @@
 //! The responder's state of one QP, which the QP owns (under its `resp_state` lock) and the
 //! responder stage (`resp/`) updates: the protocol state, the responder resources cache, the
 //! receive WQE the current message fills, the paced READ reply and the requests held behind it.
-//! Modify QP sets it up here; every packet-driven change is the responder's.
+//! Modify QP sets it up here; every packet-driven change is the responder's. Beside it, the
+//! types of the QP's outgoing responses (`RespTx`: the held ACK, the groups waiting their turn),
+//! which `net::ack` sends.
 
 #![deny(unsafe_code)]
 
 use crate::proto::{
     psn::Psn,
-    resp::{self as presp, HeldRequests, ReadStream, ResponderResources},
+    resp::{
+        self as presp, HeldRequests, ReadStream, ResponderResources, ResponseTx, QUEUED_GROUPS,
+    },
     wqe::RecvWqe,
 };
-use crate::rdma::ah::Network;
+use crate::rdma::ah::{AddressVector, Network};
+use crate::soft::skb::TxSkBuff;
 use kernel::prelude::*;
 
 /// Slots of the responder resources cache: the device's `max_qp_rd_atom`, so that every READ or
@@ -98,4 +103,26 @@ impl RespState {
         self.read.clear();
         self.held.clear();
     }
+}
+
+/// The QP's outgoing responses (see [`super::RoxeQp::resp_tx`]): whose turn it is to send them,
+/// the held ACK, and the groups of responses that wait for the turn.
+pub(crate) type RespTx = ResponseTx<HeldAck, Queued, QUEUED_GROUPS>;
+
+/// Responses of one request, or one burst of a READ reply, waiting for their turn
+/// (`RespTx::offer`).
+pub(crate) struct Queued {
+    pub(crate) av: AddressVector,
+    pub(crate) ack: Option<TxSkBuff>,
+    pub(crate) packets: KVec<TxSkBuff>,
+}
+
+/// An acknowledgement waiting to leave (`RespTx::hold`).
+pub(crate) struct HeldAck {
+    pub(crate) skb: TxSkBuff,
+    pub(crate) av: AddressVector,
+    /// Held for the requester's next batch, and so counted for the device's short timer
+    /// (`HeldAcks::count`); otherwise held until the end of the receive pass, which the kick
+    /// work ends (`RoxeQp::ack_at_pass_end`).
+    pub(crate) for_requester: bool,
 }

@@ -293,7 +293,12 @@ fn finish(cx: &Ctx<'_>, mut fx: Effects) -> bool {
         }
     }
     if let Some(av) = path.av {
-        crate::net::ack::send_responses(dev, qp, &av, fx.ack, fx.packets);
+        // A one-packet message's ACK may wait for the end of the receive pass: it frees one
+        // PSN of the requester's window. A longer message's frees many, and the requester
+        // waits for it.
+        let info = cx.pkt.info();
+        let one_packet = info.starts_message() && info.ends_message();
+        crate::net::ack::send_responses(dev, qp, &av, fx.ack, fx.packets, one_packet);
     }
     let burst = fx.read_burst.is_some();
     if let Some(mr) = fx.read_burst {

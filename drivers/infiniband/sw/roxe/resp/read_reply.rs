@@ -222,7 +222,7 @@ pub(crate) fn send_read_burst(
         now.saturating_sub(started),
     );
     if let Some(av) = path.av {
-        crate::net::ack::send_responses(dev, qp, &av, None, packets);
+        crate::net::ack::send_responses(dev, qp, &av, None, packets, false);
     }
     // Once the burst is on its way, answers to later requests may follow it.
     qp.resp_state.lock().read.sent();

@@ -3,15 +3,15 @@
 //! The order a QP's responses leave in: one context at a time sends them, the others queue
 //! theirs behind it, so that they reach the stack in the order they were made (IBA 9.5).
 //!
-//! Three kinds of context send a QP's responses to the network: the responder (on a request,
-//! and the paced bursts of a READ reply), the requester, whose batch takes the ACK the
-//! responder held back for it, and the short timer or a QP state change, which send an ACK
+//! Three kinds of context send a QP's responses to the network: the responder (on a request, and
+//! the paced bursts of a READ reply), the requester, whose batch takes the ACK the responder held
+//! back, and the end of a receive pass, the short timer or a QP state change, which send an ACK
 //! nobody took. Each sends outside the QP's locks, so without a turn a held ACK taken into the
-//! requester's batch could leave after READ responses the responder made later; a requester in
-//! the middle of that READ would see an ACK older than what it has (rdma_rxe's completer then
-//! takes the rest of the READ for a protocol error and moves the QP to the error state).
-//! Responses to a requester on the same device do not pass here: the loopback drainer delivers
-//! them right after the request (`device::LocalResponse`).
+//! requester's batch could leave after READ responses the responder made later; a requester in the
+//! middle of that READ would see an ACK older than what it has (rdma_rxe's completer then takes the
+//! rest of the READ for a protocol error and moves the QP to the error state). Responses to a
+//! requester on the same device do not pass here: the loopback drainer delivers them right after
+//! the request (`device::LocalResponse`).
 
 use super::super::psn::Psn;
 use core::cmp::Ordering;
@@ -30,7 +30,8 @@ pub const QUEUED_PACKETS: usize = 2 * super::READ_REPLY_BURST as usize;
 pub const TURN_GROUPS: u32 = 16;
 
 /// A QP's outgoing responses: whose turn it is to send them, a positive ACK held back for the
-/// requester's next batch (`H`), and the groups of responses (`T`) that wait for the turn.
+/// requester's next batch or the end of the receive pass (`H`), and the groups of responses
+/// (`T`) that wait for the turn.
 ///
 /// # Invariants
 ///
@@ -54,7 +55,7 @@ pub struct ResponseTx<H, T, const N: usize> {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Hold<H> {
     /// Held. `superseded` is the older held ACK it replaced, to free; `started`: none was held
-    /// (the short timer must run).
+    /// (an ACK held for the requester starts the short timer).
     Held {
         superseded: Option<H>,
         started: bool,
@@ -135,14 +136,22 @@ impl<H, T, const N: usize> ResponseTx<H, T, N> {
         self.held.is_some()
     }
 
+    /// The held ACK, if any.
+    pub const fn held(&self) -> Option<&H> {
+        match &self.held {
+            Some((_, h)) => Some(h),
+            None => None,
+        }
+    }
+
     /// Groups waiting.
     pub const fn queued(&self) -> usize {
         self.len
     }
 
-    /// Holds back `ack`, a lone positive ACK of PSN `psn`, for the requester's next batch or
-    /// the short timer. Of two held ACKs the later is kept: an ACK acknowledges every request
-    /// before its PSN too (IBA 9.7.5.1.2).
+    /// Holds back `ack`, a lone positive ACK of PSN `psn`, for the requester's next batch, the end
+    /// of the receive pass or the short timer. Of two held ACKs the later is kept: an ACK
+    /// acknowledges every request before its PSN too (IBA 9.7.5.1.2).
     pub fn hold(&mut self, psn: Psn, ack: H) -> Hold<H> {
         if self.sending || self.len != 0 {
             return Hold::Busy(ack);
