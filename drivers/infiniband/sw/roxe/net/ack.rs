@@ -108,7 +108,7 @@ pub(crate) fn send_responses(
         let offer = tx.offer(group, n);
         if let Offer::Send { held, unparked, .. } = &offer {
             // Each of a held ACK and parked responses was counted for the short timer.
-            for _ in 0..u8::from(counted(held)) + u8::from(*unparked) {
+            for _ in 0..u8::from(counted(held.as_ref())) + u8::from(*unparked) {
                 waiting_ended(dev);
             }
         }
@@ -165,14 +165,14 @@ fn send_at_pass_end(dev: &Device<Roxe>, qp: &RoxeQp) {
 /// ([`send_at_pass_end`]): sends it, unless the ACK held now is one held for the requester
 /// (the QP started holding for it since), whose next batch or the short timer takes it.
 pub(crate) fn pass_ended(dev: &Device<Roxe>, qp: &RoxeQp) {
-    let for_requester = qp.resp_tx.lock().held().is_some_and(|h| h.for_requester);
+    let for_requester = counted(qp.resp_tx.lock().held());
     if !for_requester {
         send_held_ack(dev, qp);
     }
 }
 
-/// Whether a held ACK taken from the QP was counted for the short timer.
-fn counted(held: &Option<HeldAck>) -> bool {
+/// Whether a held ACK (in the QP, or taken from it) is counted for the short timer.
+fn counted(held: Option<&HeldAck>) -> bool {
     held.as_ref().is_some_and(|h| h.for_requester)
 }
 
@@ -188,7 +188,7 @@ fn hold(
     mut ack: HeldAck,
 ) -> Result<Option<HeldAck>, HeldAck> {
     let mut tx = qp.resp_tx.lock();
-    let was_counted = tx.held().is_some_and(|h| h.for_requester);
+    let was_counted = counted(tx.held());
     ack.for_requester |= was_counted;
     let counts = ack.for_requester;
     match tx.hold(psn, ack) {
@@ -267,7 +267,7 @@ pub(crate) fn batch_held_ack(dev: &Device<Roxe>, qp: &RoxeQp, batch: &mut net::T
         let Some(claim) = tx.claim() else {
             return false;
         };
-        for _ in 0..u8::from(counted(&claim.held)) + u8::from(claim.unparked) {
+        for _ in 0..u8::from(counted(claim.held.as_ref())) + u8::from(claim.unparked) {
             waiting_ended(dev);
         }
         claim
