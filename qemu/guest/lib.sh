@@ -65,6 +65,17 @@ barrier() {
 	return 0
 }
 
+# host_udp_drops NAME: the host's count of UDP datagrams its sockets dropped for want of receive
+# buffer (two VMs: what the receiving QEMU's socket could not take), as the host's
+# qemu/run-vm.sh answers it through /sync; empty if no answer came within 10 s. NAME is unique
+# per question.
+host_udp_drops() {
+	local f=/sync/host-udp.$1.$ROXE_VM i=0
+	touch "$f"
+	while [ ! -e "$f.val" ] && [ $i -lt 50 ]; do sleep 0.2; i=$((i + 1)); done
+	cat "$f.val" 2>/dev/null
+}
+
 # The kernel's RDMA core and the UDP tunnel, which both drivers sit on.
 load_rdma_core() {
 	modprobe ib_uverbs && modprobe rdma_ucm && modprobe udp_tunnel && modprobe ip6_udp_tunnel

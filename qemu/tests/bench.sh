@@ -15,6 +15,9 @@
 #   perftest's start and stop included, and the GiB moved; tools/bench_report.py divides the
 #   two VMs' CPU time by the bytes.
 # - qps_write_bw, size N: 64 KiB WRITE bandwidth summed over N QPs (perftest -q N);
+#   window_write_bw, window_sent_per_needed and window_host_drops, size 8 (two VMs, roxe): 8 QPs'
+#   64 KiB WRITEs by count, the packets sent per packet needed and the host's socket drops
+#   (window());
 #   idle_write_bw: one QP's 64 KiB WRITEs with IDLE_QPS more connected QPs idle on the device
 #   (qemu/tests/py/idle_qps.py; not siw, whose QPs connect through the iWARP CM only).
 # - check_<op> (the 64 KiB bandwidth runs): the same bandwidth by a second method, which neither
@@ -36,9 +39,10 @@ FIRST=1; [ -n "$ROUND" ] && [ "${3%%+*}" != rxe ] && FIRST=0
 IDLE_QPS=64
 if [ "$QUICK" = 1 ]; then
 	BW_SIZES="64 65536"; LAT_SIZES="2"; ITERS_BW=300; ITERS_LAT=200; BULK_SECS=4; QPS="1 4"
+	WINDOW_MSGS=50
 else
 	BW_SIZES="64 1024 4096 65536 1048576"; LAT_SIZES="2 64 4096"; ITERS_BW=20000; ITERS_LAT=2000
-	BULK_SECS=4; QPS="1 2 4 8"
+	BULK_SECS=4; QPS="1 2 4 8"; WINDOW_MSGS=250
 fi
 # Iterations of a bandwidth run: ITERS_BW, but at most about 64 MiB per run for large messages
 # (and at least 100), so that a sweep round stays within minutes on the emulated wire. Small
@@ -173,6 +177,23 @@ qps() { # qps ROUND DRV N: 64 KiB WRITE bandwidth over N QPs
 	local v; v=$(bw_value "$BULK_SECS"); [ -n "$v" ] || kept "$2-qps-$3"
 	row "$1" "$2" qps_write_bw "$3" "$v" MiB/s
 }
+# window ROUND DRV: the window roxe's QPs to one peer share, between two VMs: 8 QPs' 64 KiB
+# WRITEs by count (WINDOW_MSGS per QP), with the packets the client sent (the device counter
+# sent_pkts, retransmissions included) per packet the messages needed, and the datagrams the
+# host's sockets dropped meanwhile (host_udp_drops), which no guest sees.
+window() {
+	local r=$1 drv=$2 q=8 c=/sys/class/infiniband/$RDMA_DEV/ports/1/hw_counters/sent_pkts
+	local mtu p0="" d0="" d1=""
+	mtu=$(ibv_devinfo -d "$RDMA_DEV" | awk '/active_mtu/ { print $2; exit }')
+	[ "$ROXE_VM" = 1 ] && { p0=$(cat $c); d0=$(host_udp_drops "w0-$r"); }
+	run "$drv" ib_write_bw 65536 -q $q -n "$WINDOW_MSGS" || return 0
+	local p1; p1=$(cat $c); d1=$(host_udp_drops "w1-$r")
+	[ $RUN_RC = 0 ] || { kept "$drv-window"; return 0; }
+	row "$r" "$drv" window_write_bw $q "$(bw_value)" MiB/s
+	row "$r" "$drv" window_sent_per_needed $q "$(awk -v s=$((p1 - p0)) -v n="$WINDOW_MSGS" -v q=$q -v m="$mtu" \
+		'BEGIN { if (m > 0) printf "%.4f", s / (n * q * int((65536 + m - 1) / m)) }')" x
+	row "$r" "$drv" window_host_drops $q "$([ -n "$d0" ] && [ -n "$d1" ] && echo $((d1 - d0)))" datagrams
+}
 idle() { # idle ROUND DRV: one QP's 64 KiB WRITEs beside IDLE_QPS connected idle QPs
 	local fifo=/tmp/idle.fifo p n=0
 	rm -f $fifo; mkfifo $fifo
@@ -227,6 +248,7 @@ for r in $ROUND_LIST; do
 		[ $drv != siw ] && small $r $drv atomic_bw 8
 		for op in write_lat send_lat read_lat; do for s in $LAT_SIZES; do lat $r $drv $op $s; done; done
 		for n in $QPS; do qps $r $drv $n; done
+		[ $TWO = 1 ] && [ $drv = roxe ] && window $r $drv
 		[ $drv != siw ] && idle $r $drv
 		[ $TWO = 1 ] && peer_sync "down-$drv-$r" 300
 		unload_driver $drv
