@@ -112,11 +112,14 @@ row() { echo "$1,$2,$3,$4,${5:-nan},$6" >>$csv; say "round $1 $2 $3 $4: ${5:-fai
 kept() { cp /tmp/run.out "/out/failed-$k-$1.txt"; }
 # bw_value [SECS]: MiB/s of perftest's result line (BW average) in /tmp/run.out; a run that
 # moved nothing has no value, and its output is kept. In duration mode (-D SECS) perftest
-# sometimes prints an average of 0.00 beside the iterations it completed in the SECS: the rate
-# is then those iterations' bytes over SECS.
+# sometimes prints an average of 0.00 (its cycle counts under TCG) beside the iterations it
+# completed: those of its sample window only, between a warm-up and a cool-down margin of
+# SECS/4 each (perftest's default margin in duration mode), so the rate is their bytes over
+# SECS - 2 * (SECS / 4) seconds, not over SECS.
 bw_value() {
 	awk -v d="${1:-0}" '/^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+/ {
-		v = $4; if (v == 0 && d > 0) v = sprintf("%.2f", $1 * $2 / d / 1048576) }
+		w = d - 2 * int(d / 4)
+		v = $4; if (v == 0 && w > 0) v = sprintf("%.2f", $1 * $2 / w / 1048576) }
 		END { if (v != "" && v > 0) print v }' /tmp/run.out
 }
 bulk() { # bulk ROUND DRV OP: 64 KiB for BULK_SECS, with the CPU time it took
