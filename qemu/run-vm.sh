@@ -58,10 +58,10 @@ boot_stall=${ROXE_BOOT_STALL:-180}
 # dropped for want of socket receive buffer (/proc/net/snmp, Udp RcvbufErrors): where a burst the
 # receiving QEMU's `dgram` socket cannot take is lost, which neither guest sees. A guest asks by
 # creating sync/host-udp.NAME (qemu/guest/lib.sh: host_udp_drops); the answer is
-# sync/host-udp.NAME.val.
+# sync/host-udp.NAME.val. It stops with the run, or with this script if it is killed.
 host_udp_answer() {
 	local f
-	while :; do
+	while kill -0 "$$" 2>/dev/null; do
 		for f in "$res"/sync/host-udp.*; do
 			case $f in *.val | *.tmp) continue ;; esac
 			[ -e "$f" ] && [ ! -e "$f.val" ] || continue
