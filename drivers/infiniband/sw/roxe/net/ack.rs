@@ -173,7 +173,7 @@ pub(crate) fn pass_ended(dev: &Device<Roxe>, qp: &RoxeQp) {
 
 /// Whether a held ACK (in the QP, or taken from it) is counted for the short timer.
 fn counted(held: Option<&HeldAck>) -> bool {
-    held.as_ref().is_some_and(|h| h.for_requester)
+    held.is_some_and(|h| h.for_requester)
 }
 
 /// Holds `ack` (see [`send_responses`]): `Ok` with what is to be freed outside the locks (an
