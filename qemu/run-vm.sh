@@ -53,6 +53,11 @@ port=$((20000 + ($$ % 10000) * 2))
 # boot (seen under TCG on a loaded host: a livelock right after SMP bring-up, the vCPUs
 # spinning); the run is then retried once. A slow boot keeps printing, so it is not cut short.
 boot_stall=${ROXE_BOOT_STALL:-180}
+# A two-VM test ends both guests within seconds of each other (their scripts meet at barriers
+# to the end); a guest still running this long after its peer's QEMU ended is stuck (an
+# rdma_rxe server hung in the kernel, whose client gave it up) and is stopped, failing the run,
+# instead of holding the host until the run's timeout.
+peer_grace=${ROXE_PEER_GRACE:-120}
 
 # host_udp_answer: while two VMs run, answers their requests for the host's count of UDP datagrams
 # dropped for want of socket receive buffer (/proc/net/snmp, Udp RcvbufErrors): where a burst the
@@ -143,6 +148,7 @@ roxe.script=$script roxe.vm=$i roxe.two=$two roxe.timeout=$timeout roxe.flavour=
 		fi
 		sleep 5
 	done
+	[ $nvm = 2 ] && stop_stuck_peer
 	local st=0 qrc rc
 	for i in $(seq 0 $((nvm - 1))); do
 		wait "${pids[$i]}"; qrc=$?
@@ -159,6 +165,26 @@ roxe.script=$script roxe.vm=$i roxe.two=$two roxe.timeout=$timeout roxe.flavour=
 		fi
 	done
 	return $st
+}
+
+# stop_stuck_peer: in a two-VM run, waits for both QEMUs to end, and stops one still running
+# $peer_grace s after the other ended.
+stop_stuck_peer() {
+	local i ended=0 up
+	while :; do
+		up=()
+		for i in 0 1; do kill -0 "${pids[$i]}" 2>/dev/null && up+=("$i"); done
+		[ ${#up[@]} = 0 ] && return 0
+		if [ ${#up[@]} = 1 ]; then
+			[ $ended = 0 ] && ended=$SECONDS
+			if [ $((SECONDS - ended)) -ge "$peer_grace" ]; then
+				log "vm${up[0]}: still running ${peer_grace}s after its peer ended: stopped"
+				kill "${pids[${up[0]}]}" 2>/dev/null || true
+				return 0
+			fi
+		fi
+		sleep 2
+	done
 }
 
 status=0
