@@ -57,7 +57,7 @@ boot_stall=${ROXE_BOOT_STALL:-180}
 # to the end); a guest still running this long after its peer's QEMU ended is stuck (an
 # rdma_rxe server hung in the kernel, whose client gave it up) and is stopped, failing the run,
 # instead of holding the host until the run's timeout.
-peer_grace=${ROXE_PEER_GRACE:-120}
+peer_grace=${ROXE_PEER_GRACE:-300}
 
 # host_udp_answer: while two VMs run, answers their requests for the host's count of UDP datagrams
 # dropped for want of socket receive buffer (/proc/net/snmp, Udp RcvbufErrors): where a burst the

@@ -2,7 +2,9 @@
 # Diagnostic for comparing driver builds between two VMs (not in make test): each round loads
 # every variant in turn in the same boot and runs the listed perftest tests between the VMs,
 # printing "RESULT round=R VARIANT TOOL SIZE = VALUE" (bandwidth MiB/s, atomics kops/s, or t_avg
-# us) on VM 1 and each test's device counter deltas on both. How performance.md's variants were
+# us; between two VMs followed by host_drops=N, the datagrams the host's sockets dropped for want
+# of receive buffer over the run, qemu/guest/lib.sh's host_udp_drops) on VM 1 and each test's
+# device counter deltas on both. How performance.md's variants were
 # compared.
 # Args (commas between, "+" inside): VARIANTS ROUNDS TESTS MTU ITERS (iterations of a bandwidth
 # run; a latency run does three quarters of them); a test is TOOL:SIZE or TOOL:SIZE:QPS (perftest
@@ -40,13 +42,15 @@ for r in $(seq 1 $ROUNDS); do for var in $VARIANTS; do
 		else
 			barrier "b$k" 120
 			t0=$(date +%s)
+			[ $TWO = 1 ] && hd0=$(host_udp_drops "d$k-0")
 			[ $TWO = 0 ] && { timeout 150 $tool $args >/dev/null 2>&1 & }
 			out=$(retry_client 30 timeout 120 $tool $args "$PEER_IP" 2>/dev/null)
 			[ $TWO = 0 ] && wait
 			case $tool in *lat) v=$(echo "$out" | awk '/^ *[0-9]+ +[0-9]+ +[0-9.]+/ { print $6 }' | tail -1) ;;
 			ib_atomic_bw) v=$(echo "$out" | awk '/^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+/ { print $5 * 1000 }' | tail -1) ;;
 			*) v=$(echo "$out" | awk '/^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+/ { print $4 }' | tail -1) ;; esac
-			say "RESULT round=$r $var $tool $size${qps:+ q=$qps} = $v  (t=$t0..$(date +%s))"
+			[ $TWO = 1 ] && hd1=$(host_udp_drops "d$k-1")
+			say "RESULT round=$r $var $tool $size${qps:+ q=$qps} = $v  (t=$t0..$(date +%s))${hd1:+ host_drops=$((hd1 - ${hd0:-0}))}"
 			say "CLIENT $var $tool: $(delta "$s0" "$(snap)")"
 			barrier "e$k" 200
 		fi
