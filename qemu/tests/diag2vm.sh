@@ -41,7 +41,7 @@ for r in $(seq 1 $ROUNDS); do for var in $VARIANTS; do
 			say "SERVER $var $tool: $(delta "$s0" "$(snap)")"
 		else
 			barrier "b$k" 120
-			t0=$(date +%s)
+			t0=$(date +%s) hd0="" hd1=""
 			[ $TWO = 1 ] && hd0=$(host_udp_drops "d$k-0")
 			[ $TWO = 0 ] && { timeout 150 $tool $args >/dev/null 2>&1 & }
 			out=$(retry_client 30 timeout 120 $tool $args "$PEER_IP" 2>/dev/null)
@@ -49,8 +49,8 @@ for r in $(seq 1 $ROUNDS); do for var in $VARIANTS; do
 			case $tool in *lat) v=$(echo "$out" | awk '/^ *[0-9]+ +[0-9]+ +[0-9.]+/ { print $6 }' | tail -1) ;;
 			ib_atomic_bw) v=$(echo "$out" | awk '/^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+/ { print $5 * 1000 }' | tail -1) ;;
 			*) v=$(echo "$out" | awk '/^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+/ { print $4 }' | tail -1) ;; esac
-			[ $TWO = 1 ] && hd1=$(host_udp_drops "d$k-1")
-			say "RESULT round=$r $var $tool $size${qps:+ q=$qps} = $v  (t=$t0..$(date +%s))${hd1:+ host_drops=$((hd1 - ${hd0:-0}))}"
+			[ -n "$hd0" ] && hd1=$(host_udp_drops "d$k-1")
+			say "RESULT round=$r $var $tool $size${qps:+ q=$qps} = $v  (t=$t0..$(date +%s))${hd1:+ host_drops=$((hd1 - hd0))}"
 			say "CLIENT $var $tool: $(delta "$s0" "$(snap)")"
 			barrier "e$k" 200
 		fi
