@@ -24,7 +24,7 @@ TAG="$DRV0-$DRV1"
 RXE_COUNTERS="sent_pkts rcvd_pkts duplicate_request out_of_seq_request rcvd_rnr_err send_rnr_err rcvd_seq_err
 	ack_deferred retry_exceeded_err retry_rnr_exceeded_err completer_retry_err send_err link_downed rdma_sends
 	rdma_recvs sent_bytes rcvd_bytes"
-ROXE_COUNTERS="rcvd_icrc_err rcvd_drops rcvd_peer_mismatch cq_overflow odp_refused peer_window_waits peer_window_cuts"
+ROXE_COUNTERS="rcvd_icrc_err rcvd_drops rcvd_peer_mismatch cq_overflow odp_refused peer_window_waits peer_window_cuts peer_window_turns"
 HWC=/sys/class/infiniband/$RDMA_DEV/ports/1/hw_counters
 export HWC
 counter() { cat "$HWC/$1" 2>/dev/null || echo 0; }
@@ -145,6 +145,13 @@ pair srq-pingpong-events 120 ibv_srq_pingpong -n 100 -q 4 -c -e
 pair write-bw 180 ib_write_bw -s 65536 -n 200 -F
 pair read-bw 180 ib_read_bw -s 65536 -n 200 -F
 pair send-bw 180 ib_send_bw -s 65536 -n 200 -F
+# Eight QPs to one peer share its send window and take turns at it (`peer.rs`; between two VMs,
+# roxe on both sides): every QP's run completes, and the client's QPs waited for turns.
+if [ $TWO = 1 ] && [ "$DRV0" = roxe ] && [ "$DRV1" = roxe ]; then
+	turns=$(counter peer_window_turns)
+	pair write-bw-8qp 240 ib_write_bw -s 65536 -n 200 -q 8 -F
+	[ "$ROXE_VM" = 1 ] && check "$TAG-peer-turns" 5 test "$(counter peer_window_turns)" -gt "$turns"
+fi
 pair atomic-bw 180 ib_atomic_bw -n 200 -F
 pair send-lat 180 ib_send_lat -s 2 -n 200 -F
 pair write-lat 180 ib_write_lat -s 2 -n 200 -F

@@ -398,8 +398,9 @@ pub(crate) fn tick(dev: &Device<Roxe>, qp: &RoxeQp, now: u64) {
             sq.rnr_until_ms = 0;
             kick = true;
         }
-        // Waiting for the peer's window too long: one packet past it (`peer`).
-        kick |= sq.peer.probe_due(now);
+        // Waiting for the peer's window too long: one packet past it (`peer`). Waiting for a
+        // turn that came (should its wake-up have been missed) or too long: the requester goes.
+        kick |= sq.peer.probe_due(now) || dev.data().peers.turn_due(&mut sq.peer, now);
         if sq.ack_deadline_ms != 0 && now >= sq.ack_deadline_ms {
             let oldest = oldest(&sq, &cfg);
             let psn_limit = sq.psn_limit;

@@ -4,8 +4,12 @@
 //! device holds a part of its peer's window ([`PeerShare`], in its send state), the PSNs it has
 //! sent and not had acknowledged; the requester asks before each packet whether the QPs to the
 //! peer together have room ([`Peers::admit`]), and the window grows as acknowledgements arrive
-//! and halves on a loss (`proto::cwnd`). Below the stages and the QP: the requester and the
-//! completer call it under their QP's `sq_state` lock, and it takes no lock of its own.
+//! and halves on a loss (`proto::cwnd`). A QP with nothing unacknowledged that finds the window
+//! short of room waits for a turn in the peer's queue ([`PeerWindow`]'s tickets): an
+//! acknowledgement that frees room serves the first, and the device's kick work runs the
+//! requesters of the QPs served ([`Peers::take_served`]). Below the stages and the QP: the
+//! requester and the completer call it under their QP's `sq_state` lock, and it takes no lock
+//! of its own.
 //!
 //! Peers are the slots of a fixed table, chosen by a keyed hash of the destination GID: nothing
 //! is allocated per peer, and two peers that share a slot (rare, and not choosable without the
@@ -20,10 +24,13 @@ use crate::rdma::ah::AddressVector;
 use crate::soft::random::HashKey;
 use crate::{
     counters::{Counter, Counters},
-    proto::cwnd::{admit, Admit, Cwnd},
+    proto::cwnd::{admit, may_serve, turn_room, Admit, Cwnd, Turn},
     proto::psn::Psn,
 };
-use kernel::sync::atomic::{Atomic, Relaxed};
+use kernel::{
+    prelude::*,
+    sync::atomic::{Acquire, Atomic, AtomicFlag, Relaxed, Release},
+};
 
 /// Slots in the peer table (a power of two).
 const PEER_SLOTS: usize = 64;
@@ -38,13 +45,51 @@ const PROBE_MS: u64 = 20;
 /// progress.
 const MAX_ACKED_STEP: i32 = 1 << 16;
 
+/// QPs one peer's queue holds, waiting for a turn or served and not yet run by the kick work
+/// (a power of two). A QP that finds the queue full goes without a turn, as if nobody waited:
+/// the window is then overrun by two packets per such QP, as without the queue.
+const QUEUE_SLOTS: u32 = 32;
+
+/// How long a QP waits for a turn at most before it goes anyway ([`Peers::turn_due`]): turns
+/// come with the acknowledgements of the QPs sending, and one of those may be slow to answer
+/// (a peer QP gone, its requester retrying at the ACK timeout), which must not hold up the
+/// others for long.
+const TURN_WAIT_MS: u64 = 2 * PROBE_MS;
+
+/// `now` (ms since boot) as [`PeerShare::waiting_since_ms`] keeps it: its low 32 bits, never 0.
+fn stamp(now: u64) -> u32 {
+    (now as u32).max(1)
+}
+
+/// The ms from `since` (a [`stamp`]) to `now` (ms since boot).
+fn waited(since: u32, now: u64) -> u64 {
+    u64::from((now as u32).wrapping_sub(since))
+}
+
 /// One peer's window.
+///
+/// # Invariants
+///
+/// The queue's tickets are ordered `woken <= served <= issued` (modulo 2^32) and
+/// `issued - woken <= QUEUE_SLOTS`: ticket `t` was issued to the QP whose number is written to
+/// `queue[t % QUEUE_SLOTS]` after the ticket is issued. A number the kick work takes is a hint:
+/// 0 once taken, or the QP of an earlier ticket whose number came after it was taken; a hint
+/// that is wrong runs a requester that finds nothing to do, and a QP whose number was missed
+/// finds its turn at the tick.
 struct PeerWindow {
     /// PSNs the QPs to the peer have unacknowledged together: the sum of their
     /// [`PeerShare::share`]s.
     in_flight: Atomic<u32>,
     /// The window's state ([`Cwnd::pack`]).
     cwnd: Atomic<u64>,
+    /// Tickets issued to QPs waiting for a turn.
+    issued: Atomic<u32>,
+    /// Tickets served: their QPs' turn came.
+    served: Atomic<u32>,
+    /// Tickets served whose QP the kick work took to run.
+    woken: Atomic<u32>,
+    /// The QP number of each ticket not yet woken.
+    queue: [Atomic<u32>; QUEUE_SLOTS as usize],
 }
 
 impl PeerWindow {
@@ -52,7 +97,88 @@ impl PeerWindow {
         PeerWindow {
             in_flight: Atomic::new(0),
             cwnd: Atomic::new(Cwnd::INIT.pack()),
+            issued: Atomic::new(0),
+            served: Atomic::new(0),
+            woken: Atomic::new(0),
+            queue: [const { Atomic::new(0) }; QUEUE_SLOTS as usize],
         }
+    }
+
+    /// QPs waiting for a turn (tickets issued and not served).
+    fn waiting(&self) -> u32 {
+        self.issued
+            .load(Relaxed)
+            .wrapping_sub(self.served.load(Relaxed))
+    }
+
+    /// Whether ticket `t` was served.
+    fn is_served(&self, t: u32) -> bool {
+        (self.served.load(Relaxed).wrapping_sub(t) as i32) > 0
+    }
+
+    /// A ticket for QP `qpn`, if the queue has a slot free.
+    fn enqueue(&self, qpn: u32) -> Option<u32> {
+        let mut t = self.issued.load(Relaxed);
+        // A bounded number of tries: a QP that loses every race goes without a turn.
+        for _ in 0..8 {
+            if t.wrapping_sub(self.woken.load(Relaxed)) >= QUEUE_SLOTS {
+                return None;
+            }
+            match self.issued.cmpxchg(t, t.wrapping_add(1), Relaxed) {
+                Ok(_) => {
+                    // The slot's previous ticket was woken (the invariant), so its number was
+                    // taken; should the kick work take this ticket before the store, the
+                    // number stays for a later one, which kicks this QP once more, and this
+                    // QP's turn is found by the tick ([`PeerShare::queued`]).
+                    if let Some(slot) = self.queue.get((t % QUEUE_SLOTS) as usize) {
+                        slot.store(qpn, Relaxed);
+                    }
+                    return Some(t);
+                }
+                Err(seen) => t = seen,
+            }
+        }
+        None
+    }
+
+    /// Whether a QP was given its turn and the kick work has not taken it to run yet.
+    fn starting(&self) -> bool {
+        self.woken.load(Relaxed) != self.served.load(Relaxed)
+    }
+
+    /// Gives the first waiting QP its turn; whether one was given.
+    fn serve(&self) -> bool {
+        let mut s = self.served.load(Relaxed);
+        // A bounded number of tries: a turn lost to contention is given by a later settlement.
+        for _ in 0..8 {
+            if s == self.issued.load(Relaxed) {
+                return false;
+            }
+            match self.served.cmpxchg(s, s.wrapping_add(1), Relaxed) {
+                Ok(_) => return true,
+                Err(seen) => s = seen,
+            }
+        }
+        false
+    }
+
+    /// The number of the next QP served and not yet woken, taking it off the queue; `Some(0)`
+    /// for a ticket whose number was taken before.
+    fn take_served(&self) -> Option<u32> {
+        let mut w = self.woken.load(Relaxed);
+        for _ in 0..8 {
+            if w == self.served.load(Relaxed) {
+                return None;
+            }
+            match self.woken.cmpxchg(w, w.wrapping_add(1), Relaxed) {
+                Ok(_) => {
+                    let slot = self.queue.get((w % QUEUE_SLOTS) as usize)?;
+                    return Some(slot.xchg(0, Relaxed));
+                }
+                Err(seen) => w = seen,
+            }
+        }
+        None
     }
 
     /// Applies `f` to the window's state, atomically; the state before and after (the same
@@ -75,9 +201,17 @@ impl PeerWindow {
 }
 
 /// The device's peer table.
+///
+/// # Invariants
+///
+/// `slots` holds [`PEER_SLOTS`] windows.
 pub(crate) struct Peers {
     key: HashKey,
-    slots: [PeerWindow; PEER_SLOTS],
+    /// On the heap: with their queues the windows take some 10 KiB, too much for the stack
+    /// the device's data is built on.
+    slots: KVec<PeerWindow>,
+    /// A QP was served and not yet woken: the kick work looks at every slot.
+    any_served: AtomicFlag,
 }
 
 /// A QP's part in its peer's window, in its send state (`SqState::peer`): changed only under
@@ -96,8 +230,10 @@ pub(crate) struct PeerShare {
     /// `proto::cwnd::admit`): false after a retransmission, which the responder may leave
     /// unanswered (a duplicate).
     asked: bool,
-    /// When the QP began to wait for the window (ms since boot; 0: not waiting).
-    waiting_since_ms: u64,
+    /// When the QP began to wait for the window (ms since boot as [`stamp`] keeps it; 0:
+    /// not waiting). Waits are the wrapping difference ([`waited`]): 32 bits keep the
+    /// QP's send state, which QP creation builds on the stack, small.
+    waiting_since_ms: u32,
     /// The tick let the waiting QP send one packet past the window ([`PeerShare::probe_due`]).
     probe: bool,
     /// The QP probed and nothing has been acknowledged since: one probe per PSN it waits at.
@@ -107,6 +243,15 @@ pub(crate) struct PeerShare {
     /// The QP is being destroyed: it counts no share any more, whatever a stage still running
     /// for it settles.
     closed: bool,
+    /// The QP waits for a turn in its peer's queue (since `waiting_since_ms`), with `ticket`.
+    queued: bool,
+    /// The QP's ticket in its peer's queue, while `queued`.
+    ticket: u32,
+    /// The tick found the QP's turn come, or its wait too long ([`Peers::turn_due`]): it goes
+    /// at its next packet.
+    granted: bool,
+    /// PSNs left of the QP's turn: while other QPs wait for one, it stops when none are left.
+    turn_left: u16,
 }
 
 impl PeerShare {
@@ -122,13 +267,30 @@ impl PeerShare {
             probed: false,
             lost: false,
             closed: false,
+            queued: false,
+            ticket: 0,
+            granted: false,
+            turn_left: 0,
         }
     }
 
-    /// The QP's requester sent a packet; `asked`: it asks for a response that will come.
-    pub(crate) fn sent(&mut self, asked: bool) {
+    /// Whether the QP waits for a turn in its peer's queue: it stays on the device's tick,
+    /// which gives the turn ([`Peers::settle`] with nothing in flight) and runs its requester
+    /// when it came ([`Peers::turn_due`]), should its wake-up have been missed (a ticket the
+    /// kick work took before the QP's number was in its slot) or its requester have nothing
+    /// left to send, or when it waited [`TURN_WAIT_MS`].
+    pub(crate) fn queued(&self) -> bool {
+        self.queued
+    }
+
+    /// The QP's requester sent a packet taking `psns` PSNs; `asked`: it asks for a response
+    /// that will come.
+    pub(crate) fn sent(&mut self, asked: bool, psns: u32) {
         self.asked = asked;
         self.waiting_since_ms = 0;
+        self.turn_left = self
+            .turn_left
+            .saturating_sub(u16::try_from(psns).unwrap_or(u16::MAX));
     }
 
     /// Whether the QP has waited for the window for [`PROBE_MS`] by `now` (ms since boot): then
@@ -138,7 +300,11 @@ impl PeerShare {
     /// PSN the QP waits at: a responder NAKs a gap once and drops what follows silently, so if
     /// that NAK was lost, more probes would only add packets, and the ACK timer recovers.
     pub(crate) fn probe_due(&mut self, now: u64) -> bool {
-        if self.waiting_since_ms == 0 || now < self.waiting_since_ms.saturating_add(PROBE_MS) {
+        // A QP waiting for a turn has no response coming ([`Peers::turn_due`]).
+        if self.queued
+            || self.waiting_since_ms == 0
+            || waited(self.waiting_since_ms, now) < PROBE_MS
+        {
             return false;
         }
         self.waiting_since_ms = 0;
@@ -167,11 +333,18 @@ impl PeerShare {
 }
 
 impl Peers {
-    pub(crate) fn new() -> Self {
-        Peers {
-            key: HashKey::new(),
-            slots: [const { PeerWindow::new() }; PEER_SLOTS],
+    pub(crate) fn new() -> Result<Self> {
+        let mut slots = KVec::with_capacity(PEER_SLOTS, GFP_KERNEL)?;
+        for _ in 0..PEER_SLOTS {
+            slots
+                .push_within_capacity(PeerWindow::new())
+                .map_err(|_| ENOMEM)?;
         }
+        Ok(Peers {
+            key: HashKey::new(),
+            slots,
+            any_served: AtomicFlag::new(false),
+        })
     }
 
     /// The slot of the peer `av` leads to; `None` for the device's own GID. Computed when a
@@ -187,13 +360,15 @@ impl Peers {
         self.slots.get(usize::from(slot))
     }
 
-    /// Whether the QP holding `ps` may send its next packet now (`proto::cwnd::admit`), at
-    /// `now` (ms since boot); a QP with no share (loopback, UC, UD) always may, and so does one
-    /// without an ACK timer (`timed` false: a lost response would leave it waiting for good) and
-    /// one the tick let probe.
+    /// Whether the QP holding `ps`, number `qpn`, may send its next packet now
+    /// (`proto::cwnd::admit`), at `now` (ms since boot); a QP with no share (loopback, UC, UD)
+    /// always may, and so does one without an ACK timer (`timed` false: a lost response would
+    /// leave it waiting for good) and one the tick let probe. A QP told to wait for a turn
+    /// takes a ticket in the peer's queue; with the queue full it goes.
     pub(crate) fn admit(
         &self,
         ps: &mut PeerShare,
+        qpn: u32,
         timed: bool,
         now: u64,
         counters: &Counters,
@@ -205,24 +380,92 @@ impl Peers {
             return Admit::Go { ack_req: false };
         }
         if core::mem::take(&mut ps.probe) {
+            ps.queued = false;
             return Admit::Go { ack_req: true };
         }
         let window = Cwnd::unpack(w.cwnd.load(Relaxed)).window;
-        let a = admit(window, w.in_flight.load(Relaxed), ps.share, ps.asked);
+        let turn = Turn {
+            others_wait: ps.queued || w.waiting() > 0,
+            served: core::mem::take(&mut ps.granted) || (ps.queued && w.is_served(ps.ticket)),
+            used: ps.turn_left == 0,
+        };
+        let a = match admit(window, w.in_flight.load(Relaxed), ps.share, ps.asked, turn) {
+            Admit::Queue if !ps.queued => match w.enqueue(qpn) {
+                Some(t) => {
+                    ps.queued = true;
+                    ps.ticket = t;
+                    ps.waiting_since_ms = stamp(now);
+                    counters.inc(Counter::PeerWindowTurns);
+                    Admit::Queue
+                }
+                // With the queue full, it goes as if nobody waited.
+                None => Admit::Go { ack_req: false },
+            },
+            a => a,
+        };
+        if a == Admit::Queue {
+            // No response of its own is coming: no probe; its turn comes from the others'
+            // acknowledgements, from the tick's settlement once nothing is in flight, or after
+            // `TURN_WAIT_MS` (`turn_due`).
+            counters.inc(Counter::PeerWindowWaits);
+            return Admit::Wait;
+        }
         if a == Admit::Wait {
             counters.inc(Counter::PeerWindowWaits);
             if ps.waiting_since_ms == 0 {
-                ps.waiting_since_ms = now.max(1);
+                ps.waiting_since_ms = stamp(now);
             }
+        } else if ps.share == 0 {
+            // A turn begins.
+            ps.queued = false;
+            ps.turn_left = u16::try_from(turn_room(window)).unwrap_or(u16::MAX);
         }
         a
+    }
+
+    /// Whether the turn of the QP holding `ps`, waiting in its peer's queue, came by `now`
+    /// (ms since boot), or it waited [`TURN_WAIT_MS`]: then it leaves the queue, goes at its
+    /// next packet, and the tick runs its requester.
+    pub(crate) fn turn_due(&self, ps: &mut PeerShare, now: u64) -> bool {
+        let Some(w) = ps.slot.and_then(|s| self.window(s)).filter(|_| ps.queued) else {
+            return false;
+        };
+        if !w.is_served(ps.ticket) && waited(ps.waiting_since_ms, now) < TURN_WAIT_MS {
+            return false;
+        }
+        ps.queued = false;
+        ps.waiting_since_ms = 0;
+        ps.granted = true;
+        true
+    }
+
+    /// The QPs whose turn came and whom no run of the kick work took yet: calls `f` with each
+    /// one's number, at most [`QUEUE_SLOTS`] per peer. Called by the kick work, which runs
+    /// their requesters.
+    pub(crate) fn take_served(&self, mut f: impl FnMut(u32)) {
+        // Acquire: pairs with `serve`'s Release, after the ticket was served.
+        if !self.any_served.xchg(false, Acquire) {
+            return;
+        }
+        for w in &self.slots {
+            for _ in 0..QUEUE_SLOTS {
+                match w.take_served() {
+                    Some(0) => {}
+                    Some(qpn) => f(qpn),
+                    None => break,
+                }
+            }
+        }
     }
 
     /// Brings the QP's share up to date: `slot` is its peer now, `share` the PSNs it has
     /// unacknowledged, `expected` its completer's expected PSN. Applies the acknowledgements
     /// and the loss seen since the last settlement to the window. Called under the QP's
     /// `sq_state` lock after each requester step, completer batch and tick; `slot` `None` and
-    /// `share` 0 take the QP's share back (reset, destroy).
+    /// `share` 0 take the QP's share back (reset, destroy). Returns whether it gave a waiting
+    /// QP its turn: then the caller kicks the device, whose kick work runs that QP's requester
+    /// ([`Peers::take_served`]).
+    #[must_use]
     pub(crate) fn settle(
         &self,
         ps: &mut PeerShare,
@@ -230,12 +473,17 @@ impl Peers {
         share: u32,
         expected: Psn,
         counters: &Counters,
-    ) {
+    ) -> bool {
         let (slot, share) = if ps.closed { (None, 0) } else { (slot, share) };
+        let mut served = false;
         if ps.slot != slot {
             // A new peer, or none (reset, destroy): the share moves, and nothing of a wait or
-            // a loss is left over from the old one.
+            // a loss is left over from the old one. The room it leaves may be a turn.
             self.take_back(ps);
+            if let Some(old) = ps.slot {
+                // A ticket it leaves behind may be served for nobody: a turn more.
+                served |= self.serve(old, ps.share > 0 || ps.queued || ps.granted);
+            }
             *ps = PeerShare {
                 slot,
                 acked_to: expected,
@@ -243,8 +491,8 @@ impl Peers {
                 ..PeerShare::new()
             };
         }
-        let Some(w) = slot.and_then(|s| self.window(s)) else {
-            return;
+        let Some((s, w)) = slot.and_then(|s| Some((s, self.window(s)?))) else {
+            return served;
         };
         let acked = expected.diff(ps.acked_to);
         ps.acked_to = expected;
@@ -268,6 +516,23 @@ impl Peers {
                 counters.inc(Counter::PeerWindowCuts);
             }
         }
+        served | self.serve(s, acked > 0)
+    }
+
+    /// Gives the first QP waiting at `slot` its turn if the window allows (`proto::cwnd::
+    /// may_serve`; `acked`: PSNs were acknowledged, or a QP left the peer), for the kick work
+    /// to wake; whether it did.
+    fn serve(&self, slot: u8, acked: bool) -> bool {
+        let Some(w) = self.window(slot) else {
+            return false;
+        };
+        let window = Cwnd::unpack(w.cwnd.load(Relaxed)).window;
+        let in_flight = w.in_flight.load(Relaxed);
+        if !may_serve(window, in_flight, w.waiting(), acked, w.starting()) || !w.serve() {
+            return false;
+        }
+        self.any_served.store(true, Release);
+        true
     }
 
     /// Takes the QP's share out of its slot's sum.

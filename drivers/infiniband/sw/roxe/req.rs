@@ -563,9 +563,9 @@ fn step_locked(cx: &StepCx<'_>, sq: &mut SqState) -> Step {
             let timed = sq.ack_timeout_ms != 0;
             match data
                 .peers
-                .admit(&mut sq.peer, timed, now_ms(), &data.counters)
+                .admit(&mut sq.peer, cx.qp.qpn, timed, now_ms(), &data.counters)
             {
-                Admit::Wait => Step::Idle,
+                Admit::Wait | Admit::Queue => Step::Idle,
                 Admit::Go { ack_req } => {
                     d.ack_req |= ack_req;
                     packet(cx, sq, cur, &d)
@@ -690,8 +690,12 @@ fn packet(cx: &StepCx<'_>, sq: &mut SqState, cur: usize, d: &PacketDesc) -> Step
     // (IBA 9.7.5.1.2: it may coalesce ACKs until one of them); a resent one may be a duplicate
     // it leaves unanswered (IBA 9.7.5.1.1: behind a READ it executed since).
     let resent = sq.resends(d.psn);
-    sq.peer
-        .sent(!resent && (d.ack_req || d.last_of_wqe || op == SendOpcode::RdmaRead));
+    // The PSNs the packet takes: a READ request's are those of its response.
+    let psns = d.after.next_psn().diff(d.psn).max(1) as u32;
+    sq.peer.sent(
+        !resent && (d.ack_req || d.last_of_wqe || op == SendOpcode::RdmaRead),
+        psns,
+    );
     sq.next_psn = d.after.next_psn();
     if sq.next_psn.diff(sq.psn_limit) > 0 {
         sq.psn_limit = sq.next_psn;

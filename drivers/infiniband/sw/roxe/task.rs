@@ -51,6 +51,12 @@ pub(crate) fn short_timer(dev: &Device<Roxe>) {
 pub(crate) fn kicked(dev: &Device<Roxe>) {
     loopback::drain(dev);
     let qps = &dev.data().qps;
+    // The QPs whose turn at their peer's send window came (`peer`).
+    dev.data().peers.take_served(|qpn| {
+        if let Some(qp) = qps.get(qpn) {
+            loopback::run_requester(dev, &qp);
+        }
+    });
     qps.for_each_marked(qp::KICKED, |qpn, qp| {
         qps.clear_mark(qpn, qp::KICKED);
         if qp.kick_pending.xchg(false, Acquire) {

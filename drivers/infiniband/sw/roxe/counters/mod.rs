@@ -74,15 +74,18 @@ pub(crate) enum Counter {
     /// from the device's budget, which counts them.
     OdpRefused,
     /// Times an RC requester waited because the QPs to its peer had the peer's shared send
-    /// window full (`peer`), with a response of its own on the way.
+    /// window full (`peer`): with a response of its own on the way, or for a turn.
     PeerWindowWaits,
     /// Times a peer's shared send window was halved after a loss (a PSN sequence NAK or an ACK
     /// timeout of a QP to that peer; `peer`).
     PeerWindowCuts,
+    /// Times an RC requester with nothing unacknowledged joined its peer's queue to wait for a
+    /// turn at the shared send window (`peer`).
+    PeerWindowTurns,
 }
 
 /// How many counters there are.
-const COUNT: usize = 24;
+const COUNT: usize = 25;
 
 /// The counters' names, in [`Counter`] order: rdma_rxe's (`rxe_counter_descs`), then roxe's.
 pub(crate) static DESCS: [StatDesc; COUNT] = [
@@ -110,6 +113,7 @@ pub(crate) static DESCS: [StatDesc; COUNT] = [
     StatDesc::new(c"odp_refused"),
     StatDesc::new(c"peer_window_waits"),
     StatDesc::new(c"peer_window_cuts"),
+    StatDesc::new(c"peer_window_turns"),
 ];
 
 /// A device's counters. Incremented from any context without a lock.

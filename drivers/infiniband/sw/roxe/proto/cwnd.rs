@@ -130,40 +130,112 @@ impl Cwnd {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Admit {
     /// Send it; with `ack_req`, ask for an acknowledgement (set AckReq) whatever the packet's
-    /// plan says: the window is full, and this QP waits for that acknowledgement next.
+    /// plan says: the window is full, or the QP's turn used while others wait for one, and
+    /// this QP waits for that acknowledgement next.
     Go {
         /// Set AckReq on the packet.
         ack_req: bool,
     },
-    /// Wait: the window is full, and an acknowledgement of this QP's own packets is coming,
-    /// which runs its requester again.
+    /// Wait: the window is full, or the QP's turn used while others wait for one, and an
+    /// acknowledgement of this QP's own packets is coming, which runs its requester again.
     Wait,
+    /// Wait for a turn: the QP has nothing unacknowledged, and the window has less than
+    /// [`turn_room`] free or other QPs wait for a turn before it. It joins the peer's queue of
+    /// QPs waiting for a turn, and an acknowledgement that leaves that much room gives the
+    /// first its turn ([`may_serve`]).
+    Queue,
+}
+
+/// A QP's turn at its peer's window ([`Admit::Queue`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Turn {
+    /// QPs wait for a turn that this QP has not been given: for a QP in the queue, always;
+    /// for one that is not, whether the queue holds any.
+    pub others_wait: bool,
+    /// The QP's turn came: it waited in the queue and was served.
+    pub served: bool,
+    /// The QP sent the [`turn_room`] PSNs of its turn.
+    pub used: bool,
+}
+
+/// The most PSNs a turn holds: as many as one QP alone sends between two packets that ask for
+/// an acknowledgement in a bulk transfer (a 64 KiB message at an MTU of 1024, or
+/// `proto::req`'s AckReq every 64 PSNs).
+pub const TURN_PSNS: u32 = 64;
+
+/// The PSNs of a turn: the room a QP with nothing unacknowledged needs in the window to start
+/// sending, and what it sends before it asks for an acknowledgement and stops while others
+/// wait: half the window, at most [`TURN_PSNS`]. QPs then take turns at the window, a few at a
+/// time, each asking for an acknowledgement about as often as one QP alone does, instead of
+/// every QP to the peer holding a sliver of the window and asking for an acknowledgement for
+/// each sliver: each acknowledgement is a datagram of its own, which the receiving host handles
+/// as it handles a request (`Documentation/performance.md`, "A window per peer").
+pub const fn turn_room(window: u32) -> u32 {
+    if window / 2 < TURN_PSNS {
+        window / 2
+    } else {
+        TURN_PSNS
+    }
 }
 
 /// Whether a QP may send its next packet, with `in_flight` PSNs unacknowledged by all QPs to
-/// the peer, `own` of them this QP's, and `asked`: whether this QP's last packet asks for a
+/// the peer, `own` of them this QP's, `asked`: whether this QP's last packet asks for a
 /// response that will come (AckReq, the end of a message, a READ request, and not resent;
-/// IBA 9.7.5.1.2 lets the responder coalesce ACKs until one asks).
+/// IBA 9.7.5.1.2 lets the responder coalesce ACKs until one asks), and `turn`: where it stands
+/// in the peer's queue.
 ///
-/// A QP with nothing unacknowledged always sends, and a QP whose last packet asked for no
-/// response sends one more that does: so a QP waits only while a response of its own is on
-/// its way, whose arrival runs its requester again (no QP waits for another's ACKs; if the
-/// response or its request is lost, the kernel lets the QP probe past the window after a
-/// short wait). Besides those probes and resent packets (which the kernel sends within the
-/// QP's own window), the window is overrun by at most two packets per QP: the one sent with
-/// nothing unacknowledged and the one that asks, a READ request counting its response PSNs.
+/// A QP with something unacknowledged sends while the window has room, unless others wait for
+/// a turn and it has used its own; then a QP whose last packet asked for no response sends one
+/// more that does: so such a QP waits only while a response of its own is on its way, whose
+/// arrival runs its requester again. A QP with nothing unacknowledged sends if its turn came,
+/// or if no QP waits for a turn and the window has [`turn_room`] free; else it waits for a
+/// turn, and the acknowledgements of the QPs sending meanwhile free room and give turns in
+/// order ([`may_serve`]). If a response or a request is lost, the kernel lets the QP probe past
+/// the window after a short wait, and a QP that waited long for a turn goes. Besides those
+/// probes and resent packets (which the kernel sends within the QP's own window), the window is
+/// overrun by at most two packets per QP sending: the first of its turn, which goes whatever
+/// the room once its turn came, and the one that asks, a READ request counting its response
+/// PSNs.
 ///
 /// A packet that finds room asks for nothing more than its plan does: asking for an ACK
 /// whenever the window is nearly full made the responder acknowledge about every third packet
 /// of a bulk WRITE, each ACK a datagram of its own.
-pub const fn admit(window: u32, in_flight: u32, own: u32, asked: bool) -> Admit {
-    if own == 0 || in_flight < window {
+pub const fn admit(window: u32, in_flight: u32, own: u32, asked: bool, turn: Turn) -> Admit {
+    if own == 0 {
+        if turn.served
+            || (!turn.others_wait && in_flight.saturating_add(turn_room(window)) <= window)
+        {
+            return Admit::Go { ack_req: false };
+        }
+        return Admit::Queue;
+    }
+    if in_flight < window && !(turn.others_wait && turn.used) {
         return Admit::Go { ack_req: false };
     }
     if !asked {
         return Admit::Go { ack_req: true };
     }
     Admit::Wait
+}
+
+/// Whether the first QP waiting for a turn at a peer gets it, with `in_flight` PSNs
+/// unacknowledged by the QPs to the peer, `waiting` QPs in the queue, `acked`: the settlement
+/// asking acknowledged PSNs or gave some back, and `starting`: a QP given its turn has not
+/// been run yet. A turn is given when an acknowledgement leaves [`turn_room`] free, one per
+/// acknowledgement so that the QPs sending stay few; and when nothing is in flight and no QP
+/// given a turn is about to send, when no acknowledgement will come to give one.
+pub const fn may_serve(
+    window: u32,
+    in_flight: u32,
+    waiting: u32,
+    acked: bool,
+    starting: bool,
+) -> bool {
+    if waiting == 0 {
+        return false;
+    }
+    (in_flight == 0 && !starting)
+        || (acked && in_flight.saturating_add(turn_room(window)) <= window)
 }
 
 #[cfg(test)]
@@ -241,15 +313,106 @@ mod tests {
         assert_eq!(c.window, CWND_MIN);
     }
 
+    const NO_QUEUE: Turn = Turn {
+        others_wait: false,
+        served: false,
+        used: false,
+    };
+
     #[test]
     fn admit_never_leaves_a_qp_without_a_response_coming() {
         // Room: go, asking for nothing more.
-        assert_eq!(admit(128, 10, 5, false), Admit::Go { ack_req: false });
-        assert_eq!(admit(128, 127, 5, true), Admit::Go { ack_req: false });
-        // Full: a QP with nothing unacknowledged still goes.
-        assert_eq!(admit(128, 500, 0, true), Admit::Go { ack_req: false });
+        assert_eq!(
+            admit(128, 10, 5, false, NO_QUEUE),
+            Admit::Go { ack_req: false }
+        );
+        assert_eq!(
+            admit(128, 127, 5, true, NO_QUEUE),
+            Admit::Go { ack_req: false }
+        );
         // Full: one more packet, asking, if the last asked for nothing; else wait.
-        assert_eq!(admit(128, 128, 5, false), Admit::Go { ack_req: true });
-        assert_eq!(admit(128, 300, 5, true), Admit::Wait);
+        assert_eq!(
+            admit(128, 128, 5, false, NO_QUEUE),
+            Admit::Go { ack_req: true }
+        );
+        assert_eq!(admit(128, 300, 5, true, NO_QUEUE), Admit::Wait);
+        // Others wait for a turn: a QP goes on while its turn lasts, then asks and stops.
+        let others = Turn {
+            others_wait: true,
+            served: false,
+            used: false,
+        };
+        assert_eq!(
+            admit(128, 100, 5, true, others),
+            Admit::Go { ack_req: false }
+        );
+        let used = Turn {
+            used: true,
+            ..others
+        };
+        assert_eq!(admit(128, 100, 5, false, used), Admit::Go { ack_req: true });
+        assert_eq!(admit(128, 100, 5, true, used), Admit::Wait);
+        // Nobody waits: a turn used up does not stop it.
+        let alone = Turn {
+            others_wait: false,
+            ..used
+        };
+        assert_eq!(
+            admit(128, 100, 5, true, alone),
+            Admit::Go { ack_req: false }
+        );
+    }
+
+    #[test]
+    fn a_qp_with_nothing_in_flight_takes_its_turn() {
+        // Half the window free and nobody waiting: go.
+        assert_eq!(
+            admit(128, 64, 0, true, NO_QUEUE),
+            Admit::Go { ack_req: false }
+        );
+        assert_eq!(
+            admit(128, 0, 0, false, NO_QUEUE),
+            Admit::Go { ack_req: false }
+        );
+        // Less than half free: wait for a turn.
+        assert_eq!(admit(128, 65, 0, false, NO_QUEUE), Admit::Queue);
+        assert_eq!(admit(128, 500, 0, true, NO_QUEUE), Admit::Queue);
+        // Others wait before it: behind them, whatever the room.
+        let others = Turn {
+            others_wait: true,
+            served: false,
+            used: false,
+        };
+        assert_eq!(admit(128, 0, 0, false, others), Admit::Queue);
+        // Its turn came: go, whatever the room.
+        let served = Turn {
+            served: true,
+            ..others
+        };
+        assert_eq!(
+            admit(128, 500, 0, false, served),
+            Admit::Go { ack_req: false }
+        );
+    }
+
+    #[test]
+    fn turns_are_given_by_acknowledgements_and_when_idle() {
+        // Nobody waits: no turn.
+        assert!(!may_serve(128, 0, 0, true, false));
+        // Nothing in flight: a turn, acknowledgement or not, unless a QP given one is about
+        // to send.
+        assert!(may_serve(128, 0, 3, false, false));
+        assert!(!may_serve(128, 0, 3, false, true));
+        // An acknowledgement that leaves half the window free: a turn.
+        assert!(may_serve(128, 64, 3, true, true));
+        assert!(!may_serve(128, 65, 3, true, false));
+        // A large window: a turn's PSNs free are enough.
+        assert_eq!(turn_room(1024), TURN_PSNS);
+        assert!(may_serve(1024, 1024 - TURN_PSNS, 3, true, false));
+        // Room without an acknowledgement (a settlement of the requester's own): none, so
+        // that each acknowledgement lets in one QP.
+        assert!(!may_serve(128, 10, 3, false, false));
+        // The window never overflows the sum.
+        assert!(!may_serve(128, u32::MAX, 3, true, false));
     }
 }

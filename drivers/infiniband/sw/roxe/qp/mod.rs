@@ -277,18 +277,27 @@ impl SqState {
 
     /// Brings the QP's part in its peer's send window up to date (`peer::Peers::settle`)
     /// after its PSNs changed: an RC QP with a path to another host (`slot`, from
-    /// [`PathInfo::peer`]) counts the PSNs it sent and has not had acknowledged while it has
-    /// WQEs in flight; any other QP, or a reset or destroyed one (`slot` `None`), counts none.
+    /// [`PathInfo::peer`]) and an ACK timer counts the PSNs it sent and has not had acknowledged
+    /// while it has WQEs in flight; any other QP, or a reset or destroyed one (`slot` `None`),
+    /// counts none.
+    /// If that gives a QP waiting at the peer its turn, kicks the device, whose kick work runs
+    /// that QP's requester (`task::kicked`).
     pub(crate) fn settle_peer(&mut self, dev: &Device<Roxe>, slot: Option<u8>) {
         let data = dev.data();
-        let share = if slot.is_some() && !self.entries.is_empty() {
+        // A QP without an ACK timer never waits for the window (`peer::Peers::admit`), nor
+        // holds a part of it: a lost response would leave its share there for good.
+        let share = if slot.is_some() && !self.entries.is_empty() && self.ack_timeout_ms != 0 {
             self.next_psn.diff(self.comp.expected_psn).max(0) as u32
         } else {
             0
         };
         let expected = self.comp.expected_psn;
-        data.peers
-            .settle(&mut self.peer, slot, share, expected, &data.counters);
+        if data
+            .peers
+            .settle(&mut self.peer, slot, share, expected, &data.counters)
+        {
+            dev.kick();
+        }
     }
 
     /// Goes back to `from_psn` (a retry): the WQE holding it resumes there, every later started
@@ -870,7 +879,7 @@ pub(crate) const KICKED: PoolMark = PoolMark::Two;
 pub(crate) fn timers_armed(qp: &RoxeQp) -> bool {
     let sq_armed = {
         let sq = qp.sq_state.lock();
-        sq.ack_deadline_ms != 0 || sq.rnr_until_ms != 0
+        sq.ack_deadline_ms != 0 || sq.rnr_until_ms != 0 || sq.peer.queued()
     };
     if sq_armed {
         return true;

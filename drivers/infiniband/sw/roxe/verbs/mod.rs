@@ -493,6 +493,7 @@ impl Link for Roxe {
         let active = port_state(netdev) == PortState::Active;
         let (num, den) = param::ODP_DEVICE_RAM_SHARE;
         let odp_budget = Arc::new(OdpBudget::of_ram(num, den), GFP_KERNEL)?;
+        let peers = crate::peer::Peers::new()?;
         Device::<Roxe>::register(
             crate::this_module(),
             name,
@@ -525,7 +526,7 @@ impl Link for Roxe {
                 atomic_lock <- crate::rdma::bh::new_bh_lock!((), "roxe_atomic"),
                 held_acks <- crate::compat::sync::new_spinlock_irq!(crate::device::HeldAcks::new(), "roxe_held_acks"),
                 counters: Counters::new(),
-                peers: crate::peer::Peers::new(),
+                peers,
                 odp_budget,
                 mcast <- crate::mcast::McastTable::new(),
                 odp_jobs <- crate::compat::sync::new_spinlock_irq!(KVec::new(), "roxe_odp_jobs"),
