@@ -66,6 +66,23 @@ fn waited(since: u32, now: u64) -> u64 {
     u64::from((now as u32).wrapping_sub(since))
 }
 
+/// Adds one to `counter` if `may` allows the value it holds, and returns that value; a bounded
+/// number of tries, each asking `may` again (the queue's counters, [`PeerWindow`]): a step lost
+/// to contention is `None`, which each caller takes as "not now".
+fn step_if(counter: &Atomic<u32>, may: impl Fn(u32) -> bool) -> Option<u32> {
+    let mut v = counter.load(Relaxed);
+    for _ in 0..8 {
+        if !may(v) {
+            return None;
+        }
+        match counter.cmpxchg(v, v.wrapping_add(1), Relaxed) {
+            Ok(_) => return Some(v),
+            Err(seen) => v = seen,
+        }
+    }
+    None
+}
+
 /// One peer's window.
 ///
 /// # Invariants
@@ -116,29 +133,20 @@ impl PeerWindow {
         (self.served.load(Relaxed).wrapping_sub(t) as i32) > 0
     }
 
-    /// A ticket for QP `qpn`, if the queue has a slot free.
+    /// A ticket for QP `qpn`, if the queue has a slot free (a QP that loses every race for one
+    /// goes without a turn).
     fn enqueue(&self, qpn: u32) -> Option<u32> {
-        let mut t = self.issued.load(Relaxed);
-        // A bounded number of tries: a QP that loses every race goes without a turn.
-        for _ in 0..8 {
-            if t.wrapping_sub(self.woken.load(Relaxed)) >= QUEUE_SLOTS {
-                return None;
-            }
-            match self.issued.cmpxchg(t, t.wrapping_add(1), Relaxed) {
-                Ok(_) => {
-                    // The slot's previous ticket was woken (the invariant), so its number was
-                    // taken; should the kick work take this ticket before the store, the
-                    // number stays for a later one, which kicks this QP once more, and this
-                    // QP's turn is found by the tick ([`PeerShare::queued`]).
-                    if let Some(slot) = self.queue.get((t % QUEUE_SLOTS) as usize) {
-                        slot.store(qpn, Relaxed);
-                    }
-                    return Some(t);
-                }
-                Err(seen) => t = seen,
-            }
+        let t = step_if(&self.issued, |t| {
+            t.wrapping_sub(self.woken.load(Relaxed)) < QUEUE_SLOTS
+        })?;
+        // The slot's previous ticket was woken (the invariant), so its number was taken; should
+        // the kick work take this ticket before the store, the number stays for a later one,
+        // which kicks this QP once more, and this QP's turn is found by the tick
+        // ([`PeerShare::queued`]).
+        if let Some(slot) = self.queue.get((t % QUEUE_SLOTS) as usize) {
+            slot.store(qpn, Relaxed);
         }
-        None
+        Some(t)
     }
 
     /// Whether a QP was given its turn and the kick work has not taken it to run yet.
@@ -146,39 +154,18 @@ impl PeerWindow {
         self.woken.load(Relaxed) != self.served.load(Relaxed)
     }
 
-    /// Gives the first waiting QP its turn; whether one was given.
+    /// Gives the first waiting QP its turn; whether one was given (a turn lost to contention is
+    /// given by a later settlement).
     fn serve(&self) -> bool {
-        let mut s = self.served.load(Relaxed);
-        // A bounded number of tries: a turn lost to contention is given by a later settlement.
-        for _ in 0..8 {
-            if s == self.issued.load(Relaxed) {
-                return false;
-            }
-            match self.served.cmpxchg(s, s.wrapping_add(1), Relaxed) {
-                Ok(_) => return true,
-                Err(seen) => s = seen,
-            }
-        }
-        false
+        step_if(&self.served, |s| s != self.issued.load(Relaxed)).is_some()
     }
 
     /// The number of the next QP served and not yet woken, taking it off the queue; `Some(0)`
     /// for a ticket whose number was taken before.
     fn take_served(&self) -> Option<u32> {
-        let mut w = self.woken.load(Relaxed);
-        for _ in 0..8 {
-            if w == self.served.load(Relaxed) {
-                return None;
-            }
-            match self.woken.cmpxchg(w, w.wrapping_add(1), Relaxed) {
-                Ok(_) => {
-                    let slot = self.queue.get((w % QUEUE_SLOTS) as usize)?;
-                    return Some(slot.xchg(0, Relaxed));
-                }
-                Err(seen) => w = seen,
-            }
-        }
-        None
+        let w = step_if(&self.woken, |w| w != self.served.load(Relaxed))?;
+        let slot = self.queue.get((w % QUEUE_SLOTS) as usize)?;
+        Some(slot.xchg(0, Relaxed))
     }
 
     /// Applies `f` to the window's state, atomically; the state before and after (the same
