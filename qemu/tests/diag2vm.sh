@@ -42,26 +42,20 @@ for r in $(seq 1 $ROUNDS); do for var in $VARIANTS; do
 		IFS=: read -r tool size qps <<<"$t"; k=$((k+1))
 		case $tool in *lat) n=$((ITERS * 3 / 4)) ;; *) n=$ITERS ;; esac
 		args="-d $RDMA_DEV -x $gid -s $size -n $n -F${qps:+ -q $qps}"
+		srv="$tool $args" cli="$tool $args $PEER_IP"
 		if [ $var = tcp ]; then
 			case $tool in *lat | ib_atomic_bw) continue ;; esac
-			tool=iperf3 args="-n $((n * size * ${qps:-1})) -l $size -J"
+			tool=iperf3 srv="iperf3 -s -1" cli="iperf3 -c $PEER_IP -n $((n * size * ${qps:-1})) -l $size -J"
 		fi
 		s0=$(snap)
-		if [ $ROXE_VM = 0 ] && [ $tool = iperf3 ]; then barrier "b$k" 120; timeout 150 iperf3 -s -1 >/dev/null 2>&1; barrier "e$k" 200
-			say "SERVER $var $tool: $(delta "$s0" "$(snap)")"
-		elif [ $ROXE_VM = 0 ]; then barrier "b$k" 120; timeout 150 $tool $args >/dev/null 2>&1; barrier "e$k" 200
+		if [ $ROXE_VM = 0 ]; then barrier "b$k" 120; timeout 150 $srv >/dev/null 2>&1; barrier "e$k" 200
 			say "SERVER $var $tool: $(delta "$s0" "$(snap)")"
 		else
 			barrier "b$k" 120
 			t0=$(date +%s) hd0="" hd1=""
 			[ $TWO = 1 ] && hd0=$(host_udp_drops "d$k-0")
-			if [ $TWO = 0 ] && [ $tool = iperf3 ]; then { timeout 150 iperf3 -s -1 >/dev/null 2>&1 & }
-			elif [ $TWO = 0 ]; then { timeout 150 $tool $args >/dev/null 2>&1 & }; fi
-			if [ $tool = iperf3 ]; then
-				out=$(retry_client 30 timeout 120 iperf3 -c "$PEER_IP" $args 2>/dev/null)
-			else
-				out=$(retry_client 30 timeout 120 $tool $args "$PEER_IP" 2>/dev/null)
-			fi
+			[ $TWO = 0 ] && { timeout 150 $srv >/dev/null 2>&1 & }
+			out=$(retry_client 30 timeout 120 $cli 2>/dev/null)
 			[ $TWO = 0 ] && wait
 			case $tool in *lat) v=$(echo "$out" | awk '/^ *[0-9]+ +[0-9]+ +[0-9.]+/ { print $6 }' | tail -1) ;;
 			iperf3) v=$(echo "$out" | python3 -c "import json, sys; print(round(json.load(sys.stdin)['end']['sum_received']['bits_per_second'] / 8 / 2**20, 2))" 2>/dev/null) ;;
