@@ -77,7 +77,8 @@ host_udp_answer() {
 	done
 }
 
-# run_once: boots the VM(s), waits for them; returns 0, 1 (a failure) or 3 (a boot hang).
+# run_once: boots the VM(s), waits for them; returns 0, 1 (a failure), 3 (a boot hang) or 4
+# (QEMU crashed).
 run_once() {
 	local answer=""
 	pids=()
@@ -149,7 +150,7 @@ roxe.script=$script roxe.vm=$i roxe.two=$two roxe.timeout=$timeout roxe.flavour=
 		sleep 5
 	done
 	[ $nvm = 2 ] && stop_stuck_peer
-	local st=0 qrc rc
+	local st=0 qrc rc crashed=0
 	for i in $(seq 0 $((nvm - 1))); do
 		wait "${pids[$i]}"; qrc=$?
 		out="$res/vm$i"
@@ -162,9 +163,27 @@ roxe.script=$script roxe.vm=$i roxe.two=$two roxe.timeout=$timeout roxe.flavour=
 		if ! "$ROXE_TOP/qemu/check-dmesg.sh" "$out/console.log" "$out/dmesg"; then
 			log "vm$i: kernel log shows a splat (see above)"
 			st=1
+		elif [ "$rc" = none ] && no_verdict "$i" "$qrc"; then
+			crashed=1
 		fi
 	done
+	[ $crashed = 1 ] && return 4
 	return $st
+}
+
+# no_verdict I QRC: guest I ended without its script's exit code: says how QEMU ended and the
+# last lines of the console and of QEMU's own log, so that a CI run, which keeps only this
+# output, shows whether the guest powered off, reset or QEMU itself died. True when QEMU died of
+# SIGILL, SIGABRT, SIGBUS, SIGFPE or SIGSEGV (a guest cannot end its emulator so, and its kernel
+# reported nothing): a crash of the emulator, not of the guest, which the caller retries once.
+no_verdict() {
+	local i=$1 qrc=$2 o="$res/vm$1"
+	log "vm$i: no verdict: QEMU exited with code $qrc; the console's last lines:"
+	tail -n 6 "$o/console.log" 2>/dev/null | cut -c1-160 | sed 's/^/    /'
+	log "vm$i: QEMU's log:"
+	tail -n 4 "$o/qemu.log" 2>/dev/null | cut -c1-160 | sed 's/^/    /'
+	case $qrc in 132 | 134 | 135 | 136 | 139) return 0 ;; esac
+	return 1
 }
 
 # stop_stuck_peer: in a two-VM run, waits for both QEMUs to end, and stops one still running
@@ -189,10 +208,13 @@ stop_stuck_peer() {
 
 status=0
 run_once || status=$?
-if [ $status = 3 ]; then
-	log "retrying the run once after the boot hang"
+case $status in
+3) log "retrying the run once after the boot hang" ;;
+4) log "retrying the run once after QEMU crashed" ;;
+esac
+if [ $status = 3 ] || [ $status = 4 ]; then
 	status=0
 	run_once || status=$?
-	[ $status = 3 ] && status=1
 fi
+[ $status -le 1 ] || status=1
 exit $status

@@ -161,11 +161,12 @@ finish_test() { # finish_test LINE: counts the results of a test that has ended
 	if [ "$verdict" = "$expect" ]; then
 		count PASS "$name"; log "$name: ok (verdict $verdict as expected, $secs s)"
 	else
-		# Why the run failed when no check did (guest exit code, splat, QEMU killed, boot hang),
-		# in the summary line itself: a CI run may keep only the end of this output.
-		why=$({ grep -aE 'exited with|QEMU killed|boot hang' "build/vm/$name.log"
+		# Why the run failed when no check did (guest exit code, splat, QEMU killed or ended with
+		# no verdict, boot hang), in the summary line itself: a CI run may keep only the end of
+		# this output.
+		why=$({ grep -aE 'exited with|QEMU killed|boot hang|no verdict|retrying' "build/vm/$name.log"
 			grep -a -m2 '^  ' "build/vm/$name.log"; } 2>/dev/null | sed 's/^ *//' |
-			awk '!seen[$0]++' | head -4 | cut -c1-160 | paste -sd';' || true)
+			awk '!seen[$0]++' | head -6 | cut -c1-160 | paste -sd';' || true)
 		count FAIL "$name (verdict $verdict, expected $expect${why:+: $why})"; log "$name: FAILED ($secs s)"
 		# What the guest said about its failures (check() follows each FAIL with the tail of
 		# its log): a CI run keeps only this output, not build/vm.
