@@ -17,7 +17,7 @@ use roxe_proto::proto::{
     packet::{pad_count_for, Aeth, Msn, Packet, Syndrome},
     psn::Psn,
     req::{
-        next_packet, psns_of, PacketDesc, PacketPlan, ReqConfig, WqeProgress, READ_REQUEST_PSNS,
+        next_packet, psns_of, read_request_size, PacketDesc, PacketPlan, ReqConfig, WqeProgress,
     },
     wqe::{Payload, QpType, SendOpcode, SendWqe},
 };
@@ -236,19 +236,22 @@ proptest! {
         let first = Psn::new(first);
         let k = k % n;
         let p = drain(&w, WqeProgress::resume_at(&w, first, first.add(k), &c).unwrap(), &c).unwrap();
-        // One request per READ_REQUEST_PSNS-aligned part from k on, covering the rest exactly.
-        let parts = (n - 1) / READ_REQUEST_PSNS - k / READ_REQUEST_PSNS + 1;
+        // One request per read_request_size-aligned part from k on (64 PSNs at MTU 1024 and
+        // below and on a local path, 64 KiB from MTU 1024 up), covering the rest exactly.
+        let size = read_request_size(mtu);
+        prop_assert_eq!(size * mtu.wire_units(), 64);
+        let parts = (n - 1) / size - k / size + 1;
         prop_assert_eq!(p.len() as u32, parts);
         let mut psn = first.add(k);
         let mut offset = std::cmp::min(u64::from(k) * u64::from(mtu.bytes()), u64::from(length));
         for (i, r) in p.iter().enumerate() {
             prop_assert_eq!((r.opcode, r.psn, r.payload_len), (Opcode::RC_RDMA_READ_REQUEST, psn, 0));
-            prop_assert!(r.psn_count >= 1 && r.psn_count <= READ_REQUEST_PSNS);
+            prop_assert!(r.psn_count >= 1 && r.psn_count <= size);
             let reth = r.headers.reth.unwrap();
             prop_assert_eq!(u64::from(r.payload_offset), offset);
             if i + 1 < p.len() {
                 // Every part but the last ends on an aligned boundary, in whole MTUs.
-                prop_assert_eq!((psn.add(r.psn_count).diff(first) as u32) % READ_REQUEST_PSNS, 0);
+                prop_assert_eq!((psn.add(r.psn_count).diff(first) as u32) % size, 0);
                 prop_assert_eq!(reth.dma_len, r.psn_count * mtu.bytes());
             }
             offset += u64::from(reth.dma_len);
@@ -402,9 +405,10 @@ proptest! {
         let mut s = CompState::new(Psn::new(first), mtu, 7, 7);
         let n = psns_of(&w, &c);
         let mut placed = 0u32;
+        let size = read_request_size(mtu);
         for k in 0..n {
             // Each request's responses are FIRST..LAST (or ONLY) of their own.
-            let opcode = match (k % READ_REQUEST_PSNS == 0, k + 1 == n || (k + 1) % READ_REQUEST_PSNS == 0) {
+            let opcode = match (k % size == 0, k + 1 == n || (k + 1) % size == 0) {
                 (true, true) => Opcode::RC_RDMA_READ_RESPONSE_ONLY,
                 (true, false) => Opcode::RC_RDMA_READ_RESPONSE_FIRST,
                 (false, false) => Opcode::RC_RDMA_READ_RESPONSE_MIDDLE,

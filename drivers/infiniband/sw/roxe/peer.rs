@@ -2,14 +2,15 @@
 
 //! The send window the RC QPs to one peer share ([`Peers`]): each RC QP whose path leaves the
 //! device holds a part of its peer's window ([`PeerShare`], in its send state), the PSNs it has
-//! sent and not had acknowledged; the requester asks before each packet whether the QPs to the
-//! peer together have room ([`Peers::admit`]), and the window grows as acknowledgements arrive
-//! and halves on a loss (`proto::cwnd`). A QP with nothing unacknowledged that finds the window
-//! short of room waits for a turn in the peer's queue ([`PeerWindow`]'s tickets): an
-//! acknowledgement that frees room serves the first, and the device's kick work runs the
-//! requesters of the QPs served ([`Peers::take_served`]). Below the stages and the QP: the
-//! requester and the completer call it under their QP's `sq_state` lock, and it takes no lock
-//! of its own.
+//! sent and not had acknowledged, each counted in units of 1 KiB (`proto::mtu::Pmtu::wire_units`: 4
+//! at a path MTU of 4096), so that the window bounds bytes; the requester asks before each packet
+//! whether the QPs to the peer together have room ([`Peers::admit`]), and the window grows as
+//! acknowledgements arrive and halves on a loss (`proto::cwnd`). A QP with nothing unacknowledged
+//! that finds the window short of room waits for a turn in the peer's queue ([`PeerWindow`]'s
+//! tickets): an acknowledgement that frees room serves the first, and the device's kick work runs
+//! the requesters of the QPs served ([`Peers::take_served`]). Below the stages and the QP: the
+//! requester and the completer call it under their QP's `sq_state` lock, and it takes no lock of
+//! its own.
 //!
 //! Peers are the slots of a fixed table, chosen by a keyed hash of the destination GID: nothing
 //! is allocated per peer, and two peers that share a slot (rare, and not choosable without the
@@ -94,7 +95,7 @@ fn step_if(counter: &Atomic<u32>, may: impl Fn(u32) -> bool) -> Option<u32> {
 /// that is wrong runs a requester that finds nothing to do, and a QP whose number was missed
 /// finds its turn at the tick.
 struct PeerWindow {
-    /// PSNs the QPs to the peer have unacknowledged together: the sum of their
+    /// Units of the PSNs the QPs to the peer have unacknowledged together: the sum of their
     /// [`PeerShare::share`]s.
     in_flight: Atomic<u32>,
     /// The window's state ([`Cwnd::pack`]).
@@ -208,7 +209,7 @@ pub(crate) struct PeerShare {
     /// The slot of the peer the share is counted in; `None`: no share (not an RC QP to another
     /// host).
     slot: Option<u8>,
-    /// The PSNs counted in the slot's `in_flight`.
+    /// The units counted in the slot's `in_flight`.
     share: u32,
     /// The completer's expected PSN at the last settlement: acknowledgements since then grow
     /// the window.
@@ -237,7 +238,7 @@ pub(crate) struct PeerShare {
     /// The tick found the QP's turn come, or its wait too long ([`Peers::turn_due`]): it goes
     /// at its next packet.
     granted: bool,
-    /// PSNs left of the QP's turn: while other QPs wait for one, it stops when none are left.
+    /// Units left of the QP's turn: while other QPs wait for one, it stops when none are left.
     turn_left: u16,
 }
 
@@ -270,14 +271,14 @@ impl PeerShare {
         self.queued
     }
 
-    /// The QP's requester sent a packet taking `psns` PSNs; `asked`: it asks for a response
-    /// that will come.
-    pub(crate) fn sent(&mut self, asked: bool, psns: u32) {
+    /// The QP's requester sent a packet taking `units` of the window; `asked`: it asks for a
+    /// response that will come.
+    pub(crate) fn sent(&mut self, asked: bool, units: u32) {
         self.asked = asked;
         self.waiting_since_ms = 0;
         self.turn_left = self
             .turn_left
-            .saturating_sub(u16::try_from(psns).unwrap_or(u16::MAX));
+            .saturating_sub(u16::try_from(units).unwrap_or(u16::MAX));
     }
 
     /// Whether the QP has waited for the window for [`PROBE_MS`] by `now` (ms since boot): then
@@ -445,9 +446,11 @@ impl Peers {
         }
     }
 
-    /// Brings the QP's share up to date: `slot` is its peer now, `share` the PSNs it has
-    /// unacknowledged, `expected` its completer's expected PSN. Applies the acknowledgements
-    /// and the loss seen since the last settlement to the window. Called under the QP's
+    /// Brings the QP's share up to date: `slot` is its peer now, `psns` the PSNs it has
+    /// unacknowledged, `expected` its completer's expected PSN, `units` what one of its PSNs
+    /// counts for in the window (`proto::mtu::Pmtu::wire_units`), by which the share and the
+    /// acknowledgements are scaled here. Applies the acknowledgements and the loss seen since
+    /// the last settlement to the window. Called under the QP's
     /// `sq_state` lock after each requester step, completer batch and tick; `slot` `None` and
     /// `share` 0 take the QP's share back (reset, destroy). Returns whether it gave a waiting
     /// QP its turn: then the caller kicks the device, whose kick work runs that QP's requester
@@ -457,11 +460,16 @@ impl Peers {
         &self,
         ps: &mut PeerShare,
         slot: Option<u8>,
-        share: u32,
+        psns: u32,
         expected: Psn,
+        units: u32,
         counters: &Counters,
     ) -> bool {
-        let (slot, share) = if ps.closed { (None, 0) } else { (slot, share) };
+        let (slot, share) = if ps.closed {
+            (None, 0)
+        } else {
+            (slot, psns.saturating_mul(units))
+        };
         let mut served = false;
         if ps.slot != slot {
             // A new peer, or none (reset, destroy): the share moves, and nothing of a wait or
@@ -490,7 +498,8 @@ impl Peers {
             // The window grows only while it limits (RFC 7661): the sum, this QP's
             // acknowledged PSNs still in it, fills half of it.
             let in_flight = w.in_flight.load(Relaxed);
-            w.update(|c| c.on_acked(acked as u32, in_flight >= c.window / 2));
+            let acked = (acked as u32).saturating_mul(units);
+            w.update(|c| c.on_acked(acked, in_flight >= c.window / 2));
         }
         if share != ps.share {
             w.in_flight.add(share.wrapping_sub(ps.share), Relaxed);

@@ -519,7 +519,7 @@ struct StepCx<'a> {
 fn step(cx: &StepCx<'_>) -> Step {
     let mut sq = cx.qp.sq_state.lock();
     let s = step_locked(cx, &mut sq);
-    sq.settle_peer(cx.dev, cx.path.peer);
+    sq.settle_peer(cx.dev, cx.path.peer, cx.cfg.mtu.wire_units());
     s
 }
 
@@ -690,11 +690,12 @@ fn packet(cx: &StepCx<'_>, sq: &mut SqState, cur: usize, d: &PacketDesc) -> Step
     // (IBA 9.7.5.1.2: it may coalesce ACKs until one of them); a resent one may be a duplicate
     // it leaves unanswered (IBA 9.7.5.1.1: behind a READ it executed since).
     let resent = sq.resends(d.psn);
-    // The PSNs the packet takes: a READ request's are those of its response.
+    // The PSNs the packet takes (a READ request's are those of its response), in the peer
+    // window's units.
     let psns = d.after.next_psn().diff(d.psn).max(1) as u32;
     sq.peer.sent(
         !resent && (d.ack_req || d.last_of_wqe || op == SendOpcode::RdmaRead),
-        psns,
+        psns.saturating_mul(cfg.mtu.wire_units()),
     );
     sq.next_psn = d.after.next_psn();
     if sq.next_psn.diff(sq.psn_limit) > 0 {

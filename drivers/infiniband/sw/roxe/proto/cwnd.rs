@@ -1,15 +1,20 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The send window the RC QPs to one peer share: how many PSNs they may have unacknowledged
+//! The send window the RC QPs to one peer share: how much they may have unacknowledged
 //! together ([`Cwnd`]), how it grows and shrinks (additive increase, multiplicative decrease,
 //! as TCP's congestion avoidance, RFC 5681), and whether a QP may send its next packet beside
 //! the others ([`admit`]).
 //!
-//! Each RC QP keeps its own [`MAX_UNACKED_PSNS`] window (IBA 9.7.2); this one bounds what all
-//! QPs to one peer put on the path at once, so that eight QPs do not overrun a receiving
-//! socket that one QP's window fits (`Documentation/performance.md`, "A window per peer").
-//! IBA has no such window: RoCEv2's congestion control is left to the HCA (Annex A17.9), and
-//! rdma_rxe has none; nothing of it is on the wire, so interoperation is unchanged.
+//! The window counts units of 1 KiB, one per PSN at a path MTU of 1024 or less and four at
+//! 4096 (`proto::mtu::Pmtu::wire_units`), so that it bounds bytes, as the receiving socket
+//! does; every count below (window, in flight, acknowledged, turns) is in those units.
+//!
+//! Each RC QP keeps its own window of [`MAX_UNACKED_PSNS`] such units (IBA 9.7.2,
+//! `proto::req::psn_window`); this one bounds what all QPs to one peer put on the path at once, so
+//! that eight QPs do not overrun a receiving socket that one QP's window fits
+//! (`Documentation/performance.md`, "A window per peer"). IBA has no such window: RoCEv2's
+//! congestion control is left to the HCA (Annex A17.9), and rdma_rxe has none; nothing of it is on
+//! the wire, so interoperation is unchanged.
 
 use super::req::MAX_UNACKED_PSNS;
 
@@ -20,7 +25,7 @@ pub const CWND_INIT: u32 = MAX_UNACKED_PSNS;
 pub const CWND_MIN: u32 = 16;
 /// The most the window grows to: eight QPs' own windows.
 pub const CWND_MAX: u32 = 8 * MAX_UNACKED_PSNS;
-/// PSNs the window grows by for each window's worth acknowledged (about one round trip while
+/// Units the window grows by for each window's worth acknowledged (about one round trip while
 /// the QPs keep it full). TCP's one segment per round trip would take a window of 128 halved by
 /// one loss some 64 round trips to return, while losses between two VMs under TCG come every
 /// few dozen round trips whatever the window (`Documentation/performance.md`, "A window per
@@ -31,11 +36,11 @@ pub const CWND_STEP: u32 = 8;
 /// in one atomic and updates it with compare-and-exchange.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Cwnd {
-    /// PSNs the QPs to the peer may have unacknowledged together.
+    /// Units the QPs to the peer may have unacknowledged together.
     pub window: u32,
-    /// PSNs acknowledged since the window last grew (less than `window / CWND_STEP`).
+    /// Units acknowledged since the window last grew (less than `window / CWND_STEP`).
     pub acked: u32,
-    /// PSNs still to be acknowledged before a loss may shrink the window again: the losses of
+    /// Units still to be acknowledged before a loss may shrink the window again: the losses of
     /// one burst are one congestion event (RFC 5681, 3.2).
     pub recovery: u32,
 }
@@ -70,7 +75,7 @@ impl Cwnd {
         }
     }
 
-    /// `n` more PSNs acknowledged: while the window limits the QPs (`limited`), it grows by
+    /// `n` more units acknowledged: while the window limits the QPs (`limited`), it grows by
     /// [`CWND_STEP`] for each window's worth (one per `window / CWND_STEP` acknowledged), up to
     /// [`CWND_MAX`]; a window the QPs do not fill does not grow (RFC 7661).
     pub const fn on_acked(self, n: u32, limited: bool) -> Cwnd {
@@ -102,7 +107,7 @@ impl Cwnd {
         }
     }
 
-    /// A loss (a PSN sequence NAK or an ACK timeout) while `in_flight` PSNs were unacknowledged:
+    /// A loss (a PSN sequence NAK or an ACK timeout) while `in_flight` units were unacknowledged:
     /// the window halves, down to [`CWND_MIN`], unless a loss of the same burst halved it
     /// already (`recovery`: until what was in flight then is acknowledged).
     pub const fn on_loss(self, in_flight: u32) -> Cwnd {
@@ -154,31 +159,31 @@ pub struct Turn {
     pub others_wait: bool,
     /// The QP's turn came: it waited in the queue and was served.
     pub served: bool,
-    /// The QP sent the [`turn_room`] PSNs of its turn.
+    /// The QP sent the [`turn_room`] units of its turn.
     pub used: bool,
 }
 
-/// The most PSNs a turn holds: as many as one QP alone sends between two packets that ask for
-/// an acknowledgement in a bulk transfer (a 64 KiB message at an MTU of 1024, or
-/// `proto::req`'s AckReq every 64 PSNs).
-pub const TURN_PSNS: u32 = 64;
+/// The most units a turn holds: as many as one QP alone sends between two packets that ask for
+/// an acknowledgement in a bulk transfer (a 64 KiB message, or `proto::req`'s AckReq every 64
+/// units, `proto::req::ack_req_interval`).
+pub const TURN_UNITS: u32 = 64;
 
-/// The PSNs of a turn: the room a QP with nothing unacknowledged needs in the window to start
+/// The units of a turn: the room a QP with nothing unacknowledged needs in the window to start
 /// sending, and what it sends before it asks for an acknowledgement and stops while others
-/// wait: half the window, at most [`TURN_PSNS`]. QPs then take turns at the window, a few at a
+/// wait: half the window, at most [`TURN_UNITS`]. QPs then take turns at the window, a few at a
 /// time, each asking for an acknowledgement about as often as one QP alone does, instead of
 /// every QP to the peer holding a sliver of the window and asking for an acknowledgement for
 /// each sliver: each acknowledgement is a datagram of its own, which the receiving host handles
 /// as it handles a request (`Documentation/performance.md`, "A window per peer").
 pub const fn turn_room(window: u32) -> u32 {
-    if window / 2 < TURN_PSNS {
+    if window / 2 < TURN_UNITS {
         window / 2
     } else {
-        TURN_PSNS
+        TURN_UNITS
     }
 }
 
-/// Whether a QP may send its next packet, with `in_flight` PSNs unacknowledged by all QPs to
+/// Whether a QP may send its next packet, with `in_flight` units unacknowledged by all QPs to
 /// the peer, `own` of them this QP's, `asked`: whether this QP's last packet asks for a
 /// response that will come (AckReq, the end of a message, a READ request, and not resent;
 /// IBA 9.7.5.1.2 lets the responder coalesce ACKs until one asks), and `turn`: where it stands
@@ -195,7 +200,7 @@ pub const fn turn_room(window: u32) -> u32 {
 /// probes and resent packets (which the kernel sends within the QP's own window), the window is
 /// overrun by at most two packets per QP sending: the first of its turn, which goes whatever
 /// the room once its turn came, and the one that asks, a READ request counting its response
-/// PSNs.
+/// PSNs' units.
 ///
 /// A packet that finds room asks for nothing more than its plan does: asking for an ACK
 /// whenever the window is nearly full made the responder acknowledge about every third packet
@@ -218,7 +223,7 @@ pub const fn admit(window: u32, in_flight: u32, own: u32, asked: bool, turn: Tur
     Admit::Wait
 }
 
-/// Whether the first QP waiting for a turn at a peer gets it, with `in_flight` PSNs
+/// Whether the first QP waiting for a turn at a peer gets it, with `in_flight` units
 /// unacknowledged by the QPs to the peer, `waiting` QPs in the queue, `acked`: the settlement
 /// asking acknowledged PSNs or gave some back, and `starting`: a QP given its turn has not
 /// been run yet. A turn is given when an acknowledgement leaves [`turn_room`] free, one per
@@ -407,8 +412,8 @@ mod tests {
         assert!(may_serve(128, 64, 3, true, true));
         assert!(!may_serve(128, 65, 3, true, false));
         // A large window: a turn's PSNs free are enough.
-        assert_eq!(turn_room(1024), TURN_PSNS);
-        assert!(may_serve(1024, 1024 - TURN_PSNS, 3, true, false));
+        assert_eq!(turn_room(1024), TURN_UNITS);
+        assert!(may_serve(1024, 1024 - TURN_UNITS, 3, true, false));
         // Room without an acknowledgement (a settlement of the requester's own): none, so
         // that each acknowledgement lets in one QP.
         assert!(!may_serve(128, 10, 3, false, false));

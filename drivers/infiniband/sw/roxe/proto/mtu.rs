@@ -113,6 +113,27 @@ impl Pmtu {
     pub const fn shift(self) -> u32 {
         self.shift as u32
     }
+
+    /// How many 1 KiB units one full packet counts for in the windows that bound what a QP, and
+    /// the QPs to one peer, have on the wire at once: 2 at a path MTU of 2048, 4 at 4096. Those
+    /// windows were sized in PSNs of 1024 bytes against what the receiving host's socket takes
+    /// (`Documentation/performance.md`, "PSN windows"), which is bytes: counted in these units
+    /// they bound bytes, so that a jumbo path sends larger packets, not more bytes at once.
+    /// Smaller MTUs count 1, as 1024 does (their windows stay 128 PSNs, as rxe's), and so does
+    /// [`Pmtu::LOCAL`], whose packets never meet a socket.
+    pub const fn wire_units(self) -> u32 {
+        1 << self.wire_shift()
+    }
+
+    /// log2 of [`Pmtu::wire_units`] (0 to 2): the windows are scaled by shifting, with no
+    /// division.
+    pub const fn wire_shift(self) -> u32 {
+        if self.shift > 10 && self.shift <= 12 {
+            self.shift as u32 - 10
+        } else {
+            0
+        }
+    }
 }
 
 #[cfg(test)]
@@ -165,6 +186,17 @@ mod tests {
         }
         assert_eq!(Pmtu::LOCAL.bytes(), 16384);
         assert!(Pmtu::LOCAL.bytes() > IbMtu::Mtu4096.bytes());
+    }
+
+    #[test]
+    fn wire_units_count_kib_from_1024_to_4096() {
+        let units = |m| Pmtu::of(m).wire_units();
+        assert_eq!(units(IbMtu::Mtu256), 1);
+        assert_eq!(units(IbMtu::Mtu512), 1);
+        assert_eq!(units(IbMtu::Mtu1024), 1);
+        assert_eq!(units(IbMtu::Mtu2048), 2);
+        assert_eq!(units(IbMtu::Mtu4096), 4);
+        assert_eq!(Pmtu::LOCAL.wire_units(), 1);
     }
 
     #[test]

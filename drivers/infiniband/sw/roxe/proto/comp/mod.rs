@@ -31,7 +31,7 @@ use super::opcode::{ExtHeader, Opcode, Operation, Transport};
 use super::packet::{Aeth, NakCode, Packet, Syndrome};
 use super::psn::Psn;
 use super::qp_state::{ack_timeout_ns, rnr_retry_is_infinite, rnr_timer_us};
-use super::req::{is_local_op, psns_of, ReqConfig, WqeProgress, READ_REQUEST_PSNS};
+use super::req::{is_local_op, psns_of, read_request_size, ReqConfig, WqeProgress};
 use super::wqe::{QpType, SendOpcode, SendWqe};
 
 /// The completer's state for one RC QP.

@@ -115,7 +115,7 @@ pub fn on_response(
         // loss: ask again for the rest at once, once per gap (`retry_pending` holds until the
         // re-asked responses show progress). Anything else ahead of an unanswered READ or atomic
         // is dropped; the timer recovers it.
-        // The READ need not be fully sent: its later requests (READ_REQUEST_PSNS) wait for
+        // The READ need not be fully sent: its later requests (read_request_size) wait for
         // these responses.
         if matches!(info.operation(), Operation::RdmaReadResponse)
             && matches!(wqe.op, SendOpcode::RdmaRead)
@@ -200,12 +200,14 @@ fn read_response(
             // retried request) or may not (it resumed the one in progress, as rxe's does). The
             // PSN of the last packet, and only it, ends the message.
             let offset = (index as u64) << state.mtu.bytes().trailing_zeros();
-            // The requester asks for a long READ in requests of READ_REQUEST_PSNS aligned from
+            // The requester asks for a long READ in requests of read_request_size aligned from
             // the WQE's first PSN: the response to each starts at such a boundary and ends before
             // the next one or at the WQE's last PSN (a re-request from the middle is answered
             // from there on, IBA 9.7.5.1.2).
-            let boundary = index as u32 % READ_REQUEST_PSNS == 0;
-            let request_end = is_last || (index as u32).wrapping_add(1) % READ_REQUEST_PSNS == 0;
+            // A power of two.
+            let mask = read_request_size(state.mtu).wrapping_sub(1);
+            let boundary = index as u32 & mask == 0;
+            let request_end = is_last || (index as u32).wrapping_add(1) & mask == 0;
             if (boundary && !starts) || ends != request_end || offset > u64::from(wqe.length) {
                 return bad;
             }

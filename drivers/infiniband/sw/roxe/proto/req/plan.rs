@@ -13,8 +13,18 @@ const QPN_MASK: u32 = 0x00ff_ffff;
 /// less than a multiple of this (besides the last packet). The responder may coalesce
 /// acknowledgements until a request asks for one, so without these the requester could sit on
 /// a full [`MAX_UNACKED_PSNS`] window waiting for the end of the message; at half the window an
-/// ACK is always on its way before the window closes. (rxe asks every 65 or 66 packets.)
+/// ACK is always on its way before the window closes. (rxe asks every 65 or 66 packets.) Units
+/// of 1 KiB at MTUs above 1024 ([`ack_req_interval`]).
 pub const ACK_REQ_INTERVAL: u32 = 64;
+
+/// [`ACK_REQ_INTERVAL`] on a path with segment `mtu`, in units ([`Pmtu::wire_units`]): from
+/// MTU 1024 up every 64 KiB, so every 16 packets at 4096, where the PSN window is 32
+/// ([`psn_window`]). A power of two.
+pub const fn ack_req_interval(mtu: Pmtu) -> u32 {
+    ACK_REQ_INTERVAL >> mtu.wire_shift()
+}
+
+const _: () = assert!(ACK_REQ_INTERVAL.is_power_of_two() && READ_REQUEST_PSNS.is_power_of_two());
 
 /// The most response packets one RDMA READ request asks for. A longer READ WQE is asked for in
 /// requests of this many PSNs, aligned on multiples of it from the WQE's first PSN, and each
@@ -34,6 +44,14 @@ pub const ACK_REQ_INTERVAL: u32 = 64;
 /// VMs so often that a 256 KiB `ib_read_bw` made no progress in 120 s (250 re-requests); with
 /// 64 the same run is loss-free.
 pub const READ_REQUEST_PSNS: u32 = READ_RESPONSE_WINDOW;
+
+/// [`READ_REQUEST_PSNS`] on a path with segment `mtu`, in units ([`read_response_window`]): from
+/// MTU 1024 up 64 KiB of responses per request, 16 PSNs at MTU 4096. A power of two. The
+/// requester's plan and its completer, which checks each response against the request it answers,
+/// both size requests by it.
+pub const fn read_request_size(mtu: Pmtu) -> u32 {
+    read_response_window(mtu)
+}
 
 /// One request packet to send.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -199,11 +217,10 @@ fn request_opcode(
 }
 
 /// The PSNs (response packets) of the RDMA READ request that starts at index `index` of a READ
-/// taking `total` PSNs: up to the next multiple of [`READ_REQUEST_PSNS`].
-const fn read_request_psns(index: u32, total: u32) -> u32 {
-    let boundary = (index / READ_REQUEST_PSNS)
-        .saturating_add(1)
-        .saturating_mul(READ_REQUEST_PSNS);
+/// taking `total` PSNs: up to the next multiple of `size` ([`read_request_size`], never 0).
+const fn read_request_psns(index: u32, total: u32, size: u32) -> u32 {
+    let size = if size == 0 { 1 } else { size };
+    let boundary = (index / size).saturating_add(1).saturating_mul(size);
     let end = if boundary < total { boundary } else { total };
     end.saturating_sub(index)
 }
@@ -231,7 +248,7 @@ const fn read_len(wqe: &SendWqe, offset: u32, psn_count: u32, cfg: &ReqConfig) -
 /// response packet. Atomics, FLUSH and ATOMIC WRITE are a single request each.
 ///
 /// AckReq is set on RC only: on the last packet of every message (so that every message gets
-/// acknowledged without waiting for a timeout) and every [`ACK_REQ_INTERVAL`] packets within a
+/// acknowledged without waiting for a timeout) and every [`ack_req_interval`] packets within a
 /// long one. The solicited event bit follows `IBV_SEND_SOLICITED` on the last packet of a SEND
 /// or of an RDMA WRITE with immediate, the messages that complete a receive WQE.
 pub fn next_packet(wqe: &SendWqe, progress: &WqeProgress, cfg: &ReqConfig) -> PacketPlan {
@@ -267,10 +284,10 @@ pub fn next_packet(wqe: &SendWqe, progress: &WqeProgress, cfg: &ReqConfig) -> Pa
     let remaining = wqe.length.saturating_sub(offset);
     let is_read = matches!(wqe.opcode, SendOpcode::RdmaRead);
     // A READ request takes one PSN per response packet, up to the next multiple of
-    // READ_REQUEST_PSNS; every other packet is one PSN. `index < total` here, so none of these
+    // read_request_size; every other packet is one PSN. `index < total` here, so none of these
     // overflows; saturation keeps that obvious.
     let psn_count = if is_read {
-        read_request_psns(index, total)
+        read_request_psns(index, total, read_request_size(cfg.mtu))
     } else {
         1
     };
@@ -289,7 +306,7 @@ pub fn next_packet(wqe: &SendWqe, progress: &WqeProgress, cfg: &ReqConfig) -> Pa
         cfg.mtu.bytes()
     };
     let ack_req = matches!(cfg.qp_type, QpType::Rc)
-        && (last_of_wqe || index.saturating_add(1) % ACK_REQ_INTERVAL == 0);
+        && (last_of_wqe || index.wrapping_add(1) & ack_req_interval(cfg.mtu).wrapping_sub(1) == 0);
     let completes_recv = info.is_send() || (info.is_write() && info.has_immediate());
     let solicited = wqe.flags & send_flags::SOLICITED != 0 && info.ends_message() && completes_recv;
     let dest_qpn = if cfg.is_datagram() {

@@ -13,24 +13,47 @@ use super::*;
 /// at once.
 pub const MAX_UNACKED_PSNS: u32 = 128;
 
-/// The most RDMA READ response PSNs the requester lets be outstanding when it starts a READ
-/// that takes several requests: such a READ starts only if its first request
-/// ([`READ_REQUEST_PSNS`]) fits beside what is outstanding, or nothing is (a READ that one
-/// request covers has [`SINGLE_REQUEST_READ_WINDOW`]). The responder answers each request with
-/// a burst of responses that nothing paces, and bursts of several READs add up until the
-/// receiving host's socket drops them; a WRITE's packets are paced by the sender's own CPU.
-/// The measurements that chose 64: `Documentation/performance.md`, "Constants".
+/// The PSN window of a path with segment `mtu`: [`MAX_UNACKED_PSNS`] units
+/// ([`Pmtu::wire_units`]), so 128 PSNs at MTU 1024 and below, 32 at 4096: from MTU 1024 up,
+/// the same 128 KiB in flight.
+pub const fn psn_window(mtu: Pmtu) -> u32 {
+    MAX_UNACKED_PSNS >> mtu.wire_shift()
+}
+
+/// The most RDMA READ response PSNs (at MTU 1024, [`read_response_window`]) the requester lets be
+/// outstanding when it starts a READ that takes several requests: such a READ starts only if its
+/// first request ([`read_request_size`]) fits beside what is outstanding, or nothing is (a READ
+/// that one request covers has [`SINGLE_REQUEST_READ_WINDOW`]). The responder answers each request
+/// with a burst of responses that nothing paces, and bursts of several READs add up until the
+/// receiving host's socket drops them; a WRITE's packets are paced by the sender's own CPU. The
+/// measurements that chose 64: `Documentation/performance.md`, "Constants".
 pub const READ_RESPONSE_WINDOW: u32 = 64;
 
-/// The most RDMA READ response PSNs outstanding beside which a READ that one request asks for
-/// whole (at most [`READ_REQUEST_PSNS`]) may start: the next request goes out once half of the
+/// [`READ_RESPONSE_WINDOW`] on a path with segment `mtu`: 64 units ([`Pmtu::wire_units`]), so
+/// from MTU 1024 up 64 KiB of responses, 16 PSNs at MTU 4096; a burst of 64 responses of 4 KiB
+/// is more than the receiving host's socket buffer (212992 bytes by default) holds.
+pub const fn read_response_window(mtu: Pmtu) -> u32 {
+    READ_RESPONSE_WINDOW >> mtu.wire_shift()
+}
+
+/// The most RDMA READ response PSNs (at MTU 1024, [`single_request_read_window`]) outstanding
+/// beside which a READ that one request asks for whole (at most [`read_request_size`]) may
+/// start: the next request goes out once half of the
 /// last one's responses have arrived, so that the responder answers it while the requester
 /// takes in the rest, instead of the wire's round trip passing idle between READs, and at most
 /// one and a half requests' responses are on the wire at once. Longer READs keep to
 /// [`READ_RESPONSE_WINDOW`]: their later requests go out alone, and a loss at the end of one is
 /// found only by the ACK timer. The measurements behind both: `Documentation/performance.md`,
-/// "Constants".
+/// "Constants". Both count PSNs of 1 KiB ([`read_response_window`],
+/// [`single_request_read_window`]).
 pub const SINGLE_REQUEST_READ_WINDOW: u32 = READ_REQUEST_PSNS + READ_REQUEST_PSNS / 2;
+
+/// [`SINGLE_REQUEST_READ_WINDOW`] on a path with segment `mtu`: one and a half requests of
+/// [`read_request_size`].
+pub const fn single_request_read_window(mtu: Pmtu) -> u32 {
+    let request = read_request_size(mtu);
+    request + request / 2
+}
 
 const fn min_u32(a: u32, b: u32) -> u32 {
     if a < b {
@@ -85,7 +108,7 @@ pub enum StartVerdict {
     WaitEarlierWqes,
     /// Every initiator-depth credit is taken.
     WaitRdAtomicCredit,
-    /// The RC PSN window is full ([`MAX_UNACKED_PSNS`]).
+    /// The RC PSN window is full ([`psn_window`]).
     WaitPsnWindow,
     /// The WQE can never start (an RDMA READ or atomic with an initiator depth of 0): complete
     /// it with this status.
@@ -93,9 +116,9 @@ pub enum StartVerdict {
 }
 
 /// Whether the RC requester may send a packet with PSN `next` while `oldest_unacked` is the
-/// oldest PSN without an acknowledgement.
-pub const fn psn_window_open(next: Psn, oldest_unacked: Psn) -> bool {
-    next.diff(oldest_unacked) < MAX_UNACKED_PSNS as i32
+/// oldest PSN without an acknowledgement, on a path with segment `mtu` ([`psn_window`]).
+pub const fn psn_window_open(next: Psn, oldest_unacked: Psn, mtu: Pmtu) -> bool {
+    next.diff(oldest_unacked) < psn_window(mtu) as i32
 }
 
 /// Whether `wqe` may send its first packet (or run, if local) now.
@@ -110,10 +133,10 @@ pub const fn psn_window_open(next: Psn, oldest_unacked: Psn) -> bool {
 /// - Initiator depth: at most `max_rd_atomic` credit-holding WQEs in flight. With a depth of 0
 ///   such a WQE could never start; rxe leaves it hanging, roxe completes it with
 ///   `IB_WC_LOC_QP_OP_ERR`.
-/// - PSN window (RC): the first packet must fit [`MAX_UNACKED_PSNS`].
+/// - PSN window (RC): the first packet must fit [`psn_window`].
 /// - RDMA READ response window (RC): the READ's first request must fit beside the PSNs
-///   outstanding within [`SINGLE_REQUEST_READ_WINDOW`] (one request asks for the whole READ)
-///   or [`READ_RESPONSE_WINDOW`] (several do), unless nothing is outstanding.
+///   outstanding within [`single_request_read_window`] (one request asks for the whole READ)
+///   or [`read_response_window`] (several do), unless nothing is outstanding.
 pub const fn may_start(
     wqe: &SendWqe,
     already_started: bool,
@@ -132,18 +155,19 @@ pub const fn may_start(
         };
     }
     if matches!(cfg.qp_type, QpType::Rc)
-        && !psn_window_open(state.next_psn, state.oldest_unacked_psn)
+        && !psn_window_open(state.next_psn, state.oldest_unacked_psn, cfg.mtu)
     {
         return StartVerdict::WaitPsnWindow;
     }
     if matches!(wqe.opcode, SendOpcode::RdmaRead) && matches!(cfg.qp_type, QpType::Rc) {
         let outstanding = state.next_psn.diff(state.oldest_unacked_psn);
         let psns = psns_of(wqe, cfg);
-        let first_request = min_u32(psns, READ_REQUEST_PSNS);
-        let window = if psns <= READ_REQUEST_PSNS {
-            SINGLE_REQUEST_READ_WINDOW
+        let request = read_request_size(cfg.mtu);
+        let first_request = min_u32(psns, request);
+        let window = if psns <= request {
+            single_request_read_window(cfg.mtu)
         } else {
-            READ_RESPONSE_WINDOW
+            read_response_window(cfg.mtu)
         };
         if outstanding > 0 && (outstanding as u32).saturating_add(first_request) > window {
             return StartVerdict::WaitPsnWindow;
@@ -162,11 +186,11 @@ pub const fn may_start(
 }
 
 /// Whether a started WQE may send its next packet: the RC PSN window applies, and the next
-/// request of a long RDMA READ ([`READ_REQUEST_PSNS`]) waits until every PSN before it is
+/// request of a long RDMA READ ([`read_request_size`]) waits until every PSN before it is
 /// acknowledged, so that one request per WQE is outstanding.
 pub const fn may_continue(wqe: &SendWqe, state: &InFlight, cfg: &ReqConfig) -> StartVerdict {
     if matches!(cfg.qp_type, QpType::Rc)
-        && !psn_window_open(state.next_psn, state.oldest_unacked_psn)
+        && !psn_window_open(state.next_psn, state.oldest_unacked_psn, cfg.mtu)
     {
         return StartVerdict::WaitPsnWindow;
     }

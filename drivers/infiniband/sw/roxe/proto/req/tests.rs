@@ -825,3 +825,85 @@ fn long_read_is_asked_for_in_window_sized_requests() {
         (1, 5, true)
     );
 }
+
+#[test]
+fn windows_bound_bytes_on_jumbo_paths() {
+    let outstanding = |n: u32| InFlight {
+        oldest_unacked_psn: Psn::new(0xff_fff0),
+        next_psn: Psn::new(0xff_fff0).add(n),
+        rd_atomic_in_flight: 0,
+        earlier_wqes_pending: n > 0,
+    };
+    let send = wqe(SendOpcode::Send, 8);
+    let go = StartVerdict::Go {
+        takes_credit: false,
+    };
+    // 128 KiB in flight from MTU 1024 up: 128 PSNs of 1 KiB, 64 of 2 KiB, 32 of 4 KiB; smaller
+    // MTUs and a local path keep 128 PSNs.
+    for (mtu, window) in [
+        (IbMtu::Mtu256, 128),
+        (IbMtu::Mtu1024, 128),
+        (IbMtu::Mtu2048, 64),
+        (IbMtu::Mtu4096, 32),
+    ] {
+        let c = cfg(QpType::Rc, mtu);
+        assert_eq!(psn_window(c.mtu), window);
+        assert_eq!(may_start(&send, false, &outstanding(window - 1), &c), go);
+        assert_eq!(
+            may_start(&send, false, &outstanding(window), &c),
+            StartVerdict::WaitPsnWindow
+        );
+        assert_eq!(may_continue(&send, &outstanding(window - 1), &c), go);
+    }
+    assert_eq!(psn_window(Pmtu::LOCAL), MAX_UNACKED_PSNS);
+    // READs at MTU 4096: requests of 16 PSNs (64 KiB), a one-request READ starting beside 24
+    // outstanding at most, a longer one beside 16.
+    let c = cfg(QpType::Rc, IbMtu::Mtu4096);
+    assert_eq!(read_request_size(c.mtu), 16);
+    let read64k = wqe(SendOpcode::RdmaRead, 64 * 1024);
+    assert_eq!(
+        may_start(&read64k, false, &outstanding(8), &c),
+        StartVerdict::Go { takes_credit: true }
+    );
+    assert_eq!(
+        may_start(&read64k, false, &outstanding(9), &c),
+        StartVerdict::WaitPsnWindow
+    );
+    let read128k = wqe(SendOpcode::RdmaRead, 128 * 1024);
+    assert_eq!(
+        may_start(&read128k, false, &outstanding(1), &c),
+        StartVerdict::WaitPsnWindow
+    );
+    // A 1 MiB READ is asked for in 16 requests of 16 PSNs, each asking for 64 KiB.
+    let big = wqe(SendOpcode::RdmaRead, 1 << 20);
+    let mut p = WqeProgress::start(Psn::new(0));
+    let mut requests = 0;
+    while let PacketPlan::Packet(d) = next_packet(&big, &p, &c) {
+        assert_eq!(d.after.next_psn().diff(d.psn), 16);
+        requests += 1;
+        p = d.after;
+    }
+    assert_eq!(requests, 16);
+}
+
+#[test]
+fn ack_req_every_64_kib_within_a_message() {
+    for (mtu, every) in [(IbMtu::Mtu1024, 64), (IbMtu::Mtu4096, 16)] {
+        let c = cfg(QpType::Rc, mtu);
+        let w = wqe(SendOpcode::RdmaWrite, 1 << 20);
+        let mut p = WqeProgress::start(Psn::new(0));
+        let mut asks = Vec::new();
+        let mut i = 0;
+        while let PacketPlan::Packet(d) = next_packet(&w, &p, &c) {
+            if d.ack_req {
+                asks.push(i);
+            }
+            i += 1;
+            p = d.after;
+        }
+        let n = (1 << 20) / mtu.bytes();
+        assert_eq!(i, n);
+        let want: Vec<u32> = (1..=n / every).map(|k| k * every - 1).collect();
+        assert_eq!(asks, want);
+    }
+}

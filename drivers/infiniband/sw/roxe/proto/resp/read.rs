@@ -10,8 +10,10 @@ use super::*;
 /// in one request (rxe asks for 4096 responses for 4 MiB at MTU 1024): sent at once, such a
 /// reply overflows the egress queue (a tail-dropped burst only makes the requester ask again for
 /// another) and keeps the CPU in one softirq for as long as it takes to build and checksum every
-/// packet. Four times roxe's own request size ([`super::req::READ_REQUEST_PSNS`]), so that
-/// roxe's requests are answered in one go.
+/// packet. Four times roxe's own request size at MTU 1024 ([`super::req::READ_REQUEST_PSNS`];
+/// 16 times at 4096, [`super::req::read_request_size`]), so that roxe's requests are answered
+/// in one go. It counts packets, not bytes: at MTU 4096 a whole-READ request's reply leaves in
+/// bursts of 1 MiB.
 pub const READ_REPLY_BURST: u32 = 256;
 
 /// How long the responder waits before sending the next burst of a long READ reply, in ms.
@@ -187,7 +189,7 @@ impl ReadStream {
 
 /// Responses that replays of duplicate READs may send at once per interval, on one QP: one
 /// burst, more than roxe's requester ever has outstanding
-/// ([`super::req::SINGLE_REQUEST_READ_WINDOW`]).
+/// ([`super::req::single_request_read_window`]).
 pub const READ_REPLAY_BUDGET: u32 = READ_REPLY_BURST;
 
 /// The least time between two bursts of a READ reply, as a multiple of the time the first of
