@@ -9,17 +9,18 @@
 # Writes Documentation/bench/{bench.csv,bench.md,bench.png,commits.txt}; with --one-vm-only or
 # --two-vm-only the other setup's rows are kept from the previous table. --kernel RELEASE runs
 # on that Debian kernel of `make matrix` instead (qemu/kernel-stock.sh RELEASE), into
-# Documentation/bench/RELEASE/.
+# Documentation/bench/RELEASE/. --mtu N (with --two-vm-only) sets both VMs' netdev MTU to N
+# (4200: IB MTU 4096, a jumbo wire; TCP's segments grow with it), into .../mtu-N/.
 # A benchmark is only comparable on an otherwise idle host: the script refuses to start while
 # another QEMU runs (--busy-ok overrides, for a trial), and the report gives the host's load
 # average before and after.
 #   tools/bench.sh [--rounds N] [--quick] [--one-vm-only | --two-vm-only] [--kernel RELEASE]
-#                  [--busy-ok]
+#                  [--mtu N] [--busy-ok]
 set -euo pipefail
 args="$*"
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
-rounds=3 quick=0 one=1 two=1 release="" busy_ok=0
+rounds=3 quick=0 one=1 two=1 release="" busy_ok=0 mtu=""
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--rounds) rounds=$2; shift ;;
@@ -28,10 +29,16 @@ while [ $# -gt 0 ]; do
 	--two-vm-only) one=0 ;;
 	--kernel) release=$2; shift ;;
 	--busy-ok) busy_ok=1 ;;
+	--mtu) mtu=$2; shift ;;
 	*) echo "unknown option $1" >&2; exit 2 ;;
 	esac
 	shift
 done
+if [ -n "$mtu" ] && [ $one = 1 ]; then
+	# Loopback never meets the netdev's MTU on roxe (its own segment) but does on rdma_rxe.
+	echo "bench: --mtu needs --two-vm-only" >&2
+	exit 2
+fi
 if [ $busy_ok = 0 ] && pgrep -x 'qemu-system-x86' >/dev/null; then
 	echo "bench: another QEMU is running; its load would lower every figure (--busy-ok to run anyway)" >&2
 	exit 1
@@ -43,6 +50,7 @@ if [ -n "$release" ]; then
 else
 	qemu/kernel-stock.sh >/dev/null
 fi
+[ -z "$mtu" ] || out=$out/mtu-$mtu
 mkdir -p "$out"
 qemu/guest-image.sh >/dev/null
 qemu/build-module.sh "$flavour" >/dev/null
@@ -83,7 +91,7 @@ if [ $two = 1 ]; then
 			# Its two scripts end together (bench.sh's barriers): a guest still running a minute
 			# after its peer ended is a hung rdma_rxe server, stopped then (qemu/run-vm.sh).
 			ROXE_PEER_GRACE=60 qemu/run-vm.sh --flavour "$flavour" --two-vm --script qemu/tests/bench.sh --name "$name" \
-				--timeout $((quick ? 900 : 1800)) --args "1,$quick,$drv,$r" || true
+				--timeout $((quick ? 900 : 1800)) --args "1,$quick,$drv,$r${mtu:+,$mtu}" || true
 			# A file or a row a hung guest did not write is no figure, and no reason to stop the
 			# other boots (`set -e` would, through `pipefail`).
 			tail -n +2 "build/vm/$name/vm1/bench.csv" 2>/dev/null | sed "s/^/2vm,/" >>"$out/bench.csv" || true
@@ -93,7 +101,7 @@ if [ $two = 1 ]; then
 		done
 	done
 fi
-BENCH_COMMAND="tools/bench.sh${args:+ $args}" BENCH_KERNEL="$kernel" \
+BENCH_COMMAND="tools/bench.sh${args:+ $args}" BENCH_KERNEL="$kernel" BENCH_MTU="$mtu" \
 	BENCH_LOAD="$load_before, then $(cut -d' ' -f1-3 /proc/loadavg)" \
 	python3 tools/bench_report.py "$out/bench.csv" "$out"
 cat "$out/bench.md"

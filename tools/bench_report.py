@@ -252,10 +252,14 @@ except OSError:
     pass
 kernel = os.environ.get('BENCH_KERNEL', '')
 load = os.environ.get('BENCH_LOAD')
+# The netdev's MTU (tools/bench.sh --mtu) and the IB MTU it gives (IBA MTUs are powers of two;
+# RoCE's headers take up to 84 bytes of the netdev's MTU).
+netdev_mtu = int(os.environ.get('BENCH_MTU') or 1500)
+ib_mtu = max([m for m in (256, 512, 1024, 2048, 4096) if m + 84 <= netdev_mtu] or [256])
 head = [f'Made by `{os.environ.get("BENCH_COMMAND", "tools/bench.sh")}` {at}: Debian\'s kernel',
         f'{kernel + " " if kernel else ""}under QEMU TCG, rdma_rxe, siw and roxe in turn (1vm: one boot; 2vm: a boot per round and',
         f'driver), {rounds} round(s),',
-        'medians. perftest through rdma_cm (`-R`, as siw requires), RC, MTU 1024 from the 1500-byte netdev,',
+        f'medians. perftest through rdma_cm (`-R`, as siw requires), RC, MTU {ib_mtu} from the {netdev_mtu}-byte netdev,',
         '`-F`; bandwidth runs of 20000 messages or 64 MiB, whichever is less (at least 100), 64 KiB runs',
         'for a fixed time (`-D`), latency runs of 2000 (typical; `_p99`: the 99th percentile).',
         '1vm: loopback through the device\'s own address, two vCPUs; 2vm: two VMs (one vCPU each) on',

@@ -4,8 +4,9 @@
 # the same emulated CPU. Loopback through the device's own address (one VM) or, with --two-vm,
 # VM 0 serving and VM 1 measuring. Every run connects through rdma_cm (perftest -R): siw, an
 # iWARP device, connects no other way. Writes /out/bench.csv: round,driver,test,size,value,unit.
-# Arguments: ROUNDS QUICK(0|1) [DRIVERS [ROUND]]: DRIVERS ("+" between) replaces the rotation,
-# and ROUND numbers a single round (tools/bench.sh boots the two-VM setup once per driver and
+# Arguments: ROUNDS QUICK(0|1) [DRIVERS [ROUND [MTU]]]: DRIVERS ("+" between) replaces the
+# rotation, MTU sets eth0's MTU before any driver loads (a jumbo wire; default 1500), and ROUND
+# numbers a single round (tools/bench.sh boots the two-VM setup once per driver and
 # round, so that a driver that hangs a VM costs only its own runs); iperf3 and ping run in a
 # round's first driver's boot, the memcpy measurement in round 1's.
 #
@@ -29,7 +30,8 @@
 # iperf3's figure is checked by the bytes the client's netdev sent over the run's time
 # (iperf3_netdev: headers included, about 4% above the payload at a 1500-byte MTU).
 . /roxe/qemu/guest/lib.sh
-ROUNDS=${1:-3} QUICK=${2:-0} DRIVERS=${3:-rxe+siw+roxe} ROUND=${4:-}
+ROUNDS=${1:-3} QUICK=${2:-0} DRIVERS=${3:-rxe+siw+roxe} ROUND=${4:-} MTU=${5:-}
+[ -z "$MTU" ] || ip link set "$NETDEV" mtu "$MTU" || fail "mtu $MTU"
 DRIVERS=${DRIVERS//+/ }
 TWO=0; grep -qw 'roxe.two=1' /proc/cmdline && TWO=1
 ROUND_LIST=$(seq 1 "$ROUNDS")
