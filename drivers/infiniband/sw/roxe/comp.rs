@@ -287,7 +287,7 @@ fn batch(r: &Response<'_>, out: &mut Completions) -> Flow {
     } else if sq.rnr_until_ms == 0 && (sq.comp.expected_psn != before || sq.ack_deadline_ms == 0) {
         sq.ack_deadline_ms = now_ms() + sq.ack_timeout_ms;
     }
-    sq.settle_peer(r.dev, r.peer, r.cfg.mtu.wire_units());
+    sq.settle_peer(r.dev, r.peer);
     flow
 }
 
@@ -421,7 +421,7 @@ pub(crate) fn tick(dev: &Device<Roxe>, qp: &RoxeQp, now: u64) {
                 _ => sq.ack_deadline_ms = 0,
             }
         }
-        sq.settle_peer(dev, path.peer, cfg.mtu.wire_units());
+        sq.settle_peer(dev, path.peer);
     }
     for done in completions.iter() {
         crate::qp::complete_send(dev, qp, done);

@@ -240,6 +240,9 @@ pub(crate) struct PeerShare {
     granted: bool,
     /// Units left of the QP's turn: while other QPs wait for one, it stops when none are left.
     turn_left: u16,
+    /// The units one PSN of the QP's last packet counts for (`proto::mtu::Pmtu::wire_units` of
+    /// its size): its unacknowledged PSNs and its acknowledgements are counted so.
+    units: u8,
 }
 
 impl PeerShare {
@@ -259,6 +262,7 @@ impl PeerShare {
             ticket: 0,
             granted: false,
             turn_left: 0,
+            units: 1,
         }
     }
 
@@ -271,14 +275,16 @@ impl PeerShare {
         self.queued
     }
 
-    /// The QP's requester sent a packet taking `units` of the window; `asked`: it asks for a
-    /// response that will come.
-    pub(crate) fn sent(&mut self, asked: bool, units: u32) {
+    /// The QP's requester sent a packet taking `psns` PSNs of `units` units each; `asked`: it
+    /// asks for a response that will come.
+    pub(crate) fn sent(&mut self, asked: bool, psns: u32, units: u32) {
         self.asked = asked;
         self.waiting_since_ms = 0;
+        self.units = u8::try_from(units.clamp(1, 4)).unwrap_or(1);
+        let used = psns.saturating_mul(units);
         self.turn_left = self
             .turn_left
-            .saturating_sub(u16::try_from(units).unwrap_or(u16::MAX));
+            .saturating_sub(u16::try_from(used).unwrap_or(u16::MAX));
     }
 
     /// Whether the QP has waited for the window for [`PROBE_MS`] by `now` (ms since boot): then
@@ -447,10 +453,9 @@ impl Peers {
     }
 
     /// Brings the QP's share up to date: `slot` is its peer now, `psns` the PSNs it has
-    /// unacknowledged, `expected` its completer's expected PSN, `units` what one of its PSNs
-    /// counts for in the window (`proto::mtu::Pmtu::wire_units`), by which the share and the
-    /// acknowledgements are scaled here. Applies the acknowledgements and the loss seen since
-    /// the last settlement to the window. Called under the QP's
+    /// unacknowledged, `expected` its completer's expected PSN; the share and the
+    /// acknowledgements count the units of the QP's last packet ([`PeerShare::sent`]). Applies
+    /// the acknowledgements and the loss seen since the last settlement to the window. Called under the QP's
     /// `sq_state` lock after each requester step, completer batch and tick; `slot` `None` and
     /// `share` 0 take the QP's share back (reset, destroy). Returns whether it gave a waiting
     /// QP its turn: then the caller kicks the device, whose kick work runs that QP's requester
@@ -462,9 +467,9 @@ impl Peers {
         slot: Option<u8>,
         psns: u32,
         expected: Psn,
-        units: u32,
         counters: &Counters,
     ) -> bool {
+        let units = u32::from(ps.units);
         let (slot, share) = if ps.closed {
             (None, 0)
         } else {

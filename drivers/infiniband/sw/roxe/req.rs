@@ -519,7 +519,7 @@ struct StepCx<'a> {
 fn step(cx: &StepCx<'_>) -> Step {
     let mut sq = cx.qp.sq_state.lock();
     let s = step_locked(cx, &mut sq);
-    sq.settle_peer(cx.dev, cx.path.peer, cx.cfg.mtu.wire_units());
+    sq.settle_peer(cx.dev, cx.path.peer);
     s
 }
 
@@ -682,6 +682,9 @@ fn packet(cx: &StepCx<'_>, sq: &mut SqState, cur: usize, d: &PacketDesc) -> Step
         Err(BuildErr::Status(status)) => return finish(sq, cur, status),
     };
     let op = entry.wqe.opcode;
+    // The units of the peer's window each of the packet's PSNs counts for: what the WQE's
+    // packets carry.
+    let units = cfg.mtu.fitting(entry.wqe.length).wire_units();
     sq.odp_pauses = 0;
     if let Some(e) = sq.entries.get_mut(cur) {
         e.progress = Some(d.after);
@@ -690,12 +693,12 @@ fn packet(cx: &StepCx<'_>, sq: &mut SqState, cur: usize, d: &PacketDesc) -> Step
     // (IBA 9.7.5.1.2: it may coalesce ACKs until one of them); a resent one may be a duplicate
     // it leaves unanswered (IBA 9.7.5.1.1: behind a READ it executed since).
     let resent = sq.resends(d.psn);
-    // The PSNs the packet takes (a READ request's are those of its response), in the peer
-    // window's units.
+    // The PSNs the packet takes: a READ request's are those of its response.
     let psns = d.after.next_psn().diff(d.psn).max(1) as u32;
     sq.peer.sent(
         !resent && (d.ack_req || d.last_of_wqe || op == SendOpcode::RdmaRead),
-        psns.saturating_mul(cfg.mtu.wire_units()),
+        psns,
+        units,
     );
     sq.next_psn = d.after.next_psn();
     if sq.next_psn.diff(sq.psn_limit) > 0 {

@@ -125,6 +125,22 @@ impl Pmtu {
         1 << self.wire_shift()
     }
 
+    /// This segment, or a smaller one (1024 bytes at least) that still holds `bytes`: the size
+    /// of the packets a message of `bytes` is cut into, for [`Pmtu::wire_units`], so that a
+    /// message shorter than a jumbo MTU counts what its packets carry, not the MTU. A segment
+    /// that counts one unit (loopback's among them) stays as it is.
+    pub const fn fitting(self, bytes: u32) -> Pmtu {
+        if self.wire_shift() == 0 {
+            return self;
+        }
+        let mut shift = 10;
+        // At most two steps: `self` counts units only up to 4096 bytes.
+        while shift < self.shift && (1u32 << shift) < bytes {
+            shift += 1;
+        }
+        Pmtu { shift }
+    }
+
     /// log2 of [`Pmtu::wire_units`] (0 to 2): the windows are scaled by shifting, with no
     /// division.
     pub const fn wire_shift(self) -> u32 {
@@ -197,6 +213,27 @@ mod tests {
         assert_eq!(units(IbMtu::Mtu2048), 2);
         assert_eq!(units(IbMtu::Mtu4096), 4);
         assert_eq!(Pmtu::LOCAL.wire_units(), 1);
+    }
+
+    #[test]
+    fn short_messages_count_their_packets() {
+        let m4k = Pmtu::of(IbMtu::Mtu4096);
+        assert_eq!(m4k.fitting(0).wire_units(), 1);
+        assert_eq!(m4k.fitting(64).wire_units(), 1);
+        assert_eq!(m4k.fitting(1024).wire_units(), 1);
+        assert_eq!(m4k.fitting(1025).wire_units(), 2);
+        assert_eq!(m4k.fitting(3000).wire_units(), 4);
+        assert_eq!(m4k.fitting(1 << 20), m4k);
+        assert_eq!(Pmtu::of(IbMtu::Mtu2048).fitting(1 << 20).wire_units(), 2);
+        assert_eq!(
+            Pmtu::of(IbMtu::Mtu1024).fitting(1 << 20),
+            Pmtu::of(IbMtu::Mtu1024)
+        );
+        assert_eq!(
+            Pmtu::of(IbMtu::Mtu256).fitting(1 << 20),
+            Pmtu::of(IbMtu::Mtu256)
+        );
+        assert_eq!(Pmtu::LOCAL.fitting(4096), Pmtu::LOCAL);
     }
 
     #[test]

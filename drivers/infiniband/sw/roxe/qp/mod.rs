@@ -280,10 +280,9 @@ impl SqState {
     /// [`PathInfo::peer`]) and an ACK timer counts the PSNs it sent and has not had acknowledged
     /// while it has WQEs in flight; any other QP, or a reset or destroyed one (`slot` `None`),
     /// counts none.
-    /// `units`: the window units one of its PSNs counts for (`proto::mtu::Pmtu::wire_units`).
     /// If that gives a QP waiting at the peer its turn, kicks the device, whose kick work runs
     /// that QP's requester (`task::kicked`).
-    pub(crate) fn settle_peer(&mut self, dev: &Device<Roxe>, slot: Option<u8>, units: u32) {
+    pub(crate) fn settle_peer(&mut self, dev: &Device<Roxe>, slot: Option<u8>) {
         let data = dev.data();
         // A QP without an ACK timer never waits for the window (`peer::Peers::admit`), nor
         // holds a part of it: a lost response would leave its share there for good.
@@ -295,7 +294,7 @@ impl SqState {
         let expected = self.comp.expected_psn;
         if data
             .peers
-            .settle(&mut self.peer, slot, share, expected, units, &data.counters)
+            .settle(&mut self.peer, slot, share, expected, &data.counters)
         {
             dev.kick();
         }
@@ -852,7 +851,7 @@ fn reset_stages(dev: &Device<Roxe>, this: &RoxeQp, st: &QpStateData, irq: &IrqOf
     sq.ack_deadline_ms = 0;
     sq.rnr_until_ms = 0;
     sq.comp = CompState::new(Psn::new(0), Pmtu::of(IbMtu::Mtu256), retry_cnt, rnr_retry);
-    sq.settle_peer(dev, None, 1);
+    sq.settle_peer(dev, None);
 }
 
 /// RESET, after the state lock: the rings are emptied, and the next connection learns again
@@ -947,7 +946,7 @@ pub(crate) fn destroy(qp: &Qp<Roxe>) {
     // Its part in its peer's send window goes back, and stays so whatever still runs for it.
     let mut sq = this.sq_state.lock();
     sq.peer.close();
-    sq.settle_peer(qp.device(), None, 1);
+    sq.settle_peer(qp.device(), None);
 }
 
 /// The send doorbell's admission: new WQEs may be sent (or flushed in the error state) unless

@@ -133,7 +133,8 @@ pub const fn psn_window_open(next: Psn, oldest_unacked: Psn, mtu: Pmtu) -> bool 
 /// - Initiator depth: at most `max_rd_atomic` credit-holding WQEs in flight. With a depth of 0
 ///   such a WQE could never start; rxe leaves it hanging, roxe completes it with
 ///   `IB_WC_LOC_QP_OP_ERR`.
-/// - PSN window (RC): the first packet must fit [`psn_window`].
+/// - PSN window (RC): the first packet must fit [`psn_window`] of the WQE's packet size
+///   ([`Pmtu::fitting`]).
 /// - RDMA READ response window (RC): the READ's first request must fit beside the PSNs
 ///   outstanding within [`single_request_read_window`] (one request asks for the whole READ)
 ///   or [`read_response_window`] (several do), unless nothing is outstanding.
@@ -154,8 +155,11 @@ pub const fn may_start(
             takes_credit: false,
         };
     }
+    // The windows count what the WQE's packets carry (a message shorter than a jumbo MTU counts
+    // fewer units a PSN than a long one).
+    let seg = cfg.mtu.fitting(wqe.length);
     if matches!(cfg.qp_type, QpType::Rc)
-        && !psn_window_open(state.next_psn, state.oldest_unacked_psn, cfg.mtu)
+        && !psn_window_open(state.next_psn, state.oldest_unacked_psn, seg)
     {
         return StartVerdict::WaitPsnWindow;
     }
@@ -165,9 +169,9 @@ pub const fn may_start(
         let request = read_request_size(cfg.mtu);
         let first_request = min_u32(psns, request);
         let window = if psns <= request {
-            single_request_read_window(cfg.mtu)
+            single_request_read_window(seg)
         } else {
-            read_response_window(cfg.mtu)
+            read_response_window(seg)
         };
         if outstanding > 0 && (outstanding as u32).saturating_add(first_request) > window {
             return StartVerdict::WaitPsnWindow;
@@ -190,7 +194,11 @@ pub const fn may_start(
 /// acknowledged, so that one request per WQE is outstanding.
 pub const fn may_continue(wqe: &SendWqe, state: &InFlight, cfg: &ReqConfig) -> StartVerdict {
     if matches!(cfg.qp_type, QpType::Rc)
-        && !psn_window_open(state.next_psn, state.oldest_unacked_psn, cfg.mtu)
+        && !psn_window_open(
+            state.next_psn,
+            state.oldest_unacked_psn,
+            cfg.mtu.fitting(wqe.length),
+        )
     {
         return StartVerdict::WaitPsnWindow;
     }

@@ -834,7 +834,7 @@ fn windows_bound_bytes_on_jumbo_paths() {
         rd_atomic_in_flight: 0,
         earlier_wqes_pending: n > 0,
     };
-    let send = wqe(SendOpcode::Send, 8);
+    let send = wqe(SendOpcode::Send, 64 * 1024);
     let go = StartVerdict::Go {
         takes_credit: false,
     };
@@ -856,6 +856,32 @@ fn windows_bound_bytes_on_jumbo_paths() {
         assert_eq!(may_continue(&send, &outstanding(window - 1), &c), go);
     }
     assert_eq!(psn_window(Pmtu::LOCAL), MAX_UNACKED_PSNS);
+    // A message that a packet of 1 KiB holds counts one unit a PSN on any path: 128 PSNs.
+    let c = cfg(QpType::Rc, IbMtu::Mtu4096);
+    let small = wqe(SendOpcode::Send, 64);
+    assert_eq!(may_start(&small, false, &outstanding(127), &c), go);
+    assert_eq!(
+        may_start(&small, false, &outstanding(128), &c),
+        StartVerdict::WaitPsnWindow
+    );
+    assert_eq!(may_continue(&small, &outstanding(127), &c), go);
+    // 2 KiB messages at MTU 4096: two units a PSN, 64 PSNs.
+    let two_k = wqe(SendOpcode::Send, 2048);
+    assert_eq!(may_start(&two_k, false, &outstanding(63), &c), go);
+    assert_eq!(
+        may_start(&two_k, false, &outstanding(64), &c),
+        StartVerdict::WaitPsnWindow
+    );
+    // Small READs at MTU 4096 start beside up to 96 outstanding, as at 1024.
+    let read8 = wqe(SendOpcode::RdmaRead, 8);
+    assert_eq!(
+        may_start(&read8, false, &outstanding(95), &c),
+        StartVerdict::Go { takes_credit: true }
+    );
+    assert_eq!(
+        may_start(&read8, false, &outstanding(96), &c),
+        StartVerdict::WaitPsnWindow
+    );
     // READs at MTU 4096: requests of 16 PSNs (64 KiB), a one-request READ starting beside 24
     // outstanding at most, a longer one beside 16.
     let c = cfg(QpType::Rc, IbMtu::Mtu4096);
