@@ -76,6 +76,12 @@ host_udp_drops() {
 	cat "$f.val" 2>/dev/null
 }
 
+# iperf3_mibs: the MiB/s the receiver counted in iperf3's JSON report (-J) on stdin; empty if the
+# report has none (a failed run).
+iperf3_mibs() {
+	python3 -c "import json, sys; print(round(json.load(sys.stdin)['end']['sum_received']['bits_per_second'] / 8 / 2**20, 2))" 2>/dev/null
+}
+
 # The kernel's RDMA core and the UDP tunnel, which both drivers sit on.
 load_rdma_core() {
 	modprobe ib_uverbs && modprobe rdma_ucm && modprobe udp_tunnel && modprobe ip6_udp_tunnel

@@ -228,7 +228,7 @@ wire() { # wire ROUND: iperf3's TCP bandwidth and ping's round trip between the 
 	# The netdev's bytes over the client's last attempt (its connection and end included).
 	row "$1" wire iperf3_netdev 0 "$(awk -v b="$(($(cat $tx) - b0))" -v t="$(since "$RUN_T0")" 'BEGIN {
 		printf "%.2f", b / t / 1048576 }')" MiB/s
-	t=$(python3 -c "import json, sys; print(round(json.load(sys.stdin)['end']['sum_received']['bits_per_second'] / 8 / 2**20, 2))" </tmp/iperf3.json 2>/dev/null)
+	t=$(iperf3_mibs </tmp/iperf3.json)
 	row "$1" wire iperf3_tcp 0 "$t" MiB/s
 	local rtt
 	rtt=$(ping -c 100 -i 0.02 -q "$PEER_IP" 2>/dev/null | awk -F'[/ ]' '/^rtt/ { print $7 * 1000, $8 * 1000 }')

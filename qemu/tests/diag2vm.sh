@@ -58,7 +58,7 @@ for r in $(seq 1 $ROUNDS); do for var in $VARIANTS; do
 			out=$(retry_client 30 timeout 120 $cli 2>/dev/null)
 			[ $TWO = 0 ] && wait
 			case $tool in *lat) v=$(echo "$out" | awk '/^ *[0-9]+ +[0-9]+ +[0-9.]+/ { print $6 }' | tail -1) ;;
-			iperf3) v=$(echo "$out" | python3 -c "import json, sys; print(round(json.load(sys.stdin)['end']['sum_received']['bits_per_second'] / 8 / 2**20, 2))" 2>/dev/null) ;;
+			iperf3) v=$(echo "$out" | iperf3_mibs) ;;
 			ib_atomic_bw) v=$(echo "$out" | awk '/^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+/ { print $5 * 1000 }' | tail -1) ;;
 			*) v=$(echo "$out" | awk '/^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+/ { print $4 }' | tail -1) ;; esac
 			[ -n "$hd0" ] && hd1=$(host_udp_drops "d$k-1")
