@@ -453,12 +453,12 @@ impl Peers {
     }
 
     /// Brings the QP's share up to date: `slot` is its peer now, `psns` the PSNs it has
-    /// unacknowledged, `expected` its completer's expected PSN; the share and the
-    /// acknowledgements count the units of the QP's last packet ([`PeerShare::sent`]). Applies
-    /// the acknowledgements and the loss seen since the last settlement to the window. Called under the QP's
-    /// `sq_state` lock after each requester step, completer batch and tick; `slot` `None` and
-    /// `share` 0 take the QP's share back (reset, destroy). Returns whether it gave a waiting
-    /// QP its turn: then the caller kicks the device, whose kick work runs that QP's requester
+    /// unacknowledged, `expected` its completer's expected PSN; the share and the acknowledgements
+    /// count the units of the QP's last packet ([`PeerShare::sent`]). Applies the acknowledgements
+    /// and the loss seen since the last settlement to the window. Called under the QP's `sq_state`
+    /// lock after each requester step, completer batch and tick; `slot` `None` and `psns` 0 take
+    /// the QP's share back (reset, destroy). Returns whether it gave a waiting QP its turn: then
+    /// the caller kicks the device, whose kick work runs that QP's requester
     /// ([`Peers::take_served`]).
     #[must_use]
     pub(crate) fn settle(

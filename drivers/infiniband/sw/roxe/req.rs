@@ -35,8 +35,8 @@ use crate::{
         packet::Packet,
         qp_state::{QpState, QpType},
         req::{
-            finished, may_continue, may_start, next_packet, Finished, InFlight, LocalOp,
-            PacketDesc, PacketPlan, RdmaWr, ReqConfig, StartVerdict, UdWr, WqeProgress,
+            finished, may_continue, may_start, next_packet, window_segment, Finished, InFlight,
+            LocalOp, PacketDesc, PacketPlan, RdmaWr, ReqConfig, StartVerdict, UdWr, WqeProgress,
         },
         wqe::{send_flags, send_layout, Payload, SendOpcode, SendWqe},
     },
@@ -682,9 +682,8 @@ fn packet(cx: &StepCx<'_>, sq: &mut SqState, cur: usize, d: &PacketDesc) -> Step
         Err(BuildErr::Status(status)) => return finish(sq, cur, status),
     };
     let op = entry.wqe.opcode;
-    // The units of the peer's window each of the packet's PSNs counts for: what the WQE's
-    // packets carry.
-    let units = cfg.mtu.fitting(entry.wqe.length).wire_units();
+    // The units of the peer's window each of the packet's PSNs counts for.
+    let units = window_segment(&entry.wqe, cfg).wire_units();
     sq.odp_pauses = 0;
     if let Some(e) = sq.entries.get_mut(cur) {
         e.progress = Some(d.after);

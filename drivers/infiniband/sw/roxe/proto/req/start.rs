@@ -38,9 +38,8 @@ pub const fn read_response_window(mtu: Pmtu) -> u32 {
 
 /// The most RDMA READ response PSNs (at MTU 1024, [`single_request_read_window`]) outstanding
 /// beside which a READ that one request asks for whole (at most [`read_request_size`]) may
-/// start: the next request goes out once half of the
-/// last one's responses have arrived, so that the responder answers it while the requester
-/// takes in the rest, instead of the wire's round trip passing idle between READs, and at most
+/// start: the next request goes out once half of the last one's responses have arrived, so
+/// that the responder answers it while the requester takes in the rest, instead of the wire's round trip passing idle between READs, and at most
 /// one and a half requests' responses are on the wire at once. Longer READs keep to
 /// [`READ_RESPONSE_WINDOW`]: their later requests go out alone, and a loss at the end of one is
 /// found only by the ACK timer. The measurements behind both: `Documentation/performance.md`,
@@ -115,6 +114,14 @@ pub enum StartVerdict {
     Refuse(WcStatus),
 }
 
+/// The segment `wqe`'s windows count by ([`Pmtu::wire_units`]): what its packets carry, the
+/// path's segment at most ([`Pmtu::fitting`]), so that a message shorter than a jumbo MTU
+/// counts fewer units a PSN than a long one. The requester's windows here and its part in its
+/// peer's window both count by it.
+pub const fn window_segment(wqe: &SendWqe, cfg: &ReqConfig) -> Pmtu {
+    cfg.mtu.fitting(wqe.length)
+}
+
 /// Whether the RC requester may send a packet with PSN `next` while `oldest_unacked` is the
 /// oldest PSN without an acknowledgement, on a path with segment `mtu` ([`psn_window`]).
 pub const fn psn_window_open(next: Psn, oldest_unacked: Psn, mtu: Pmtu) -> bool {
@@ -133,8 +140,8 @@ pub const fn psn_window_open(next: Psn, oldest_unacked: Psn, mtu: Pmtu) -> bool 
 /// - Initiator depth: at most `max_rd_atomic` credit-holding WQEs in flight. With a depth of 0
 ///   such a WQE could never start; rxe leaves it hanging, roxe completes it with
 ///   `IB_WC_LOC_QP_OP_ERR`.
-/// - PSN window (RC): the first packet must fit [`psn_window`] of the WQE's packet size
-///   ([`Pmtu::fitting`]).
+/// - PSN window (RC): the first packet must fit [`psn_window`] of the WQE's
+///   [`window_segment`].
 /// - RDMA READ response window (RC): the READ's first request must fit beside the PSNs
 ///   outstanding within [`single_request_read_window`] (one request asks for the whole READ)
 ///   or [`read_response_window`] (several do), unless nothing is outstanding.
@@ -155,9 +162,7 @@ pub const fn may_start(
             takes_credit: false,
         };
     }
-    // The windows count what the WQE's packets carry (a message shorter than a jumbo MTU counts
-    // fewer units a PSN than a long one).
-    let seg = cfg.mtu.fitting(wqe.length);
+    let seg = window_segment(wqe, cfg);
     if matches!(cfg.qp_type, QpType::Rc)
         && !psn_window_open(state.next_psn, state.oldest_unacked_psn, seg)
     {
@@ -197,7 +202,7 @@ pub const fn may_continue(wqe: &SendWqe, state: &InFlight, cfg: &ReqConfig) -> S
         && !psn_window_open(
             state.next_psn,
             state.oldest_unacked_psn,
-            cfg.mtu.fitting(wqe.length),
+            window_segment(wqe, cfg),
         )
     {
         return StartVerdict::WaitPsnWindow;

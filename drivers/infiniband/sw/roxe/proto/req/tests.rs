@@ -884,7 +884,6 @@ fn windows_bound_bytes_on_jumbo_paths() {
     );
     // READs at MTU 4096: requests of 16 PSNs (64 KiB), a one-request READ starting beside 24
     // outstanding at most, a longer one beside 16.
-    let c = cfg(QpType::Rc, IbMtu::Mtu4096);
     assert_eq!(read_request_size(c.mtu), 16);
     let read64k = wqe(SendOpcode::RdmaRead, 64 * 1024);
     assert_eq!(
