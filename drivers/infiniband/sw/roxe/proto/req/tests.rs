@@ -560,6 +560,16 @@ fn idle() -> InFlight {
     }
 }
 
+/// `n` PSNs outstanding across the PSN wrap, no READ or atomic credit held.
+fn outstanding(n: u32) -> InFlight {
+    InFlight {
+        oldest_unacked_psn: Psn::new(0xff_fff0),
+        next_psn: Psn::new(0xff_fff0).add(n),
+        rd_atomic_in_flight: 0,
+        earlier_wqes_pending: n > 0,
+    }
+}
+
 #[test]
 fn start_rules() {
     let c = cfg(QpType::Rc, IbMtu::Mtu1024);
@@ -685,12 +695,6 @@ fn psn_window_rules() {
 #[test]
 fn reads_start_within_the_read_response_window() {
     let c = cfg(QpType::Rc, IbMtu::Mtu1024);
-    let outstanding = |n: u32| InFlight {
-        oldest_unacked_psn: Psn::new(0xff_fff0),
-        next_psn: Psn::new(0xff_fff0).add(n),
-        rd_atomic_in_flight: 0,
-        earlier_wqes_pending: n > 0,
-    };
     // 64 KiB: 64 response PSNs, one request; the next may start once half of the last
     // one's responses have arrived.
     let read64k = wqe(SendOpcode::RdmaRead, 64 * 1024);
@@ -828,12 +832,6 @@ fn long_read_is_asked_for_in_window_sized_requests() {
 
 #[test]
 fn windows_bound_bytes_on_jumbo_paths() {
-    let outstanding = |n: u32| InFlight {
-        oldest_unacked_psn: Psn::new(0xff_fff0),
-        next_psn: Psn::new(0xff_fff0).add(n),
-        rd_atomic_in_flight: 0,
-        earlier_wqes_pending: n > 0,
-    };
     let send = wqe(SendOpcode::Send, 64 * 1024);
     let go = StartVerdict::Go {
         takes_credit: false,
