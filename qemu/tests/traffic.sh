@@ -171,7 +171,7 @@ if [ $TWO = 0 ]; then
 	wait $srv || { fail "$TAG-integrity-server"; tail -5 /out/integrity-server.log; }
 	# A WRITE between bytes that share pages (one MR, or one buffer registered twice) lands as
 	# memmove() puts it: a packet's payload is read whole before it is written. roxe only: its
-	# 16 KiB loopback segment makes the first case one packet, where rdma_rxe's 1 KiB packets
+	# 32 KiB loopback segment makes the first case one packet, where rdma_rxe's 1 KiB packets
 	# may be read before or after the previous one is written.
 	[ "$DRV" = roxe ] && check "$TAG-overlap-write" 120 python3 /roxe/qemu/tests/py/overlap_write.py "$RDMA_DEV" "$gid"
 fi

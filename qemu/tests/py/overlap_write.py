@@ -10,12 +10,12 @@ Two RC QPs of DEV in loopback through its own GID, one MR of 64 KiB holding a pa
 differs at every byte of a packet, and a second MR over the same buffer. Each case restores
 the pattern, posts one WRITE from the MR to itself and compares the whole buffer with what the
 WRITE must leave:
-- one-mr-forward: 16 KiB (one loopback segment, Pmtu::LOCAL) from offset 0 to offset 100 of
+- one-mr-forward: 16 KiB (within one loopback segment, Pmtu::LOCAL) from offset 0 to offset 100 of
   the same MR. Copied piece by piece, page to page, the second piece (bytes 3996..4096 of the
   source, into the target's second page) would read bytes the first piece had just written.
 - two-mrs-forward: the same through the second MR's R_Key (one buffer registered twice: two
   MRs, one set of pages).
-- one-mr-backward: 48 KiB (three segments) from offset 5000 to offset 700: every packet reads
+- one-mr-backward: 48 KiB (two segments) from offset 5000 to offset 700: every packet reads
   bytes no earlier packet has written, whatever the delivery order.
 - disjoint: 16 KiB from offset 0 to offset 32768, bytes in different pages (the page-to-page
   copy itself, control).

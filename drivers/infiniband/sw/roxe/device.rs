@@ -89,10 +89,11 @@ pub(crate) struct RoxeDevice {
     #[pin]
     pub(crate) local_response: SpinLockIrq<Option<LocalResponse>>,
     /// The buffer the drainer builds a [`LocalReply`]'s responses in, one at a time: allocated
-    /// by the first one and kept, so that a READ's reply allocates and zeroes nothing. Only the
-    /// holder of the drainer claim takes it out (and puts it back); a leaf lock.
+    /// with the device, a loopback packet long (`qp::LOCAL_PACKET_MAX`, from vmalloc space when
+    /// no contiguous pages are free), so that a READ's reply allocates and zeroes nothing. Only
+    /// the holder of the drainer claim takes it out (and puts it back); a leaf lock.
     #[pin]
-    pub(crate) local_reply_buf: SpinLockIrq<KVec<u8>>,
+    pub(crate) local_reply_buf: SpinLockIrq<KVVec<u8>>,
     /// The payload of the loopback packet being delivered, left in the MR it is read from
     /// ([`LocalSource`]): a WRITE's or SEND's, put here by the requester's direct delivery for
     /// the responder, or a READ response's, put here by the drainer for the completer; either
@@ -101,11 +102,11 @@ pub(crate) struct RoxeDevice {
     #[pin]
     pub(crate) local_source: SpinLockIrq<Option<LocalSource>>,
     /// The buffer a [`LocalSource`]'s bytes are read into, whole, when they cannot be copied
-    /// page to page into their target ([`RoxeDevice::with_source_bytes`]): allocated by the
-    /// first such payload and kept. Only the holder of the drainer claim takes it out (and puts
-    /// it back); a leaf lock, taken under a QP's `resp_state` or `sq_state`.
+    /// page to page into their target ([`RoxeDevice::with_source_bytes`]): allocated with the
+    /// device, as `local_reply_buf` is. Only the holder of the drainer claim takes it out (and
+    /// puts it back); a leaf lock, taken under a QP's `resp_state` or `sq_state`.
     #[pin]
-    pub(crate) local_bounce: SpinLockIrq<KVec<u8>>,
+    pub(crate) local_bounce: SpinLockIrq<KVVec<u8>>,
     /// Serialises the responder's atomic operations device-wide (IBA 9.4.5: atomics are atomic
     /// with respect to other atomics on the same HCA). A bottom-half lock, taken by the
     /// responder alone; an ODP or fast-registration MR's copy under it takes that MR's own
@@ -226,6 +227,7 @@ impl RoxeDevice {
     ) -> Option<R> {
         let mut buf = core::mem::take(&mut *self.local_bounce.lock());
         if buf.len() < s.len {
+            // Only if the device's allocation was taken from it (it holds a whole segment).
             // Failing, it leaves the buffer short, and the bytes are not read.
             let _ = buf.resize(s.len, 0, GFP_ATOMIC);
         }

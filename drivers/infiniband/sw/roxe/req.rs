@@ -74,7 +74,7 @@ struct Outgoing {
 /// when there is a [`LocalSource`].
 enum Built {
     Skb(TxSkBuff),
-    Local(KVec<u8>, usize, Option<LocalSource>),
+    Local(KVVec<u8>, usize, Option<LocalSource>),
 }
 
 /// What the planning step decided.
@@ -141,7 +141,7 @@ fn build(
     netdev: &NetDevice,
     entry: &SendEntry,
     d: &PacketDesc,
-    local: Option<&mut KVec<u8>>,
+    local: Option<&mut KVVec<u8>>,
 ) -> Result<Built, BuildErr> {
     let len = d.packet_len();
     if let Some(buf) = local {
@@ -742,7 +742,7 @@ pub(crate) enum Loopback {
 /// A packet for the device's own GID, built in the QP's local buffer by a [`Loopback::Direct`]
 /// run. The caller delivers [`LocalPacket::bytes`], then gives it back ([`Run::sent_local`]).
 pub(crate) struct LocalPacket {
-    buf: KVec<u8>,
+    buf: KVVec<u8>,
     len: usize,
     /// Where its payload is, when it was left in the sender's MR: the payload bytes in `buf`
     /// are not the packet's.

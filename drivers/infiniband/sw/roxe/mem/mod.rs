@@ -26,11 +26,12 @@ use crate::{
     proto::mtt::{Chunks, MttGeometry},
     proto::{
         mtt::{Access, MemKey},
+        mtu::Pmtu,
         resp::{KeyBounds, KeyTarget},
         wqe::{sge_at, Sge},
     },
 };
-use kernel::prelude::*;
+use kernel::{page::PAGE_SIZE, prelude::*};
 
 /// Maps a refused copy through a kernel consumer's MR to the data path's error.
 fn kernel_mem_err(e: KernelMemError) -> MemError {
@@ -76,6 +77,10 @@ pub(crate) struct LocalSource {
 /// its payload in the MR it is read from ([`LocalSource`]): below a page, the copy it saves is
 /// small beside what it adds (a second key lookup, the device slot's lock taken three times).
 pub(crate) const LOCAL_SOURCE_MIN: usize = 4096;
+
+/// The most pages the payload of one loopback packet ([`Pmtu::LOCAL`] bytes) can touch: one
+/// more than it fills, when it does not start on a page boundary.
+const SEGMENT_PAGES_MAX: usize = Pmtu::LOCAL.bytes() as usize / PAGE_SIZE + 1;
 
 /// The MR R_Key `rkey` names now, if it is pinned user memory: a loopback WRITE to it may leave
 /// its payload in the sender's MR ([`LocalSource`]). Only a guess at what the responder will
@@ -345,9 +350,10 @@ impl RoxeMr {
         ) else {
             return true;
         };
-        // A packet's bytes lie in a few pages on either side (a 16 KiB segment in at most five):
-        // the source's are listed once, and more than the list holds count as shared.
-        let mut listed = [0usize; 8];
+        // A packet's bytes lie in a few pages on either side (a segment in at most
+        // `SEGMENT_PAGES_MAX`): the source's are listed once, and more than the list holds count
+        // as shared.
+        let mut listed = [0usize; SEGMENT_PAGES_MAX];
         let mut n = 0;
         for f in from {
             match (listed.get_mut(n), src_pages.page_id(f.page_index)) {

@@ -93,9 +93,11 @@ pub struct Pmtu {
 }
 
 impl Pmtu {
-    /// The segment of a loopback connection: 16 KiB. A packet's buffer (payload, headers and a
-    /// socket buffer's overhead when it has to be queued) then fits an order-3 allocation.
-    pub const LOCAL: Pmtu = Pmtu { shift: 14 };
+    /// The segment of a loopback connection: 32 KiB, the largest power of two whose packet
+    /// still fits the 16-bit length fields of the IP and UDP headers a packet gets when it has
+    /// to be queued (the loopback queue carries socket buffers). Per 64 KiB message that is two
+    /// packets, each paying the requester's planning and the responder's checks once.
+    pub const LOCAL: Pmtu = Pmtu { shift: 15 };
 
     /// The segment of a path with MTU `mtu`.
     pub const fn of(mtu: IbMtu) -> Pmtu {
@@ -200,8 +202,16 @@ mod tests {
             assert_eq!(Pmtu::of(m).bytes(), m.bytes());
             assert_eq!(1u32 << Pmtu::of(m).shift(), m.bytes());
         }
-        assert_eq!(Pmtu::LOCAL.bytes(), 16384);
+        assert_eq!(Pmtu::LOCAL.bytes(), 32768);
         assert!(Pmtu::LOCAL.bytes() > IbMtu::Mtu4096.bytes());
+    }
+
+    #[test]
+    fn a_queued_local_packet_fits_ip_and_udp_lengths() {
+        // IPv4's total length and UDP's length are 16 bits; ROCE_MAX_HDR_LEN counts IPv6's 40
+        // header bytes, which IPv6's payload length leaves out.
+        assert!(Pmtu::LOCAL.bytes() + ROCE_MAX_HDR_LEN <= u32::from(u16::MAX));
+        assert!(2 * Pmtu::LOCAL.bytes() + ROCE_MAX_HDR_LEN > u32::from(u16::MAX));
     }
 
     #[test]

@@ -68,7 +68,7 @@ const SPARE_SLOTS_MAX: usize = 1024;
 /// The local buffer a QP connected to this device's own GID hands its packets to the responder
 /// in ([`SqState::local_buf`]): a segment of [`Pmtu::LOCAL`] and its headers, pad and ICRC
 /// (fewer than `ROCE_MAX_HDR_LEN`, which also counts IP and UDP).
-const LOCAL_PACKET_MAX: usize = Pmtu::LOCAL.bytes() as usize + ROCE_MAX_HDR_LEN as usize;
+pub(crate) const LOCAL_PACKET_MAX: usize = Pmtu::LOCAL.bytes() as usize + ROCE_MAX_HDR_LEN as usize;
 
 /// The Q_Key of the GSI QP (IBA 13.4.6.1: QP1 uses the well-known Q_Key 0x80010000).
 const GSI_QKEY: u32 = 0x8001_0000;
@@ -221,7 +221,7 @@ pub(crate) struct SqState {
     /// Where packets to the device's own GID are built, reused from packet to packet: they
     /// go to the responder without a socket buffer (`net::deliver_local`). Lent out while a
     /// packet is delivered; the requester (one run at a time per QP) gives it back.
-    pub(crate) local_buf: KVec<u8>,
+    pub(crate) local_buf: KVVec<u8>,
     /// ODP: times in a row the requester paused on a missing page without building a packet
     /// (`req::MAX_ODP_PAUSES` bounds it).
     pub(crate) odp_pauses: u32,
@@ -515,7 +515,7 @@ fn new_sq_state(sq_depth: usize, elem_size: usize) -> Result<SqState> {
         rnr_until_ms: 0,
         comp: CompState::new(Psn::new(0), Pmtu::of(IbMtu::Mtu256), 7, 7),
         ack_timeout_ms: 0,
-        local_buf: KVec::new(),
+        local_buf: KVVec::new(),
         odp_pauses: 0,
         peer: PeerShare::new(),
     })
@@ -726,18 +726,19 @@ fn check_values(amask: AttrMask, attr: &QpAttr) -> Result {
 
 /// A connected QP whose path leads to this device's own GID hands its packets to the
 /// responder in its local buffer, [`Pmtu::LOCAL`] of payload each: allocated here, where the
-/// verb may sleep, so that the requester does not allocate it in softirq. Dropped, if unused,
-/// after the state lock.
-fn local_buf_for(this: &RoxeQp, amask: AttrMask, attr: &QpAttr) -> Result<KVec<u8>> {
+/// verb may sleep, so that the requester does not allocate it in softirq, and from vmalloc space
+/// when no contiguous pages are free (only the CPU reads it). Dropped, if unused, after the
+/// state lock.
+fn local_buf_for(this: &RoxeQp, amask: AttrMask, attr: &QpAttr) -> Result<KVVec<u8>> {
     match attr.av {
         Some(av)
             if amask.contains(AttrMask::AV)
                 && av.leads_to_own_gid()
                 && matches!(this.qp_type, QpType::Rc | QpType::Uc) =>
         {
-            Ok(KVec::from_elem(0u8, LOCAL_PACKET_MAX, GFP_KERNEL)?)
+            Ok(KVVec::from_elem(0u8, LOCAL_PACKET_MAX, GFP_KERNEL)?)
         }
-        _ => Ok(KVec::new()),
+        _ => Ok(KVVec::new()),
     }
 }
 

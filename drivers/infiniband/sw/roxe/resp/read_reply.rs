@@ -92,7 +92,7 @@ impl<'a> LocalPackets<'a> {
     }
 
     /// Grows `buf` to hold the longest response of the reply.
-    pub(crate) fn make_room(&self, buf: &mut KVec<u8>) -> Result {
+    pub(crate) fn make_room(&self, buf: &mut KVVec<u8>) -> Result {
         let room = response_len(
             Opcode::RC_RDMA_READ_RESPONSE_LAST,
             self.r.mtu.bytes() as usize,

@@ -494,6 +494,10 @@ impl Link for Roxe {
         let (num, den) = param::ODP_DEVICE_RAM_SHARE;
         let odp_budget = Arc::new(OdpBudget::of_ram(num, den), GFP_KERNEL)?;
         let peers = crate::peer::Peers::new()?;
+        // The loopback drainer's buffers, a segment each: allocated here, in process context,
+        // not in softirq on first use.
+        let local_reply_buf = KVVec::from_elem(0u8, crate::qp::LOCAL_PACKET_MAX, GFP_KERNEL)?;
+        let local_bounce = KVVec::from_elem(0u8, crate::qp::LOCAL_PACKET_MAX, GFP_KERNEL)?;
         Device::<Roxe>::register(
             crate::this_module(),
             name,
@@ -515,12 +519,12 @@ impl Link for Roxe {
                 loopback_draining: AtomicFlag::new(false),
                 local_response <- crate::compat::sync::new_spinlock_irq!(None, "roxe_local_response"),
                 local_reply_buf <- crate::compat::sync::new_spinlock_irq!(
-                    KVec::new(),
+                    local_reply_buf,
                     "roxe_local_reply_buf"
                 ),
                 local_source <- crate::compat::sync::new_spinlock_irq!(None, "roxe_local_source"),
                 local_bounce <- crate::compat::sync::new_spinlock_irq!(
-                    KVec::new(),
+                    local_bounce,
                     "roxe_local_bounce"
                 ),
                 atomic_lock <- crate::rdma::bh::new_bh_lock!((), "roxe_atomic"),
