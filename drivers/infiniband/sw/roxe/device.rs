@@ -227,7 +227,7 @@ impl RoxeDevice {
     ) -> Option<R> {
         let mut buf = core::mem::take(&mut *self.local_bounce.lock());
         if buf.len() < s.len {
-            // Only if the device's allocation was taken from it (it holds a whole segment).
+            // Not reached: the buffer holds a whole segment from the device's creation on.
             // Failing, it leaves the buffer short, and the bytes are not read.
             let _ = buf.resize(s.len, 0, GFP_ATOMIC);
         }

@@ -144,24 +144,45 @@ fn build(
     local: Option<&mut KVVec<u8>>,
 ) -> Result<Built, BuildErr> {
     let len = d.packet_len();
-    if let Some(buf) = local {
-        let mut buf = core::mem::take(buf);
-        if buf.len() < len {
-            // Once per QP (and path MTU): the buffer keeps its size.
-            buf.resize(len, 0, GFP_ATOMIC)
-                .map_err(|_| WcStatus::LocQpOpErr)?;
-        }
-        let data = buf.get_mut(..len).ok_or(WcStatus::LocQpOpErr)?;
-        // `fill` overwrites the payload whole, or the responder copies it from the source and
-        // never reads the bytes left here (`recv::loopback`).
-        net::clear_around_payload(data, d.payload_len as usize, d.pad);
-        let source = local_source(dev, qp, entry, d);
-        fill(dev, qp, entry, d, data, source.is_none())?;
-        return Ok(Built::Local(buf, len, source));
+    if let Some(slot) = local {
+        let mut buf = core::mem::take(slot);
+        return match build_local(dev, qp, entry, d, &mut buf) {
+            Ok(source) => Ok(Built::Local(buf, len, source)),
+            Err(e) => {
+                // Kept for the next packet: a pause on an ODP page or a failed WQE does not
+                // cost the QP the buffer `modify_qp` allocated for it.
+                *slot = buf;
+                Err(e)
+            }
+        };
     }
     let mut skb = TxSkBuff::alloc(netdev, len).map_err(|_| WcStatus::LocQpOpErr)?;
     fill(dev, qp, entry, d, skb.data_mut(), true)?;
     Ok(Built::Skb(skb))
+}
+
+/// Builds the packet `d` plans for `entry` into `buf`, the QP's local buffer; returns where its
+/// payload stays when it is left in the sender's MR.
+fn build_local(
+    dev: &Device<Roxe>,
+    qp: &RoxeQp,
+    entry: &SendEntry,
+    d: &PacketDesc,
+    buf: &mut KVVec<u8>,
+) -> Result<Option<LocalSource>, BuildErr> {
+    let len = d.packet_len();
+    if buf.len() < len {
+        // Only when `modify_qp` allocated none (it sizes the buffer for a whole segment).
+        buf.resize(len, 0, GFP_ATOMIC)
+            .map_err(|_| WcStatus::LocQpOpErr)?;
+    }
+    let data = buf.get_mut(..len).ok_or(WcStatus::LocQpOpErr)?;
+    // `fill` overwrites the payload whole, or the responder copies it from the source and never
+    // reads the bytes left here (`recv::loopback`).
+    net::clear_around_payload(data, d.payload_len as usize, d.pad);
+    let source = local_source(dev, qp, entry, d);
+    fill(dev, qp, entry, d, data, source.is_none())?;
+    Ok(source)
 }
 
 /// Where the payload of the loopback packet `d` plans stays when the responder can copy it from

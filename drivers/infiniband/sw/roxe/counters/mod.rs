@@ -42,7 +42,8 @@ pub(crate) enum Counter {
     /// Retransmissions by the requester (timeouts and sequence NAKs).
     CompleterRetryErr,
     /// Packets built for the network that it did not take: no route, or the IP layer refused
-    /// or dropped them.
+    /// or dropped them, or no memory for the socket buffer a packet built elsewhere is copied
+    /// into.
     SendErr,
     /// Transitions of the port to down.
     LinkDowned,

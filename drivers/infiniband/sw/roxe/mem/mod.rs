@@ -80,7 +80,7 @@ pub(crate) const LOCAL_SOURCE_MIN: usize = 4096;
 
 /// The most pages the payload of one loopback packet ([`Pmtu::LOCAL`] bytes) can touch: one
 /// more than it fills, when it does not start on a page boundary.
-const SEGMENT_PAGES_MAX: usize = Pmtu::LOCAL.bytes() as usize / PAGE_SIZE + 1;
+const SEGMENT_PAGES_MAX: usize = (Pmtu::LOCAL.bytes() as usize).div_ceil(PAGE_SIZE) + 1;
 
 /// The MR R_Key `rkey` names now, if it is pinned user memory: a loopback WRITE to it may leave
 /// its payload in the sender's MR ([`LocalSource`]). Only a guess at what the responder will

@@ -113,11 +113,15 @@ pub(crate) fn xmit(dev: &Device<Roxe>, av: &AddressVector, sport: u16, skb: TxSk
 }
 
 /// [`xmit`] of a packet built in a buffer of the caller's (`roce`: BTH to ICRC), copied into a
-/// socket buffer first; lost, as on a wire, if there is no memory for one.
+/// socket buffer first; lost, as on a wire, and counted as a send error, if there is no memory
+/// for one (a loopback segment's is an order-4 allocation).
 pub(crate) fn xmit_copy(dev: &Device<Roxe>, av: &AddressVector, sport: u16, roce: &[u8]) {
-    if let Ok(mut skb) = TxSkBuff::alloc(&dev.data().netdev, roce.len()) {
-        crate::soft::copy::copy(skb.data_mut(), roce);
-        let _ = xmit(dev, av, sport, skb);
+    match TxSkBuff::alloc(&dev.data().netdev, roce.len()) {
+        Ok(mut skb) => {
+            crate::soft::copy::copy(skb.data_mut(), roce);
+            let _ = xmit(dev, av, sport, skb);
+        }
+        Err(_) => dev.data().counters.inc(Counter::SendErr),
     }
 }
 

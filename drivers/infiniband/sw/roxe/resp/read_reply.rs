@@ -91,7 +91,8 @@ impl<'a> LocalPackets<'a> {
         }
     }
 
-    /// Grows `buf` to hold the longest response of the reply.
+    /// Grows `buf` to hold the longest response of the reply: a fallback, not reached with the
+    /// device's buffer, which holds a whole segment from the device's creation on.
     pub(crate) fn make_room(&self, buf: &mut KVVec<u8>) -> Result {
         let room = response_len(
             Opcode::RC_RDMA_READ_RESPONSE_LAST,
