@@ -217,20 +217,16 @@ impl RoxeDevice {
     /// Calls `f` with the bytes of `s`, the payload of the loopback packet being delivered,
     /// read whole into the device's `local_bounce` buffer: for a target that cannot take them
     /// page to page (not pinned user memory, or sharing pages with them), as a packet's payload
-    /// is read before it is written. `None` if there is no memory for the buffer or the bytes
-    /// cannot be read: the packet is then lost, as on a wire. Context: the holder of the
-    /// drainer claim, which alone uses the buffer (the slot holds a source only meanwhile).
+    /// is read before it is written (the buffer holds a whole segment from the device's creation
+    /// on). `None` if the bytes cannot be read: the packet is then lost, as on a wire. Context:
+    /// the holder of the drainer claim, which alone uses the buffer (the slot holds a source
+    /// only meanwhile).
     pub(crate) fn with_source_bytes<R>(
         &self,
         s: &LocalSource,
         f: impl FnOnce(&[u8]) -> R,
     ) -> Option<R> {
         let mut buf = core::mem::take(&mut *self.local_bounce.lock());
-        if buf.len() < s.len {
-            // Not reached: the buffer holds a whole segment from the device's creation on.
-            // Failing, it leaves the buffer short, and the bytes are not read.
-            let _ = buf.resize(s.len, 0, GFP_ATOMIC);
-        }
         let r = match buf.get_mut(..s.len) {
             Some(b) => s.mr.read_at(s.va, b).ok().map(|()| f(b)),
             None => None,

@@ -146,7 +146,7 @@ fn build(
     let len = d.packet_len();
     if let Some(slot) = local {
         let mut buf = core::mem::take(slot);
-        return match build_local(dev, qp, entry, d, &mut buf) {
+        return match build_local(dev, qp, entry, d, len, &mut buf) {
             Ok(source) => Ok(Built::Local(buf, len, source)),
             Err(e) => {
                 // Kept for the next packet: a pause on an ODP page or a failed WQE does not
@@ -161,16 +161,16 @@ fn build(
     Ok(Built::Skb(skb))
 }
 
-/// Builds the packet `d` plans for `entry` into `buf`, the QP's local buffer; returns where its
-/// payload stays when it is left in the sender's MR.
+/// Builds the packet `d` plans for `entry`, `len` bytes, into `buf`, the QP's local buffer;
+/// returns where its payload stays when it is left in the sender's MR.
 fn build_local(
     dev: &Device<Roxe>,
     qp: &RoxeQp,
     entry: &SendEntry,
     d: &PacketDesc,
+    len: usize,
     buf: &mut KVVec<u8>,
 ) -> Result<Option<LocalSource>, BuildErr> {
-    let len = d.packet_len();
     if buf.len() < len {
         // Only when `modify_qp` allocated none (it sizes the buffer for a whole segment).
         buf.resize(len, 0, GFP_ATOMIC)

@@ -223,21 +223,19 @@ fn deliver_local_reply(dev: &Device<Roxe>, r: &LocalReply) -> u32 {
     let mut buf = core::mem::take(&mut *data.local_reply_buf.lock());
     let mut delivered = 0;
     let mut packets = LocalPackets::new(r);
-    // Lost if there is no memory for the buffer, as on a wire: the requester asks again.
-    if packets.make_room(&mut buf).is_ok() {
-        while let Some((bytes, source)) = packets.next(&mut buf) {
-            let ok = with_payload_in_slot(dev, source, |payload_in_slot| {
-                let src = Source {
-                    payload_in_slot,
-                    ..r.src
-                };
-                dispatch_local_response(dev, bytes, &src)
-            });
-            if !ok {
-                break;
-            }
-            delivered += 1;
+    // The buffer holds a whole segment's response (allocated with the device).
+    while let Some((bytes, source)) = packets.next(&mut buf) {
+        let ok = with_payload_in_slot(dev, source, |payload_in_slot| {
+            let src = Source {
+                payload_in_slot,
+                ..r.src
+            };
+            dispatch_local_response(dev, bytes, &src)
+        });
+        if !ok {
+            break;
         }
+        delivered += 1;
     }
     *data.local_reply_buf.lock() = buf;
     delivered

@@ -26,7 +26,6 @@ use crate::{
     net,
     proto::{
         mtu::Pmtu,
-        opcode::Opcode,
         packet::{pad_count_for, Aeth},
         qp_state::{QpState, QpType},
         resp::{ack_syndrome, check_rkey, ReadReply, ReadResponses, RespHeader, READ_REPLY_BURST},
@@ -89,20 +88,6 @@ impl<'a> LocalPackets<'a> {
             r,
             segments: r.reply.packets(r.mtu).take(READ_REPLY_BURST as usize),
         }
-    }
-
-    /// Grows `buf` to hold the longest response of the reply: a fallback, not reached with the
-    /// device's buffer, which holds a whole segment from the device's creation on.
-    pub(crate) fn make_room(&self, buf: &mut KVVec<u8>) -> Result {
-        let room = response_len(
-            Opcode::RC_RDMA_READ_RESPONSE_LAST,
-            self.r.mtu.bytes() as usize,
-        )
-        .ok_or(EINVAL)?;
-        if buf.len() < room {
-            buf.resize(room, 0, GFP_ATOMIC)?;
-        }
-        Ok(())
     }
 
     /// Builds the next response in `buf` (which holds the last one: every byte but the

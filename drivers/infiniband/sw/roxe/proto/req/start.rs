@@ -39,8 +39,9 @@ pub const fn read_response_window(mtu: Pmtu) -> u32 {
 /// The most RDMA READ response PSNs (at MTU 1024, [`single_request_read_window`]) outstanding
 /// beside which a READ that one request asks for whole (at most [`read_request_size`]) may
 /// start: the next request goes out once half of the last one's responses have arrived, so
-/// that the responder answers it while the requester takes in the rest, instead of the wire's round trip passing idle between READs, and at most
-/// one and a half requests' responses are on the wire at once. Longer READs keep to
+/// that the responder answers it while the requester takes in the rest, instead of the wire's
+/// round trip passing idle between READs, and at most one and a half requests' responses are
+/// on the wire at once. Longer READs keep to
 /// [`READ_RESPONSE_WINDOW`]: their later requests go out alone, and a loss at the end of one is
 /// found only by the ACK timer. The measurements behind both: `Documentation/performance.md`,
 /// "Constants". Both count PSNs of 1 KiB ([`read_response_window`],
