@@ -14,7 +14,7 @@ use super::{
     device::{Device, DriverTypes},
     object::Object,
 };
-use core::{cell::UnsafeCell, ptr::NonNull};
+use core::{cell::UnsafeCell, ops::Range, ptr::NonNull};
 use kernel::{ffi, prelude::*, types::Opaque};
 
 /// User memory pinned for an MR (`ib_umem_get`): its pages stay resident and cannot move until
@@ -125,11 +125,29 @@ impl PinnedPages {
         Ok(())
     }
 
-    /// An identity of page `index`: equal for two indices, of these pages or of another MR's,
-    /// that name the same page (a buffer registered twice pins its pages twice). `None` if the
-    /// index is out of range.
-    pub fn page_id(&self, index: usize) -> Option<usize> {
-        self.pages.get(index).map(|p| *p as usize)
+    /// Whether one of pages `range` is one of `other`'s pages `other_range`: a buffer registered
+    /// twice pins its pages twice, so two MRs (or two ranges of one) may name the same page.
+    /// `None` if a range is out of bounds. Meant for ranges of a few pages: a page of ours is
+    /// compared with all of `other`'s when a 64-bit filter of their page frames (consecutive
+    /// frames fall on different bits) says it may be among them.
+    pub fn shares_any(
+        &self,
+        range: Range<usize>,
+        other: &PinnedPages,
+        other_range: Range<usize>,
+    ) -> Option<bool> {
+        let (ours, theirs) = (self.pages.get(range)?, other.pages.get(other_range)?);
+        // With a virtual memory map (x86-64's) the `struct page`s form one array indexed by
+        // frame number, so consecutive frames fall on different bits; without one the filter
+        // only lets more pages through to the comparison.
+        let bit = |p: &*mut bindings::page| {
+            1u64 << ((*p as usize / core::mem::size_of::<bindings::page>().max(1)) % 64)
+        };
+        let filter = theirs.iter().fold(0u64, |f, p| f | bit(p));
+        Some(
+            ours.iter()
+                .any(|p| filter & bit(p) != 0 && theirs.contains(p)),
+        )
     }
 
     /// Copies `len` bytes from page `src_index` of `src` at `src_offset` into page `index` at

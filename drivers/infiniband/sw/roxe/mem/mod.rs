@@ -350,24 +350,13 @@ impl RoxeMr {
         ) else {
             return true;
         };
+        let (to, from) = (to.page_indices(), from.page_indices());
         // A packet's bytes lie in a few pages on either side (a segment in at most
-        // `SEGMENT_PAGES_MAX`): the source's are listed once, and more than the list holds count
-        // as shared.
-        let mut listed = [0usize; SEGMENT_PAGES_MAX];
-        let mut n = 0;
-        for f in from {
-            match (listed.get_mut(n), src_pages.page_id(f.page_index)) {
-                (Some(slot), Some(id)) => *slot = id,
-                _ => return true,
-            }
-            n += 1;
+        // `SEGMENT_PAGES_MAX`), whose every pair is compared; more count as shared.
+        if to.len() > SEGMENT_PAGES_MAX || from.len() > SEGMENT_PAGES_MAX {
+            return true;
         }
-        let listed = listed.get(..n).unwrap_or(&[]);
-        to.into_iter().any(|t| {
-            pages
-                .page_id(t.page_index)
-                .is_none_or(|id| listed.contains(&id))
-        })
+        pages.shares_any(to, src_pages, from).unwrap_or(true)
     }
 
     /// Copies `len` bytes at IOVA `src_va` of `src` into this MR at IOVA `va`, page to page,

@@ -263,6 +263,19 @@ pub struct Chunks {
     page_shift: u32,
 }
 
+impl Chunks {
+    /// The indices into the page array of the pages the access still touches, in order.
+    pub const fn page_indices(&self) -> core::ops::Range<usize> {
+        let first = (self.pos >> self.page_shift) as usize;
+        if self.remaining == 0 {
+            return first..first;
+        }
+        // INVARIANT (of the geometry): the last byte's page index is below npages.
+        let last = ((self.pos + (self.remaining - 1)) >> self.page_shift) as usize;
+        first..last + 1
+    }
+}
+
 impl Iterator for Chunks {
     type Item = Chunk;
 
@@ -580,6 +593,37 @@ mod tests {
             assert_eq!(p.page_index as u64, (va >> 12) - (g.iova() >> 12));
             assert_eq!(p.offset_in_page as u64, va & 0xfff);
         }
+    }
+
+    #[test]
+    fn page_indices_are_the_pages_the_chunks_touch() {
+        let g = MttGeometry::for_user(0x7f00_1000_0f00, 0x1000_0f00, 40_000, 12).unwrap();
+        for (rel, len) in [
+            (0u64, 1u64),
+            (0, 256),
+            (0, 257),
+            (255, 4097),
+            (100, 32_768),
+            (0, 40_000),
+            (39_999, 1),
+            (5, 0),
+        ] {
+            let va = 0x1000_0f00 + rel;
+            let pages: Vec<usize> = collect(&g, va, len).iter().map(|c| c.0).collect();
+            let range = g.chunks(va, len).unwrap().page_indices();
+            assert_eq!(
+                range.clone().collect::<Vec<_>>(),
+                pages,
+                "va +{rel}, {len} bytes"
+            );
+            if len == 0 {
+                assert!(range.is_empty());
+            }
+        }
+        // Part-way through, what is left.
+        let mut c = g.chunks(0x1000_0f00, 10_000).unwrap();
+        c.next();
+        assert_eq!(c.page_indices(), 1..4);
     }
 
     #[test]
