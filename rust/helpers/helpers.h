@@ -110,6 +110,8 @@ u64 roxe_helper_ktime_ns(void);
 void roxe_helper_init_work_bh(struct work_struct *work, void (*fn)(struct work_struct *));
 void roxe_helper_init_work(struct work_struct *work, void (*fn)(struct work_struct *));
 void roxe_helper_queue_work_bh(struct work_struct *work);
+bool roxe_helper_queue_work_bh_other(struct work_struct *work);
+unsigned int roxe_helper_num_online_cpus(void);
 void roxe_helper_local_bh_disable(void);
 void roxe_helper_local_bh_enable(void);
 

@@ -2,6 +2,8 @@
 /* Helpers for include/linux/xarray.h, timers, the BH workqueue and bottom-half masking. */
 #include <linux/bottom_half.h>
 #include <linux/sched.h>
+#include <linux/sched/isolation.h>
+#include <linux/cpumask.h>
 #include <linux/jiffies.h>
 #include <linux/spinlock.h>
 #include <linux/hrtimer.h>
@@ -216,6 +218,37 @@ void roxe_helper_init_work(struct work_struct *work, void (*fn)(struct work_stru
 void roxe_helper_queue_work_bh(struct work_struct *work)
 {
 	queue_work(system_bh_wq, work);
+}
+
+/*
+ * Queues @work on the BH workqueue of the next CPU after this one that the calling task may
+ * run on (its affinity, hence its cpuset), that is active and that isolation leaves to
+ * workqueues; false, queueing nothing, when there is none. Preemption stays off from the
+ * choice to the queueing: the chosen CPU cannot go down in between (taking a CPU down waits for
+ * every CPU to be preemptible), and work queued before it goes down is drained by
+ * workqueue_softirq_dead(); a BH pool of a dead CPU would keep it pending.
+ */
+bool roxe_helper_queue_work_bh_other(struct work_struct *work)
+{
+	unsigned int self, cpu;
+	bool queued = false;
+
+	preempt_disable();
+	self = smp_processor_id();
+	for_each_cpu_wrap(cpu, current->cpus_ptr, self + 1 < nr_cpu_ids ? self + 1 : 0) {
+		if (cpu == self || !cpu_active(cpu) || !housekeeping_cpu(cpu, HK_TYPE_WQ))
+			continue;
+		queue_work_on(cpu, system_bh_wq, work);
+		queued = true;
+		break;
+	}
+	preempt_enable();
+	return queued;
+}
+
+unsigned int roxe_helper_num_online_cpus(void)
+{
+	return num_online_cpus();
 }
 
 /* local_bh_disable() and local_bh_enable() are inline. */

@@ -114,6 +114,22 @@ impl<T: Deferred> Device<T> {
         self.data().sched.queue_kick();
     }
 
+    /// As [`Self::kick`], but on another CPU than the caller's, so that the work runs beside
+    /// the caller: the next one after it that the calling task may run on, that is active and
+    /// that CPU isolation leaves to workqueues. False, asking for nothing, when there is none.
+    /// A kick pending or running elsewhere already stays where it is (a work runs on one CPU
+    /// at a time).
+    pub fn kick_other(&self) -> bool {
+        self.data().sched.queue_kick_other()
+    }
+
+    /// Whether more than one CPU is online, so that [`Self::kick_other`] may find another one
+    /// (a hint: CPUs come and go, and the caller's affinity may still exclude them).
+    pub fn other_cpus_online(&self) -> bool {
+        // SAFETY: Reads the count of online CPUs; no precondition.
+        unsafe { bindings::roxe_helper_num_online_cpus() > 1 }
+    }
+
     /// Asks for [`Deferred::process_work`] to run soon in process context. Any context,
     /// including with interrupts disabled; requests before the work runs coalesce, and a request
     /// while it runs makes it run again.

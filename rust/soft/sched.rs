@@ -203,6 +203,13 @@ impl Sched {
         unsafe { bindings::roxe_helper_queue_work_bh(self.kick.get()) };
     }
 
+    /// Queues the softirq work on another CPU than this one (`Device::kick_other` says which);
+    /// false, queueing nothing, when there is none. Any context.
+    pub(super) fn queue_kick_other(&self) -> bool {
+        // SAFETY: As in `queue_kick`.
+        unsafe { bindings::roxe_helper_queue_work_bh_other(self.kick.get()) }
+    }
+
     /// Queues the process-context work (the unbound system workqueue). Any context.
     pub(super) fn queue_process_work(&self) {
         // SAFETY: As in `queue_kick`.

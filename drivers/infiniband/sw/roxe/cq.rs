@@ -80,6 +80,12 @@ pub(crate) struct RoxeCq {
 }
 
 impl RoxeCq {
+    /// Whether completions wait in the ring for the consumer to poll them. Only a hint: a user
+    /// CQ's consumer index is the process's to write at any time.
+    pub(crate) fn unpolled(&self) -> bool {
+        !self.inner.lock().queue.is_empty()
+    }
+
     /// Posts one completion entry; calls the consumer's handler if it was armed for it. A full
     /// CQ is an overrun (IBA 11.4.2.1): the consumer gets `IB_EVENT_CQ_ERR` (once: the CQ is in
     /// error from then on), and the caller gets `EBUSY` and must put the QP whose completion

@@ -6,7 +6,8 @@
 //! payload range, what a retry resends) is made by [`crate::proto::req`]; this file fetches
 //! WQEs, gathers payloads, builds packets and completes WQEs.
 //!
-//! Scheduling: [`run`] is called by the doorbell (process context), by the completer when an
+//! Scheduling: [`run`] and `recv::loopback::run_requester` are called by the doorbell (process
+//! context, or the kick work on another CPU: `task::doorbell`), by the completer when an
 //! ACK opens the window or asks for a retransmission (softirq, or process context for loopback
 //! packets), and it runs in one caller at a time per QP (a `running` flag; a caller that finds it
 //! set leaves a "run again" note for the runner). Each packet is planned and built under the
@@ -44,7 +45,7 @@ use crate::{
 };
 use kernel::{
     prelude::*,
-    sync::atomic::{Full, Release},
+    sync::atomic::{Full, Relaxed, Release},
 };
 
 fn rd_u64(b: &[u8], off: usize) -> u64 {
@@ -388,6 +389,10 @@ fn fetch(dev: &Device<Roxe>, qp: &RoxeQp, sq: &mut SqState) -> Option<Result<(),
     }
     ring.advance_consumer();
     drop(ring);
+    qp.awaited.store(
+        qp.sq_sig_all || wqe.flags & send_flags::SIGNALED != 0,
+        Relaxed,
+    );
     let entry = SendEntry {
         wqe,
         slot,

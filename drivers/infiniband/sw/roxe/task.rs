@@ -2,8 +2,9 @@
 
 //! The device's deferred work and what it runs: the tick (retransmission, RNR and READ-reply
 //! pacing timers), the kick work (requesters and receive flushes asked for from contexts that
-//! may not send, loopback packets a drainer left, ACKs held to the end of a receive pass), and
-//! the process work (ODP faults and the stage work queued behind them, flushes too long for
+//! may not send, requesters a send doorbell hands to another CPU, loopback packets a drainer
+//! left, ACKs held to the end of a receive pass), the send doorbell's choice between that and
+//! running the requester at once, and the process work (ODP faults and the stage work queued behind them, flushes too long for
 //! softirq). Counterpart of rxe's `rxe_task.c`: the stages run from here, and the objects only
 //! ask for it (`kick_pending`, `ack_at_pass_end`, `flush_pending`, `odp`'s queue).
 //!
@@ -20,7 +21,7 @@ use crate::{
     qp::{self, RoxeQp},
     recv::loopback,
 };
-use kernel::sync::atomic::Acquire;
+use kernel::sync::atomic::{Acquire, Full, Relaxed, Release};
 
 /// The device tick (every `Deferred::TICK_MS`): the completer timers (retransmission, RNR wait)
 /// and the paced READ reply of each QP on the tick's list; a QP whose timers are all off leaves
@@ -45,9 +46,70 @@ pub(crate) fn short_timer(dev: &Device<Roxe>) {
     loopback::drain(dev);
 }
 
+/// `RoxeDevice::doorbell_qpn` when no QP's doorbells hand their requester over (QPNs have 24
+/// bits).
+pub(crate) const NO_QP: u32 = u32::MAX;
+
+/// The send doorbell of a user QP: new WQEs are in its ring. The requester runs at once on the
+/// poster's CPU, the shortest way to a completion, when the poster is likely to wait for one:
+/// the last WQE taken asked for a completion (`RoxeQp::awaited`) and the poster has polled
+/// every completion so far (a stream posts on without polling), unless the QP is connected to
+/// the device's own GID (`RoxeQp::local_path`) and the kick work has a handed-over requester to
+/// run (`RoxeDevice::doorbell_pass`): the two would deliver side by side, and one would find
+/// the loopback drainer busy and take the slow way, through socket buffers. It runs there too
+/// when another QP's doorbells hand theirs over (`RoxeDevice::doorbell_qpn`: the kick work is
+/// one work, and one QP riding it leaves every other QP its own poster's CPU), unless the QP is
+/// connected to the device's own GID, whose deliveries are one drainer's anyway. Otherwise the
+/// kick work runs it on another CPU, and the poster goes on posting while the requester, the
+/// responder and the completer of its messages run beside it, as rdma_rxe's tasks do. Process
+/// context.
+pub(crate) fn doorbell(dev: &Device<Roxe>, qp: &RoxeQp) {
+    if !hands_over(dev, qp) {
+        loopback::run_requester(dev, qp);
+    }
+}
+
+/// Whether the send doorbell of `qp` leaves its requester to the kick work on another CPU
+/// ([`doorbell`]), which it then asked for.
+fn hands_over(dev: &Device<Roxe>, qp: &RoxeQp) -> bool {
+    let data = dev.data();
+    let local = qp.local_path.load(Relaxed);
+    // A QP connected to the device's own GID does not run beside a requester handed over:
+    // both would deliver, and one would find the drainer busy.
+    let waits = qp.awaited.load(Relaxed)
+        && !qp.send_cq.unpolled()
+        && !(local && data.doorbell_pass.load(Relaxed));
+    if waits || !dev.other_cpus_online() {
+        return false;
+    }
+    // The turn: this QP's already, or taken if no QP has it (read first: every poster's
+    // doorbell reads the line). A QP connected to the device's own GID needs none.
+    let handed = &data.doorbell_qpn;
+    let turn = match handed.load(Relaxed) {
+        _ if local => true,
+        q if q == qp.qpn => true,
+        NO_QP => handed
+            .cmpxchg(NO_QP, qp.qpn, Full)
+            .map_or_else(|cur| cur == qp.qpn, |_| true),
+        _ => false,
+    };
+    if !turn {
+        return false;
+    }
+    qp::ask_kick(dev, qp);
+    data.doorbell_pass.store(true, Relaxed);
+    if dev.kick_other() {
+        return true;
+    }
+    // No other CPU the poster may use: its run takes the WQEs, and the kick finds none.
+    let _ = handed.cmpxchg(qp.qpn, NO_QP, Full);
+    false
+}
+
 /// The kick work: loopback packets a drainer left over when its budget ran out, then the QPs
 /// that asked for their queues to run or hold an ACK until the end of a receive pass. Queued
-/// from a receive pass in softirq while it is idle, it runs on that CPU once the pass is over.
+/// from a receive pass in softirq while it is idle, it runs on that CPU once the pass is over;
+/// queued by a send doorbell, on another CPU than the poster's ([`doorbell`]).
 pub(crate) fn kicked(dev: &Device<Roxe>) {
     loopback::drain(dev);
     let qps = &dev.data().qps;
@@ -67,6 +129,9 @@ pub(crate) fn kicked(dev: &Device<Roxe>) {
             crate::net::ack::pass_ended(dev, qp);
         }
     });
+    // From now on the first doorbell to hand its requester over has the kick work for itself.
+    dev.data().doorbell_pass.store(false, Relaxed);
+    dev.data().doorbell_qpn.store(NO_QP, Release);
 }
 
 /// Jobs (faults, requester runs, redeliveries) one pass of the process work runs before the

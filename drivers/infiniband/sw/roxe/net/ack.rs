@@ -149,7 +149,9 @@ pub(crate) fn send_responses(
 
 /// Asks the device's kick work to send the ACK `qp` holds once the current receive pass is over:
 /// queued from softirq, the work runs on this CPU after it (the network receive softirq
-/// finishes its pass first), and from a context with bottom halves off, once they are back on.
+/// finishes its pass first), and from a context with bottom halves off, once they are back on;
+/// when a send doorbell has the work pending or running on another CPU (`task::doorbell`), it
+/// runs there, maybe before the pass is over, and the ACK leaves sooner than it could have.
 /// The ACKs the pass makes meanwhile replace the held one, and ask nothing more.
 fn send_at_pass_end(dev: &Device<Roxe>, qp: &RoxeQp) {
     if qp.ack_at_pass_end.xchg(true, Release) {

@@ -374,6 +374,17 @@ pub(crate) struct RoxeQp {
     pub(crate) req_running: Atomic<u32>,
     /// A kernel consumer posted sends: the device's kick work runs the requester.
     pub(crate) kick_pending: AtomicFlag,
+    /// The last send WQE the requester took asks for a completion (signaled, or every WQE
+    /// is): its poster may wait for it, and if it has polled every completion so far, the send
+    /// doorbell runs the requester at once on the poster's CPU (`task::doorbell`). Set until
+    /// the first WQE is taken.
+    pub(crate) awaited: AtomicFlag,
+    /// The QP is connected to this device's own GID (an RC or UC QP whose AV leads there; set
+    /// by modify QP under `state`). Its packets are delivered by the device's one loopback
+    /// drainer at a time, so its send doorbells hand its requester to the kick work without
+    /// waiting for the turn (`task::doorbell`): run beside the kick work, they would find the
+    /// drainer busy and take the slow way, through socket buffers.
+    pub(crate) local_path: AtomicFlag,
     /// Whether the QP is on the tick's list ([`TIMED`]) as far as the stages need to know: set
     /// before the mark, cleared by the tick after it takes the mark off. A stage that finds it
     /// set leaves the list alone, so the data path reads a flag instead of the device's table
@@ -613,6 +624,8 @@ pub(crate) fn create(
         resp_state <- crate::rdma::bh::new_bh_lock!(resp_state, "roxe_qp_resp_state"),
         req_running: Atomic::new(0),
         kick_pending: AtomicFlag::new(false),
+        awaited: AtomicFlag::new(true),
+        local_path: AtomicFlag::new(false),
         on_tick: AtomicFlag::new(false),
         flush_pending: AtomicFlag::new(false),
         resp_tx <- crate::compat::sync::new_spinlock_irq!(ResponseTx::new(), "roxe_qp_resp_tx"),
@@ -677,6 +690,11 @@ pub(crate) fn modify(
     apply_to_stages(this, st, &irq, amask, attr);
     if amask.contains(AttrMask::AV) {
         st.av = attr.av;
+        this.local_path.store(
+            matches!(this.qp_type, QpType::Rc | QpType::Uc)
+                && attr.av.is_some_and(|av| av.leads_to_own_gid()),
+            Relaxed,
+        );
         st.peer = match (this.qp_type, attr.av) {
             (QpType::Rc, Some(av)) => qp.device().data().peers.slot_of(&av),
             _ => None,
@@ -697,6 +715,7 @@ pub(crate) fn modify(
     if next == QpState::Reset && prev != QpState::Reset {
         // IBA 10.3.1: RESET empties the work queues and forgets the path.
         st.av = None;
+        this.local_path.store(false, Relaxed);
         st.peer = None;
         reset_stages(qp.device(), this, st, &irq);
         drop(st_guard);

@@ -335,7 +335,7 @@ impl Driver for Roxe {
         // New WQEs are in the ring: the requester sends them (or flushes them in the error
         // state).
         qp::doorbell(qp)?;
-        crate::recv::loopback::run_requester(qp.device(), qp.qp_data());
+        crate::task::doorbell(qp.device(), qp.qp_data());
         Ok(())
     }
 
@@ -517,6 +517,8 @@ impl Link for Roxe {
                 ahs <- Pool::new(),
                 loopback <- SkbQueue::new(),
                 loopback_draining: AtomicFlag::new(false),
+                doorbell_qpn: Atomic::new(crate::task::NO_QP),
+                doorbell_pass: AtomicFlag::new(false),
                 local_response <- crate::compat::sync::new_spinlock_irq!(None, "roxe_local_response"),
                 local_reply_buf <- crate::compat::sync::new_spinlock_irq!(
                     local_reply_buf,
