@@ -17,7 +17,10 @@ use crate::rdma::device::{now_ms, Device};
 use crate::{
     hca::Roxe,
     mem::odp::{self, StageJob},
-    proto::{packet::Packet, qp_state::QpState},
+    proto::{
+        packet::Packet,
+        qp_state::{QpState, QpType},
+    },
     qp::{self, RoxeQp},
     recv::loopback,
 };
@@ -51,18 +54,18 @@ pub(crate) fn short_timer(dev: &Device<Roxe>) {
 pub(crate) const NO_QP: u32 = u32::MAX;
 
 /// The send doorbell of a user QP: new WQEs are in its ring. The requester runs at once on the
-/// poster's CPU, the shortest way to a completion, when the poster is likely to wait for one:
-/// the last WQE taken asked for a completion (`RoxeQp::awaited`) and the poster has polled
-/// every completion so far (a stream posts on without polling), unless the QP is connected to
-/// the device's own GID (`RoxeQp::local_path`) and the kick work has a handed-over requester to
-/// run (`RoxeDevice::doorbell_pass`): the two would deliver side by side, and one would find
-/// the loopback drainer busy and take the slow way, through socket buffers. It runs there too
-/// when another QP's doorbells hand theirs over (`RoxeDevice::doorbell_qpn`: the kick work is
-/// one work, and one QP riding it leaves every other QP its own poster's CPU), unless the QP is
-/// connected to the device's own GID, whose deliveries are one drainer's anyway. Otherwise the
-/// kick work runs it on another CPU, and the poster goes on posting while the requester, the
-/// responder and the completer of its messages run beside it, as rdma_rxe's tasks do. Process
-/// context.
+/// poster's CPU for a UC or UD QP, and for an RC QP whose poster is likely to wait for the
+/// completion, the shortest way to it: the last WQE taken asked for one (`RoxeQp::awaited`) and
+/// the poster has polled every completion so far (a stream posts on without polling), unless the
+/// QP is connected to the device's own GID (`RoxeQp::local_path`) and the kick work has a
+/// handed-over requester to run (`RoxeDevice::doorbell_pass`): the two would deliver side by
+/// side, and one would find the loopback drainer busy and take the slow way, through socket
+/// buffers. It runs there too when another QP's doorbells hand theirs over
+/// (`RoxeDevice::doorbell_qpn`: the kick work is one work, and one QP riding it leaves every
+/// other QP its own poster's CPU), unless the QP is connected to the device's own GID, whose
+/// deliveries are one drainer's anyway. Otherwise the kick work runs it on another CPU, and the
+/// poster goes on posting while the requester, the responder and the completer of its messages
+/// run beside it, as rdma_rxe's tasks do. Process context.
 pub(crate) fn doorbell(dev: &Device<Roxe>, qp: &RoxeQp) {
     if !hands_over(dev, qp) {
         loopback::run_requester(dev, qp);
@@ -79,7 +82,11 @@ fn hands_over(dev: &Device<Roxe>, qp: &RoxeQp) -> bool {
     let waits = qp.awaited.load(Relaxed)
         && !qp.send_cq.unpolled()
         && !(local && data.doorbell_pass.load(Relaxed));
-    if waits || !dev.other_cpus_online() {
+    // A UC or UD send completes as it leaves, on a real HCA within microseconds of the
+    // doorbell, and software counts on finding it in the CQ soon after (rdma-core's
+    // `test_resize_cq` resizes a UD QP's CQ below the completions it just posted for): the
+    // requester of such a QP stays on the poster's CPU. An RC send completes with its ACK.
+    if waits || qp.qp_type != QpType::Rc || !dev.other_cpus_online() {
         return false;
     }
     // The turn: this QP's already, or taken if no QP has it (read first: every poster's
