@@ -4,9 +4,10 @@
 //! pacing timers), the kick work (requesters and receive flushes asked for from contexts that
 //! may not send, requesters a send doorbell hands to another CPU, loopback packets a drainer
 //! left, ACKs held to the end of a receive pass), the send doorbell's choice between that and
-//! running the requester at once, and the process work (ODP faults and the stage work queued behind them, flushes too long for
-//! softirq). Counterpart of rxe's `rxe_task.c`: the stages run from here, and the objects only
-//! ask for it (`kick_pending`, `ack_at_pass_end`, `flush_pending`, `odp`'s queue).
+//! running the requester at once, and the process work (ODP faults and the stage work queued
+//! behind them, flushes too long for softirq). Counterpart of rxe's `rxe_task.c`: the stages
+//! run from here, and the objects only ask for it (`kick_pending`, `ack_at_pass_end`,
+//! `flush_pending`, `odp`'s queue).
 //!
 //! Contexts: the tick runs in the timer's softirq, the kick work in a BH workqueue (softirq),
 //! the process work in process context; each takes a QP's locks only through the stages it runs.
@@ -75,6 +76,14 @@ pub(crate) fn doorbell(dev: &Device<Roxe>, qp: &RoxeQp) {
 /// Whether the send doorbell of `qp` leaves its requester to the kick work on another CPU
 /// ([`doorbell`]), which it then asked for.
 fn hands_over(dev: &Device<Roxe>, qp: &RoxeQp) -> bool {
+    // A UC or UD send completes as it leaves, on a real HCA within microseconds of the
+    // doorbell, and software counts on finding it in the CQ soon after (rdma-core's
+    // `test_resize_cq` resizes a UD QP's CQ below the completions it just posted for): the
+    // requester of such a QP stays on the poster's CPU. An RC send completes with its ACK.
+    // Both checks come before the CQ's lock, which they spare these QPs and one-CPU systems.
+    if qp.qp_type != QpType::Rc || !dev.other_cpus_online() {
+        return false;
+    }
     let data = dev.data();
     let local = qp.local_path.load(Relaxed);
     // A QP connected to the device's own GID does not run beside a requester handed over:
@@ -82,11 +91,7 @@ fn hands_over(dev: &Device<Roxe>, qp: &RoxeQp) -> bool {
     let waits = qp.awaited.load(Relaxed)
         && !qp.send_cq.unpolled()
         && !(local && data.doorbell_pass.load(Relaxed));
-    // A UC or UD send completes as it leaves, on a real HCA within microseconds of the
-    // doorbell, and software counts on finding it in the CQ soon after (rdma-core's
-    // `test_resize_cq` resizes a UD QP's CQ below the completions it just posted for): the
-    // requester of such a QP stays on the poster's CPU. An RC send completes with its ACK.
-    if waits || qp.qp_type != QpType::Rc || !dev.other_cpus_online() {
+    if waits {
         return false;
     }
     // The turn: this QP's already, or taken if no QP has it (read first: every poster's

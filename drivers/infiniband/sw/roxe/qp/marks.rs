@@ -21,7 +21,7 @@ pub(crate) const TIMED: PoolMark = PoolMark::One;
 pub(crate) const KICKED: PoolMark = PoolMark::Two;
 
 /// Whether any of the QP's timers is armed.
-pub(crate) fn timers_armed(qp: &RoxeQp) -> bool {
+fn timers_armed(qp: &RoxeQp) -> bool {
     let sq_armed = {
         let sq = qp.sq_state.lock();
         sq.ack_deadline_ms != 0 || sq.rnr_until_ms != 0 || sq.peer.queued()
