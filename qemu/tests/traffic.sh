@@ -24,7 +24,7 @@ TAG="$DRV0-$DRV1"
 RXE_COUNTERS="sent_pkts rcvd_pkts duplicate_request out_of_seq_request rcvd_rnr_err send_rnr_err rcvd_seq_err
 	ack_deferred retry_exceeded_err retry_rnr_exceeded_err completer_retry_err send_err link_downed rdma_sends
 	rdma_recvs sent_bytes rcvd_bytes"
-ROXE_COUNTERS="rcvd_icrc_err rcvd_drops rcvd_peer_mismatch cq_overflow odp_refused peer_window_waits peer_window_cuts peer_window_turns"
+ROXE_COUNTERS="rcvd_icrc_err rcvd_drops rcvd_peer_mismatch cq_overflow odp_refused peer_window_waits peer_window_cuts peer_window_turns loopback_queued"
 HWC=/sys/class/infiniband/$RDMA_DEV/ports/1/hw_counters
 export HWC
 counter() { cat "$HWC/$1" 2>/dev/null || echo 0; }

@@ -83,11 +83,12 @@ pub(crate) struct RoxeDevice {
     /// Someone is draining `loopback` (see `recv::loopback`).
     pub(crate) loopback_draining: AtomicFlag,
     /// The QP whose send doorbells hand its requester to the kick work on another CPU until
-    /// the kick work finishes a pass (`task::doorbell`), or `task::NO_QP`: one QP at a time,
-    /// so that other QPs' doorbells keep running their requesters on their own CPUs.
+    /// the kick work finishes a pass that leaves nothing to the next (`task::kicked`), or
+    /// `task::NO_QP`: one QP at a time, so that other QPs' doorbells keep running their
+    /// requesters on their own CPUs.
     pub(crate) doorbell_qpn: Atomic<u32>,
-    /// A send doorbell handed a requester to the kick work, which has not finished a pass since
-    /// (`task::doorbell`).
+    /// A send doorbell handed a requester to the kick work, which has not finished a pass that
+    /// leaves nothing to the next since (`task::doorbell`, `task::kicked`).
     pub(crate) doorbell_pass: AtomicFlag,
     /// A response to a requester on this device, which the drainer that delivered the request
     /// builds and delivers next (`recv::loopback`). Only the holder of the

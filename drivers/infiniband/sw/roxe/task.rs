@@ -59,7 +59,8 @@ pub(crate) const NO_QP: u32 = u32::MAX;
 /// completion, the shortest way to it: the last WQE taken asked for one (`RoxeQp::awaited`) and
 /// the poster has polled every completion so far (a stream posts on without polling), unless the
 /// QP is connected to the device's own GID (`RoxeQp::local_path`) and the kick work has a
-/// handed-over requester to run (`RoxeDevice::doorbell_pass`): the two would deliver side by
+/// handed-over requester, or what its runs left, to run (`RoxeDevice::doorbell_pass`): the two
+/// would deliver side by
 /// side, and one would find the loopback drainer busy and take the slow way, through socket
 /// buffers. It runs there too when another QP's doorbells hand theirs over
 /// (`RoxeDevice::doorbell_qpn`: the kick work is one work, and one QP riding it leaves every
@@ -124,26 +125,36 @@ fn hands_over(dev: &Device<Roxe>, qp: &RoxeQp) -> bool {
 /// queued by a send doorbell, on another CPU than the poster's ([`doorbell`]).
 pub(crate) fn kicked(dev: &Device<Roxe>) {
     loopback::drain(dev);
-    let qps = &dev.data().qps;
+    let data = dev.data();
+    let qps = &data.qps;
     // The QPs whose turn at their peer's send window came (`peer`).
-    dev.data().peers.take_served(|qpn| {
+    data.peers.take_served(|qpn| {
         if let Some(qp) = qps.get(qpn) {
             loopback::run_requester(dev, &qp);
         }
     });
+    let mut again = false;
     qps.for_each_marked(qp::KICKED, |qpn, qp| {
         qps.clear_mark(qpn, qp::KICKED);
         if qp.kick_pending.xchg(false, Acquire) {
             run_queues(dev, qp);
+            // A run that spent its budget goes on in the next pass (`req::Run`).
+            again |= qp.kick_pending.load(Relaxed);
         }
         // After the requester, whose batch takes the held ACK if it sends.
         if qp.ack_at_pass_end.xchg(false, Acquire) {
             crate::net::ack::pass_ended(dev, qp);
         }
     });
+    // A pass that left requesters or loopback packets to the next goes on as the doorbell's
+    // pass did: until it is over, a waiting QP connected to the device's own GID would find the
+    // drainer busy (`doorbell`), and the QP that had the turn keeps it.
+    if again || !data.loopback.is_empty() {
+        return;
+    }
     // From now on the first doorbell to hand its requester over has the kick work for itself.
-    dev.data().doorbell_pass.store(false, Relaxed);
-    dev.data().doorbell_qpn.store(NO_QP, Release);
+    data.doorbell_pass.store(false, Relaxed);
+    data.doorbell_qpn.store(NO_QP, Release);
 }
 
 /// Jobs (faults, requester runs, redeliveries) one pass of the process work runs before the

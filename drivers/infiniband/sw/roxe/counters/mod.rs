@@ -83,10 +83,14 @@ pub(crate) enum Counter {
     /// Times an RC requester with nothing unacknowledged joined its peer's queue to wait for a
     /// turn at the shared send window (`peer`).
     PeerWindowTurns,
+    /// Packets for the device's own GIDs that went through a socket buffer and the loopback
+    /// queue: sent while another delivery was under way, or by a stage other than a requester's
+    /// run (READ reply bursts after the first, retransmissions, packets from other contexts).
+    LoopbackQueued,
 }
 
 /// How many counters there are.
-const COUNT: usize = 25;
+const COUNT: usize = 26;
 
 /// The counters' names, in [`Counter`] order: rdma_rxe's (`rxe_counter_descs`), then roxe's.
 pub(crate) static DESCS: [StatDesc; COUNT] = [
@@ -115,6 +119,7 @@ pub(crate) static DESCS: [StatDesc; COUNT] = [
     StatDesc::new(c"peer_window_waits"),
     StatDesc::new(c"peer_window_cuts"),
     StatDesc::new(c"peer_window_turns"),
+    StatDesc::new(c"loopback_queued"),
 ];
 
 /// A device's counters. Incremented from any context without a lock.

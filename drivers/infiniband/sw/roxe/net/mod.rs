@@ -75,6 +75,7 @@ impl Crc32 for KernelCrc {
 /// other context does not wait for the next one.
 fn loopback(dev: &Device<Roxe>, skb: SkBuff) {
     let data = dev.data();
+    data.counters.inc(Counter::LoopbackQueued);
     data.loopback.push(skb);
     if !data.loopback_draining.load(Relaxed) {
         dev.kick();
