@@ -104,6 +104,7 @@ struct roxe_hrtimer {
 };
 void roxe_helper_hrtimer_setup(struct roxe_hrtimer *t, void (*fn)(struct roxe_hrtimer *t));
 void roxe_helper_hrtimer_arm_us(struct roxe_hrtimer *t, unsigned int us);
+void roxe_helper_hrtimer_arm_us_slack(struct roxe_hrtimer *t, unsigned int us, unsigned int slack_us);
 bool roxe_helper_hrtimer_try_to_cancel(struct roxe_hrtimer *t);
 void roxe_helper_hrtimer_cancel(struct roxe_hrtimer *t);
 u64 roxe_helper_ktime_ns(void);

@@ -165,6 +165,17 @@ void roxe_helper_hrtimer_arm_us(struct roxe_hrtimer *t, unsigned int us)
 }
 
 /*
+ * Arms @t to fire no sooner than @us microseconds from now and no later than @slack_us after
+ * that (re-arming an armed timer moves its expiry): for waits whose length matters more than
+ * what reprogramming the clock event device costs.
+ */
+void roxe_helper_hrtimer_arm_us_slack(struct roxe_hrtimer *t, unsigned int us, unsigned int slack_us)
+{
+	hrtimer_start_range_ns(&t->timer, (u64)us * NSEC_PER_USEC, (u64)slack_us * NSEC_PER_USEC,
+			       HRTIMER_MODE_REL);
+}
+
+/*
  * Stops @t without waiting: true when @fn will not run for the last arming, false when it runs
  * or has run since (the timer interrupt is handing it over, or its work was already taken).
  */

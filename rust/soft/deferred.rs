@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The deferred work of a soft HCA's devices: the [`Deferred`] trait a driver implements to run
-//! a periodic tick, a short timer and softirq and process-context work for its devices, the
+//! a periodic tick, a short and a wake timer and softirq and process-context work for its devices, the
 //! [`SoftDevice`] that carries them as the device's data, and the [`Device`] methods that ask
 //! for them.
 //!
@@ -37,6 +37,10 @@ pub trait Deferred: DriverTypes<Data = SoftDevice<Self::State>> {
     /// [`Device::start_short_timer`] started expires.
     fn short_timer(dev: &Device<Self>);
 
+    /// Runs once, in softirq context (the BH workqueue), when the timer
+    /// [`Device::start_wake_timer`] started expires.
+    fn wake_timer(dev: &Device<Self>);
+
     /// Work asked for with [`Device::kick`], e.g. from a context that may not transmit (kernel
     /// consumers post with interrupts disabled). Softirq context (the BH workqueue).
     fn kicked(dev: &Device<Self>);
@@ -68,7 +72,9 @@ impl<S> SoftDevice<S> {
             // SAFETY: The callbacks are `T`'s; by the type invariant nothing arms or queues them
             // but the device whose data this is, which they find from their field, and they stop
             // before `state` drops.
-            sched <- unsafe { Sched::new(short_timer::<T>, kick::<T>, process_work::<T>) },
+            sched <- unsafe {
+                Sched::new((short_timer::<T>, wake_timer::<T>), kick::<T>, process_work::<T>)
+            },
             state <- state,
         }? Error)
     }
@@ -100,6 +106,14 @@ impl<T: Deferred> Device<T> {
     /// armed moves the expiry, so the driver keeps track of whether it is. Any context.
     pub fn start_short_timer(&self, us: u32) {
         self.data().sched.arm_short_timer(us);
+    }
+
+    /// Starts the device's wake timer: [`Deferred::wake_timer`] runs once in softirq context, no
+    /// sooner than `us` microseconds from now and no later than `slack_us` after that, for waits
+    /// whose length matters (the clock event device is reprogrammed for it when its tick would
+    /// come too late). Starting it while it is armed moves the expiry. Any context.
+    pub fn start_wake_timer(&self, us: u32, slack_us: u32) {
+        self.data().sched.arm_wake_timer(us, slack_us);
     }
 
     /// Stops the short timer without waiting: `true` when its callback will not run for the
@@ -177,6 +191,19 @@ unsafe extern "C" fn short_timer<T: Deferred>(timer: *mut bindings::roxe_hrtimer
     // SAFETY: The timer is the short timer of a live device's `Sched`.
     let dev = unsafe { device_of::<T, _>(timer, Sched::SHORT_TIMER) };
     T::short_timer(dev);
+}
+
+/// The wake timer's callback (on the BH workqueue).
+///
+/// # Safety
+///
+/// Only the wake timer of a device's `Sched` (armed through the device) calls this, with
+/// `timer` that field; the `Sched` cancels it, waiting for a running callback, before the
+/// device's data drops.
+unsafe extern "C" fn wake_timer<T: Deferred>(timer: *mut bindings::roxe_hrtimer) {
+    // SAFETY: The timer is the wake timer of a live device's `Sched`.
+    let dev = unsafe { device_of::<T, _>(timer, Sched::WAKE_TIMER) };
+    T::wake_timer(dev);
 }
 
 /// The kick work's callback (on the BH workqueue).

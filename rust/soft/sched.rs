@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! One object's deferred execution: a periodic timer, a short high-resolution timer whose
-//! callback runs in softirq context, and a work item each for softirq and process context.
+//! One object's deferred execution: a periodic timer, two high-resolution timers whose callbacks
+//! run in softirq context (a short one with a scheduler tick of slack, and a precise one), and a
+//! work item each for softirq and process context.
 //!
 //! It knows nothing of RDMA: the owner embeds a [`Sched`], made by [`Sched::new`] with the
 //! callbacks (which find the owner by the field's offset); dropping it stops everything, waiting
@@ -21,7 +22,7 @@ use kernel::{
 
 /// The callback of the periodic timer.
 pub(super) type TickFn = unsafe extern "C" fn(*mut bindings::timer_list);
-/// The callback of the short timer.
+/// The callback of the short timer or the wake timer.
 pub(super) type ShortFn = unsafe extern "C" fn(*mut bindings::roxe_hrtimer);
 /// The callback of a work item.
 pub(super) type WorkFn = unsafe extern "C" fn(*mut bindings::work_struct);
@@ -42,6 +43,8 @@ pub struct Sched {
     tick_armed: AtomicFlag,
     /// The short timer; set up by [`Sched::init`].
     short_timer: Opaque<bindings::roxe_hrtimer>,
+    /// The wake timer; set up by [`Sched::init`].
+    wake_timer: Opaque<bindings::roxe_hrtimer>,
     /// The softirq work; set up by [`Sched::init`].
     kick: Opaque<bindings::work_struct>,
     /// The process-context work; set up by [`Sched::init`].
@@ -63,18 +66,23 @@ impl Drop for Sched {
 }
 
 impl Sched {
-    /// A `Sched` whose short timer and works call `short`, `kick` and `process`.
+    /// A `Sched` whose short and wake timers and works call `timers.0`, `timers.1`, `kick` and
+    /// `process`.
     ///
     /// # Safety
     ///
     /// Each callback may be called with the address of its own field for as long as the
     /// `Sched` lives, and finds everything it uses alive then.
-    pub(super) unsafe fn new(short: ShortFn, kick: WorkFn, process: WorkFn) -> impl PinInit<Self> {
+    pub(super) unsafe fn new(
+        timers: (ShortFn, ShortFn),
+        kick: WorkFn,
+        process: WorkFn,
+    ) -> impl PinInit<Self> {
         // SAFETY: The slot is valid for writes and pinned: it stays there until dropped, and
         // `Drop` shuts everything down; the callbacks' contract is the caller's.
         unsafe {
             pin_init::pin_init_from_closure(move |slot: *mut Self| {
-                Self::init(slot, short, kick, process);
+                Self::init(slot, timers, kick, process);
                 Ok(())
             })
         }
@@ -84,12 +92,15 @@ impl Sched {
     pub(super) const TICK: usize = core::mem::offset_of!(Sched, tick);
     /// Offset of the short timer.
     pub(super) const SHORT_TIMER: usize = core::mem::offset_of!(Sched, short_timer);
+    /// Offset of the wake timer.
+    pub(super) const WAKE_TIMER: usize = core::mem::offset_of!(Sched, wake_timer);
     /// Offset of the softirq work.
     pub(super) const KICK: usize = core::mem::offset_of!(Sched, kick);
     /// Offset of the process-context work.
     pub(super) const PROCESS_WORK: usize = core::mem::offset_of!(Sched, process_work);
 
-    /// Sets up the short timer and the works of the `Sched` at `this` with their callbacks.
+    /// Sets up the short and wake timers and the works of the `Sched` at `this` with their
+    /// callbacks.
     ///
     /// # Safety
     ///
@@ -97,14 +108,18 @@ impl Sched {
     /// may be called with the address of its own field from now until [`Sched::shutdown`]
     /// returns, which the owner calls before freeing `this` or dropping what the callbacks use
     /// (or the owner frees it before anything could arm or queue these).
-    unsafe fn init(this: *mut Self, short: ShortFn, kick: WorkFn, process: WorkFn) {
+    unsafe fn init(this: *mut Self, timers: (ShortFn, ShortFn), kick: WorkFn, process: WorkFn) {
         // SAFETY: `this` is valid for writes (the function's contract); the helpers initialise
         // the C objects in place.
         unsafe {
             core::ptr::addr_of_mut!((*this).tick_armed).write(AtomicFlag::new(false));
             bindings::roxe_helper_hrtimer_setup(
                 Opaque::cast_into(core::ptr::addr_of!((*this).short_timer)),
-                Some(short),
+                Some(timers.0),
+            );
+            bindings::roxe_helper_hrtimer_setup(
+                Opaque::cast_into(core::ptr::addr_of!((*this).wake_timer)),
+                Some(timers.1),
             );
             bindings::roxe_helper_init_work_bh(
                 Opaque::cast_into(core::ptr::addr_of!((*this).kick)),
@@ -172,13 +187,19 @@ impl Sched {
                 bindings::timer_shutdown_sync(Opaque::cast_into(core::ptr::addr_of!((*this).tick)));
             }
         }
-        // SAFETY: The timer was set up in `init`. Nothing else can arm it now: the works and
-        // the tick are stopped and the owner is being freed; the helper waits for a running
-        // callback, disables the work it queues and cancels what that callback armed.
+        // SAFETY: The timers were set up in `init`. Nothing else can arm them now: the works
+        // and the tick are stopped and the owner is being freed; the helper waits for a running
+        // callback, disables the work it queues and cancels what that callback armed. Each
+        // callback may arm the other's timer, so the pair is stopped twice.
         unsafe {
-            bindings::roxe_helper_hrtimer_cancel(Opaque::cast_into(core::ptr::addr_of!(
-                (*this).short_timer
-            )))
+            for _ in 0..2 {
+                bindings::roxe_helper_hrtimer_cancel(Opaque::cast_into(core::ptr::addr_of!(
+                    (*this).short_timer
+                )));
+                bindings::roxe_helper_hrtimer_cancel(Opaque::cast_into(core::ptr::addr_of!(
+                    (*this).wake_timer
+                )));
+            }
         };
     }
 
@@ -187,6 +208,13 @@ impl Sched {
     pub(super) fn arm_short_timer(&self, us: u32) {
         // SAFETY: The timer was set up in `init` and stays valid until `shutdown` (invariant).
         unsafe { bindings::roxe_helper_hrtimer_arm_us(self.short_timer.get(), us) };
+    }
+
+    /// Arms the wake timer: its callback runs once in softirq context, no sooner than `us`
+    /// microseconds from now and no later than `slack_us` after that. Any context.
+    pub(super) fn arm_wake_timer(&self, us: u32, slack_us: u32) {
+        // SAFETY: The timer was set up in `init` and stays valid until `shutdown` (invariant).
+        unsafe { bindings::roxe_helper_hrtimer_arm_us_slack(self.wake_timer.get(), us, slack_us) };
     }
 
     /// Stops the short timer without waiting: `true` when its callback will not run for the

@@ -13,7 +13,7 @@
 
 #![deny(unsafe_code)]
 
-use crate::rdma::device::{now_ms, Device};
+use crate::rdma::device::{now_ms, now_ns, Device};
 use crate::{
     counters::Counter,
     hca::Roxe,
@@ -32,6 +32,7 @@ use crate::{
     qp::{Completions, RoxeQp, SqState},
     req,
 };
+use kernel::sync::atomic::Relaxed;
 
 /// Counts what the completer decided: retransmissions and retry exhaustion.
 fn count(dev: &Device<Roxe>, action: &CompAction) {
@@ -259,6 +260,23 @@ pub(crate) fn receive(dev: &Device<Roxe>, qp: &RoxeQp, pkt: &Packet<&[u8]>, payl
     }
     // A completion may have returned a credit or opened the window, a NAK asked for a resend,
     // or the QP is now in error and its remaining WQEs must flush.
+    resume(dev, qp);
+}
+
+/// Runs the requester of `qp` after a response or a timer. A QP connected to the device's own
+/// GID whose requester is idle is left to the kick work: a run from here could not hand its
+/// packets to the responder (`req::Loopback::Queued`), and would copy each into a socket buffer,
+/// and every packet after it too while the ACKs its packets bring keep running it from here (a
+/// stream resent after an RNR NAK, or waiting for its window). A run going on is asked to go
+/// round again (`req::run`).
+fn resume(dev: &Device<Roxe>, qp: &RoxeQp) {
+    if qp.local_path.load(Relaxed) && qp.req_running.load(Relaxed) == 0 {
+        crate::qp::ask_kick(dev, qp);
+        dev.kick();
+        // An ACK deadline the response armed, as `req::run` would.
+        crate::qp::timers_touched(dev, qp);
+        return;
+    }
     req::run(dev, qp);
 }
 
@@ -284,7 +302,7 @@ fn batch(r: &Response<'_>, out: &mut Completions) -> Flow {
     // The ACK timer runs while something sent is unacknowledged, from the last progress.
     if sq.comp.expected_psn == sq.psn_limit || sq.ack_timeout_ms == 0 {
         sq.ack_deadline_ms = 0;
-    } else if sq.rnr_until_ms == 0 && (sq.comp.expected_psn != before || sq.ack_deadline_ms == 0) {
+    } else if sq.rnr_until_ns == 0 && (sq.comp.expected_psn != before || sq.ack_deadline_ms == 0) {
         sq.ack_deadline_ms = now_ms() + sq.ack_timeout_ms;
     }
     sq.settle_peer(r.dev, r.peer);
@@ -367,17 +385,62 @@ fn apply(r: &Response<'_>, sq: &mut SqState, out: &mut Completions) -> Flow {
             Flow::Done
         }
         CompAction::RnrWait { delay_us, from_psn } => {
-            // The tick releases the requester once the delay is over; the ACK timer waits
-            // meanwhile and restarts with the retransmission.
-            sq.rnr_until_ms = now_ms() + u64::from(delay_us).div_ceil(1000).max(1);
+            // The wake timer releases the requester once the delay the responder asked for is
+            // over (IBA 9.7.5.2.8: no sooner); the ACK timer waits meanwhile and restarts with
+            // the retransmission.
+            sq.rnr_until_ns = now_ns().saturating_add(u64::from(delay_us) * 1000).max(1);
             sq.ack_deadline_ms = 0;
             sq.rewind(from_psn, &r.cfg);
+            // On the timers' list first, where the wake timer looks for the QPs it wakes.
+            crate::qp::timers_touched(r.dev, r.qp);
+            rnr_wake_at(r.dev, sq.rnr_until_ns);
             Flow::Done
         }
         CompAction::Error { status } => {
             complete_oldest(sq, status, out);
             Flow::Error
         }
+    }
+}
+
+/// How late the wake timer may expire after the end of the RNR wait it is armed for: an RNR
+/// NAK's delay is 10 us to 655 ms (IBA table 45), perftest's 640 us; a scheduler tick of slack,
+/// as the short timer has, would add up to several times that to each wait.
+const RNR_WAKE_SLACK_US: u32 = 50;
+
+/// Arms the device's wake timer for `until` (`now_ns`), the end of an RC requester's RNR wait,
+/// unless it is armed to expire sooner: then its callback (`task::rnr_timer`) arms it again for the
+/// waits that are not over. The caller put the QP on the timers' list (`qp::timers_touched`)
+/// first, so that a callback running meanwhile finds it. Any context; takes the leaf lock
+/// `rnr_wake_ns`.
+fn rnr_wake_at(dev: &Device<Roxe>, until: u64) {
+    let mut armed = dev.data().rnr_wake_ns.lock();
+    if *armed != 0 && *armed <= until {
+        return;
+    }
+    *armed = until;
+    let us = until.saturating_sub(now_ns()).div_ceil(1000);
+    dev.start_wake_timer(u32::try_from(us).unwrap_or(u32::MAX), RNR_WAKE_SLACK_US);
+}
+
+/// The wake timer's look at an RC QP (softirq): if its RNR wait is over, the requester sends
+/// again (from the PSN the RNR NAK named); if it still runs, the timer is armed for its end.
+pub(crate) fn rnr_wake(dev: &Device<Roxe>, qp: &RoxeQp, now: u64) {
+    if qp.qp_type != QpType::Rc {
+        return;
+    }
+    let until = {
+        let mut sq = qp.sq_state.lock();
+        let until = sq.rnr_until_ns;
+        if until != 0 && now >= until {
+            sq.rnr_until_ns = 0;
+        }
+        until
+    };
+    match until {
+        0 => {}
+        t if now >= t => resume(dev, qp),
+        t => rnr_wake_at(dev, t),
     }
 }
 
@@ -394,8 +457,9 @@ pub(crate) fn tick(dev: &Device<Roxe>, qp: &RoxeQp, now: u64) {
     let mut error = false;
     {
         let mut sq = qp.sq_state.lock();
-        if sq.rnr_until_ms != 0 && now >= sq.rnr_until_ms {
-            sq.rnr_until_ms = 0;
+        // The wake timer ends RNR waits; this is its fallback.
+        if sq.rnr_until_ns != 0 && now_ns() >= sq.rnr_until_ns {
+            sq.rnr_until_ns = 0;
             kick = true;
         }
         // Waiting for the peer's window too long: one packet past it (`peer`). Waiting for a
@@ -430,6 +494,6 @@ pub(crate) fn tick(dev: &Device<Roxe>, qp: &RoxeQp, now: u64) {
         crate::qp::move_to_error(qp);
     }
     if kick || error {
-        req::run(dev, qp);
+        resume(dev, qp);
     }
 }

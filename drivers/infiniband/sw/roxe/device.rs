@@ -83,9 +83,8 @@ pub(crate) struct RoxeDevice {
     /// Someone is draining `loopback` (see `recv::loopback`).
     pub(crate) loopback_draining: AtomicFlag,
     /// The QP whose send doorbells hand its requester to the kick work on another CPU until
-    /// the kick work finishes a pass that leaves nothing to the next (`task::kicked`), or
-    /// `task::NO_QP`: one QP at a time, so that other QPs' doorbells keep running their
-    /// requesters on their own CPUs.
+    /// the kick work finishes a pass (`task::doorbell`), or `task::NO_QP`: one QP at a time,
+    /// so that other QPs' doorbells keep running their requesters on their own CPUs.
     pub(crate) doorbell_qpn: Atomic<u32>,
     /// A send doorbell handed a requester to the kick work, which has not finished a pass that
     /// leaves nothing to the next since (`task::doorbell`, `task::kicked`).
@@ -124,6 +123,10 @@ pub(crate) struct RoxeDevice {
     /// How many QPs hold an ACK, and whether the short timer runs for them (`ack::hold_ack`).
     #[pin]
     pub(crate) held_acks: SpinLockIrq<HeldAcks>,
+    /// When the wake timer is armed to expire (`now_ns`; 0: not armed), for the earliest end of
+    /// an RC requester's RNR wait (`comp::rnr_wake_at`). A leaf lock, taken under `sq_state`.
+    #[pin]
+    pub(crate) rnr_wake_ns: SpinLockIrq<u64>,
     /// The port's hardware counters (`rdma statistic`).
     pub(crate) counters: Counters,
     /// The send windows the RC QPs to one peer share (`peer`).

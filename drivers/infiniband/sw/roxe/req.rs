@@ -555,8 +555,8 @@ fn step_locked(cx: &StepCx<'_>, sq: &mut SqState) -> Step {
     if matches!(path.state, QpState::Err | QpState::Sqe) {
         return flush(qp, sq);
     }
-    if path.state != QpState::Rts || sq.rnr_until_ms != 0 {
-        // Not sending, or held back by an RNR NAK until the tick releases it.
+    if path.state != QpState::Rts || sq.rnr_until_ns != 0 {
+        // Not sending, or held back by an RNR NAK until the wake timer releases it.
         return Step::Idle;
     }
     if sq.cur >= sq.entries.len() {

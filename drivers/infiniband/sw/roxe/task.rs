@@ -14,7 +14,7 @@
 
 #![deny(unsafe_code)]
 
-use crate::rdma::device::{now_ms, Device};
+use crate::rdma::device::{now_ms, now_ns, Device};
 use crate::{
     hca::Roxe,
     mem::odp::{self, StageJob},
@@ -47,6 +47,19 @@ pub(crate) fn tick(dev: &Device<Roxe>) {
 /// The device's short timer: the held ACKs that waited long enough leave.
 pub(crate) fn short_timer(dev: &Device<Roxe>) {
     crate::net::ack::hold_timer_expired(dev);
+    loopback::drain(dev);
+}
+
+/// The device's wake timer expired (softirq): the RC requesters whose RNR wait is over send
+/// again, and the timer is armed for the next wait that is not (`comp::rnr_wake_at`). The QPs in an
+/// RNR wait are on the timers' list, so the tick ends their waits too, should this miss one.
+pub(crate) fn rnr_timer(dev: &Device<Roxe>) {
+    // Before the look: a wait that starts from now on arms the timer again.
+    *dev.data().rnr_wake_ns.lock() = 0;
+    let now = now_ns();
+    dev.data().qps.for_each_marked(qp::TIMED, |_, qp| {
+        crate::comp::rnr_wake(dev, qp, now);
+    });
     loopback::drain(dev);
 }
 
@@ -148,12 +161,13 @@ pub(crate) fn kicked(dev: &Device<Roxe>) {
     });
     // A pass that left requesters or loopback packets to the next goes on as the doorbell's
     // pass did: until it is over, a waiting QP connected to the device's own GID would find the
-    // drainer busy (`doorbell`), and the QP that had the turn keeps it.
-    if again || !data.loopback.is_empty() {
-        return;
+    // drainer busy (`doorbell`). The flag is cleared by the first pass that leaves nothing (a
+    // handover queues one); the turn ends with every pass, so that a QP gone meanwhile does not
+    // keep it.
+    if !again && data.loopback.is_empty() {
+        data.doorbell_pass.store(false, Relaxed);
     }
     // From now on the first doorbell to hand its requester over has the kick work for itself.
-    data.doorbell_pass.store(false, Relaxed);
     data.doorbell_qpn.store(NO_QP, Release);
 }
 

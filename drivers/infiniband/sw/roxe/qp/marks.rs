@@ -24,7 +24,7 @@ pub(crate) const KICKED: PoolMark = PoolMark::Two;
 fn timers_armed(qp: &RoxeQp) -> bool {
     let sq_armed = {
         let sq = qp.sq_state.lock();
-        sq.ack_deadline_ms != 0 || sq.rnr_until_ms != 0 || sq.peer.queued()
+        sq.ack_deadline_ms != 0 || sq.rnr_until_ns != 0 || sq.peer.queued()
     };
     if sq_armed {
         return true;

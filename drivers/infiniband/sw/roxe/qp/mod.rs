@@ -210,8 +210,8 @@ pub(crate) struct SqState {
     pub(crate) rd_atomic_in_flight: u32,
     /// When the oldest unacknowledged request times out (ms since boot; 0: no timer).
     pub(crate) ack_deadline_ms: u64,
-    /// Until when an RNR NAK holds the requester back (ms since boot; 0: not held).
-    pub(crate) rnr_until_ms: u64,
+    /// Until when an RNR NAK holds the requester back (`now_ns`; 0: not held).
+    pub(crate) rnr_until_ns: u64,
     /// The completer's state: the next PSN it expects a response for (every PSN before it is
     /// acknowledged), the retry counters (IBA 9.7.6.1.3, 9.7.5.2.8), a retry under way.
     pub(crate) comp: CompState,
@@ -526,7 +526,7 @@ fn new_sq_state(sq_depth: usize, elem_size: usize) -> Result<SqState> {
         psn_limit: Psn::new(0),
         rd_atomic_in_flight: 0,
         ack_deadline_ms: 0,
-        rnr_until_ms: 0,
+        rnr_until_ns: 0,
         comp: CompState::new(Psn::new(0), Pmtu::of(IbMtu::Mtu256), 7, 7),
         ack_timeout_ms: 0,
         local_buf: KVVec::new(),
@@ -869,7 +869,7 @@ fn reset_stages(dev: &Device<Roxe>, this: &RoxeQp, st: &QpStateData, irq: &IrqOf
     sq.psn_limit = Psn::new(0);
     sq.rd_atomic_in_flight = 0;
     sq.ack_deadline_ms = 0;
-    sq.rnr_until_ms = 0;
+    sq.rnr_until_ns = 0;
     sq.comp = CompState::new(Psn::new(0), Pmtu::of(IbMtu::Mtu256), retry_cnt, rnr_retry);
     sq.settle_peer(dev, None);
 }

@@ -62,42 +62,61 @@ pub(crate) fn drain_loopback(dev: &Device<Roxe>, mut budget: u32) {
 /// Delivers up to `budget` packets of the loopback queue while holding the drainer's claim,
 /// then gives the claim up; returns the budget left. Bottom halves are off meanwhile, so that
 /// a drainer in process context cannot be preempted while the whole device waits for it.
-fn drain_claimed(dev: &Device<Roxe>, mut budget: u32) -> u32 {
+fn drain_claimed(dev: &Device<Roxe>, budget: u32) -> u32 {
+    let budget = deliver_queued(dev, budget);
+    release_claim(dev);
+    budget
+}
+
+/// Delivers up to `budget` packets of the loopback queue; returns the budget left. Context: the
+/// holder of the drainer claim, which it keeps.
+fn deliver_queued(dev: &Device<Roxe>, mut budget: u32) -> u32 {
     let data = dev.data();
-    {
-        let _bh = bh::disable();
-        while budget > 0 {
-            let Some(skb) = data.loopback.pop() else {
-                break;
-            };
-            // Our own packets: nothing can have corrupted them, and they carry no ICRC.
-            super::rx::receive(skb, false);
-            // A response it asked for is delivered before the next packet (the queue's order).
-            budget = budget.saturating_sub(1 + deliver_local_responses(dev));
-        }
+    let _bh = bh::disable();
+    while budget > 0 {
+        let Some(skb) = data.loopback.pop() else {
+            break;
+        };
+        // Our own packets: nothing can have corrupted them, and they carry no ICRC.
+        super::rx::receive(skb, false);
+        // A response it asked for is delivered before the next packet (the queue's order).
+        budget = budget.saturating_sub(1 + deliver_local_responses(dev));
     }
+    budget
+}
+
+/// Gives the drainer claim up.
+fn release_claim(dev: &Device<Roxe>) {
+    let data = dev.data();
     // A full barrier, not a release store: the caller's emptiness check that follows must not
     // be ordered before the flag is seen clear, or a packet queued meanwhile by a CPU that
     // found the flag still set would sit in the queue until the next loopback packet.
     let _ = data.loopback_draining.xchg(false, Full);
-    budget
 }
 
 /// Delivers a packet the requester built in its local buffer for the device's own GID
 /// straight to the responder: no socket buffer, no headers, no queue. An RDMA WRITE's or a
 /// SEND's payload left in the sender's MR ([`req::LocalPacket::take_source`]) waits in the
 /// device's `local_source` slot meanwhile ([`with_payload_in_slot`]), and the responder copies
-/// it from there into the target. The packet is copied into a socket buffer (its payload filled
-/// in first) and queued only when a delivery is already under way (the queue keeps the order,
-/// and nothing recurses). Context: the requester's (process or softirq, interrupts enabled).
+/// it from there into the target. Packets queued before it are delivered first (the queue keeps
+/// the order). The packet is copied into a socket buffer (its payload filled in first) and
+/// queued only when a delivery is already under way (nothing recurses), or when the queue holds
+/// more than the budget. Context: the requester's (process or softirq, interrupts enabled).
 fn deliver_local(dev: &Device<Roxe>, p: &mut LocalPacket) {
     let data = dev.data();
-    if !data.loopback.is_empty() || data.loopback_draining.cmpxchg(false, true, Full).is_err() {
-        // A payload that cannot be read is a packet lost, as on a wire: RC resends it.
-        if p.fill_payload() {
-            net::xmit_copy(dev, &p.av, p.sport, p.bytes());
+    if data.loopback_draining.cmpxchg(false, true, Full).is_err() {
+        return queue_copy(dev, p, LOOPBACK_BUDGET);
+    }
+    // The claim is ours. Had the queue the last word, one packet queued while a delivery was
+    // under way would send every later one of every QP through a socket buffer, for as long as
+    // the requesters kept the queue from emptying.
+    let mut budget = LOOPBACK_BUDGET;
+    if !data.loopback.is_empty() {
+        budget = deliver_queued(dev, budget);
+        if !data.loopback.is_empty() {
+            release_claim(dev);
+            return queue_copy(dev, p, budget);
         }
-        return drain(dev);
     }
     let source = p.take_source();
     let (av, roce) = (&p.av, p.bytes());
@@ -124,7 +143,17 @@ fn deliver_local(dev: &Device<Roxe>, p: &mut LocalPacket) {
     });
     let delivered = deliver_local_responses(dev);
     // The responses this delivery queued (and whatever other CPUs queued meanwhile).
-    let budget = drain_claimed(dev, LOOPBACK_BUDGET.saturating_sub(delivered));
+    let budget = drain_claimed(dev, budget.saturating_sub(delivered));
+    drain_loopback(dev, budget);
+}
+
+/// Copies `p` into a socket buffer, its payload filled in, and queues it; then drains up to
+/// `budget` packets, unless a drainer at work holds the claim (it delivers them).
+fn queue_copy(dev: &Device<Roxe>, p: &mut LocalPacket, budget: u32) {
+    // A payload that cannot be read is a packet lost, as on a wire: RC resends it.
+    if p.fill_payload() {
+        net::xmit_copy(dev, &p.av, p.sport, p.bytes());
+    }
     drain_loopback(dev, budget);
 }
 

@@ -82,6 +82,10 @@ impl Deferred for Roxe {
         crate::task::short_timer(dev);
     }
 
+    fn wake_timer(dev: &Device<Self>) {
+        crate::task::rnr_timer(dev);
+    }
+
     fn kicked(dev: &Device<Self>) {
         crate::task::kicked(dev);
     }
@@ -531,6 +535,7 @@ impl Link for Roxe {
                 ),
                 atomic_lock <- crate::rdma::bh::new_bh_lock!((), "roxe_atomic"),
                 held_acks <- crate::compat::sync::new_spinlock_irq!(crate::device::HeldAcks::new(), "roxe_held_acks"),
+                rnr_wake_ns <- crate::compat::sync::new_spinlock_irq!(0, "roxe_rnr_wake"),
                 counters: Counters::new(),
                 peers,
                 odp_budget,
